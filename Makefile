@@ -1,0 +1,41 @@
+# Tidelog developer entry points. Everything runs from the project-local .venv.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+PYTEST_ARGS ?=
+
+.PHONY: install run test lint format bench bench-quick clean
+
+install: $(STAMP)
+
+# Reinstall only when the project metadata changes: a second `make install` is a no-op.
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[spark,dev]'
+	touch $(STAMP)
+
+run: install
+	$(BIN)/tidelog serve --data-dir ./data --listen 127.0.0.1:9092 --metrics-listen 127.0.0.1:9644
+
+test: install
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: install
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+
+bench: install
+	$(BIN)/python -m bench.run_all
+
+bench-quick: install
+	$(BIN)/python -m bench.run_all --quick
+
+clean:
+	rm -rf $(VENV) data build *.egg-info .pytest_cache .ruff_cache .hypothesis
+	find . -name __pycache__ -type d -prune -exec rm -rf {} +
