@@ -1,0 +1,517 @@
+"""The record batch of PROTOCOL.md §3: the same bytes on the wire and on disk.
+
+Layout (big-endian), written once here; every offset below derives from it:
+
+    offset  type    field
+    0       int64   base_offset        assigned by the broker; producers send 0
+    8       int32   batch_length       bytes after this field (= size - 12)
+    12      int8    magic              1
+    13      uint32  crc                CRC-32C of bytes 17 .. end of batch
+    17      int16   attributes         bits 0-2 compression, 3 timestamp type,
+                                       4-5 reserved (zero), 6 delete horizon set
+    19      int32   last_offset_delta
+    23      int64   base_timestamp
+    31      int64   max_timestamp
+    39      int64   producer_id
+    47      int16   producer_epoch
+    49      int32   base_sequence
+    53      int32   record_count
+    57      bytes   payload            msgpack array of records, compressed per attributes
+
+A record is `[offset_delta, timestamp_delta, key: bin|nil, value: bin|nil,
+headers: [[str, bin|nil], ...]]`.
+
+Validation decodes the payload once with msgpack's C unpacker into tuples and
+checks its shape with C-level `map`/`set` passes, so the broker does no
+per-record Python work on the produce path. Every malformed input, including
+whatever msgpack or a decompressor raises on hostile bytes, becomes
+`CorruptMessage` (or `InvalidRecord` for a produce-rule breach) with the cause
+chained.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from enum import IntEnum
+from itertools import chain, repeat
+from operator import add
+from typing import NamedTuple
+
+import crc32c
+import msgpack
+
+from protocol.compression import Compression, compress, decompress
+from protocol.errors import CorruptMessage, InvalidRecord, MessageTooLarge
+
+HEADER = struct.Struct(">qibIhiqqqhii")
+HEADER_SIZE = HEADER.size  # 57
+assert HEADER_SIZE == 57
+
+# Offsets of the header fields, derived from HEADER's format.
+BASE_OFFSET_OFFSET = 0
+BATCH_LENGTH_OFFSET = 8
+MAGIC_OFFSET = 12
+CRC_OFFSET = 13
+ATTRIBUTES_OFFSET = 17
+LAST_OFFSET_DELTA_OFFSET = 19
+BASE_TIMESTAMP_OFFSET = 23
+MAX_TIMESTAMP_OFFSET = 31
+PRODUCER_ID_OFFSET = 39
+PRODUCER_EPOCH_OFFSET = 47
+BASE_SEQUENCE_OFFSET = 49
+RECORD_COUNT_OFFSET = 53
+CRC_START = ATTRIBUTES_OFFSET
+# base_offset + batch_length: the part of a batch not counted by batch_length.
+LOG_OVERHEAD = BATCH_LENGTH_OFFSET + 4
+# batch_length of a batch with an empty payload.
+MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
+
+MAGIC = 1
+
+COMPRESSION_MASK = 0x07
+TIMESTAMP_TYPE_MASK = 0x08
+TRANSACTIONAL_MASK = 0x10
+CONTROL_MASK = 0x20
+DELETE_HORIZON_MASK = 0x40
+# Bits a valid batch may set; anything else is reserved and must be zero.
+KNOWN_ATTRIBUTES_MASK = COMPRESSION_MASK | TIMESTAMP_TYPE_MASK | DELETE_HORIZON_MASK
+
+# PROTOCOL.md §3: a batch may not inflate beyond message.max.bytes x 16 or 64 MiB,
+# whichever is larger. 64 MiB is the floor every caller gets by default.
+DEFAULT_MAX_DECOMPRESSED_BYTES = 64 * 1024 * 1024
+DECOMPRESSION_FACTOR = 16
+
+_INT64 = struct.Struct(">q")
+_UINT32 = struct.Struct(">I")
+_INT16 = struct.Struct(">h")
+_INT32 = struct.Struct(">i")
+_NONE_TYPE = type(None)
+_BLOB_TYPES = {bytes, _NONE_TYPE}
+
+__all__ = [
+    "HEADER",
+    "HEADER_SIZE",
+    "LOG_OVERHEAD",
+    "MAGIC",
+    "BatchHeader",
+    "Compression",
+    "Record",
+    "TimestampType",
+    "build_batch",
+    "check_crc",
+    "decode_payload",
+    "decode_records",
+    "encode_batch",
+    "iter_headers",
+    "iter_records",
+    "max_decompressed_bytes",
+    "read_header",
+    "set_base_offset",
+    "set_log_append_time",
+    "validate_batch",
+]
+
+
+class TimestampType(IntEnum):
+    """Attribute bit 3."""
+
+    CREATE_TIME = 0
+    LOG_APPEND_TIME = 1
+
+
+@dataclass(frozen=True, slots=True)
+class BatchHeader:
+    """The 57-byte header of one batch, parsed."""
+
+    base_offset: int
+    batch_length: int
+    magic: int
+    crc: int
+    attributes: int
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    record_count: int
+
+    @property
+    def size(self) -> int:
+        """Bytes the whole batch occupies, header included."""
+        return self.batch_length + LOG_OVERHEAD
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def next_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta + 1
+
+    @property
+    def compression(self) -> int:
+        return self.attributes & COMPRESSION_MASK
+
+    @property
+    def timestamp_type(self) -> TimestampType:
+        return TimestampType(1 if self.attributes & TIMESTAMP_TYPE_MASK else 0)
+
+    @property
+    def has_delete_horizon(self) -> bool:
+        return bool(self.attributes & DELETE_HORIZON_MASK)
+
+
+class Record(NamedTuple):
+    """One decoded record with its absolute offset and timestamp."""
+
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes | None], ...]
+
+
+def max_decompressed_bytes(message_max_bytes: int) -> int:
+    """The decompression cap PROTOCOL.md §3 derives from `message.max.bytes`."""
+    return max(message_max_bytes * DECOMPRESSION_FACTOR, DEFAULT_MAX_DECOMPRESSED_BYTES)
+
+
+def read_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeader:
+    """Parse the header at `pos`; checks only presence, magic and a sane length."""
+    if pos < 0 or len(buf) - pos < HEADER_SIZE:
+        raise CorruptMessage(
+            f"batch header at byte {pos} needs {HEADER_SIZE} bytes, {max(len(buf) - pos, 0)} left"
+        )
+    header = BatchHeader(*HEADER.unpack_from(buf, pos))
+    if header.magic != MAGIC:
+        raise CorruptMessage(f"batch at byte {pos} has magic {header.magic}, expected {MAGIC}")
+    if header.batch_length < MIN_BATCH_LENGTH:
+        raise CorruptMessage(
+            f"batch at byte {pos} has batch_length {header.batch_length} < {MIN_BATCH_LENGTH}"
+        )
+    return header
+
+
+def _whole_batch(buf: bytes | bytearray | memoryview, pos: int) -> BatchHeader:
+    header = read_header(buf, pos)
+    if len(buf) - pos < header.size:
+        raise CorruptMessage(
+            f"batch at byte {pos} is truncated: {len(buf) - pos} of {header.size} bytes present"
+        )
+    return header
+
+
+def _crc_of(buf: bytes | bytearray | memoryview, pos: int, size: int) -> int:
+    return crc32c.crc32c(memoryview(buf)[pos + CRC_START : pos + size])
+
+
+def check_crc(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeader:
+    """Header and CRC-32C only: what a recovery scan needs, without decoding records."""
+    header = _whole_batch(buf, pos)
+    actual = _crc_of(buf, pos, header.size)
+    if actual != header.crc:
+        raise CorruptMessage(
+            f"batch at offset {header.base_offset} (byte {pos}) has CRC {header.crc:#010x}, "
+            f"computed {actual:#010x}"
+        )
+    return header
+
+
+def decode_payload(
+    buf: bytes | bytearray | memoryview,
+    pos: int = 0,
+    *,
+    header: BatchHeader | None = None,
+    max_decompressed: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
+) -> tuple[BatchHeader, tuple]:
+    """The raw record tuples of one batch, decompressed under the cap, unchecked."""
+    if header is None:
+        header = _whole_batch(buf, pos)
+    raw = memoryview(buf)[pos + HEADER_SIZE : pos + header.size]
+    if header.compression:
+        raw = decompress(header.compression, raw, max_decompressed)
+    try:
+        records = msgpack.unpackb(raw, use_list=False, raw=False, strict_map_key=True)
+    except Exception as exc:
+        raise CorruptMessage(
+            f"batch at offset {header.base_offset}: payload is not valid msgpack ({exc!r})"
+        ) from exc
+    if type(records) is not tuple:
+        raise CorruptMessage(
+            f"batch at offset {header.base_offset}: payload is a {type(records).__name__}, "
+            "not an array"
+        )
+    return header, records
+
+
+def _check_records(header: BatchHeader, records: tuple, producer: bool) -> None:
+    """Shape checks with C-level passes only (no Python bytecode per record).
+
+    One transposition into columns, then a type-set per pair of columns: about
+    0.2 us per record here, next to 0.09 us for the msgpack decode itself.
+    """
+    where = f"batch at offset {header.base_offset}"
+    if len(records) != header.record_count:
+        raise CorruptMessage(
+            f"{where}: header says {header.record_count} records, payload holds {len(records)}"
+        )
+    if not records:
+        return
+    if set(map(type, records)) != {tuple}:
+        raise CorruptMessage(f"{where}: every record must be an array of 5 items")
+    try:
+        deltas, ts_deltas, keys, values, headers = zip(*records, strict=True)
+    except ValueError as exc:
+        raise CorruptMessage(f"{where}: every record must be an array of 5 items") from exc
+    if set(map(type, deltas + ts_deltas)) != {int}:
+        raise CorruptMessage(f"{where}: offset and timestamp deltas must be integers")
+    if not set(map(type, keys + values)) <= _BLOB_TYPES:
+        raise CorruptMessage(f"{where}: keys and values must be bin or nil")
+    if set(map(type, headers)) != {tuple}:
+        raise CorruptMessage(f"{where}: record headers must be arrays")
+    if any(headers):
+        _check_record_headers(where, headers)
+    if producer:
+        if deltas != tuple(range(len(records))) or header.last_offset_delta != len(records) - 1:
+            raise CorruptMessage(f"{where}: offset deltas must be 0, 1, 2, ... in order")
+    elif deltas[-1] > header.last_offset_delta or min(deltas) < 0 or max(deltas) != deltas[-1]:
+        raise CorruptMessage(f"{where}: offset deltas exceed last_offset_delta")
+    if header.timestamp_type == TimestampType.CREATE_TIME:
+        largest = header.base_timestamp + max(ts_deltas)
+        if largest != header.max_timestamp:
+            raise CorruptMessage(
+                f"{where}: max_timestamp {header.max_timestamp} differs from the largest "
+                f"record timestamp {largest}"
+            )
+
+
+def _check_record_headers(where: str, headers: tuple) -> None:
+    pairs = tuple(chain.from_iterable(headers))
+    if set(map(type, pairs)) != {tuple} or set(map(len, pairs)) != {2}:
+        raise CorruptMessage(f"{where}: each record header must be a [key, value] pair")
+    header_keys, header_values = zip(*pairs, strict=True)
+    if set(map(type, header_keys)) != {str} or not set(map(type, header_values)) <= _BLOB_TYPES:
+        raise CorruptMessage(f"{where}: header keys must be str and values bin or nil")
+
+
+def validate_batch(
+    buf: bytes | bytearray | memoryview,
+    pos: int = 0,
+    *,
+    max_batch_bytes: int | None = None,
+    max_decompressed: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
+    producer: bool = False,
+) -> BatchHeader:
+    """Check one whole batch: header, CRC-32C, and a payload of well-shaped records.
+
+    With `producer=True` the produce rules apply too: `record_count >= 1`, offset
+    deltas 0..n-1 (CorruptMessage), and a zero base offset with bit 6 clear
+    (InvalidRecord), as PROTOCOL.md §3 says.
+    """
+    header = check_crc(buf, pos)
+    if max_batch_bytes is not None and header.size > max_batch_bytes:
+        raise MessageTooLarge(
+            f"batch of {header.size} bytes exceeds the limit of {max_batch_bytes} bytes"
+        )
+    if header.attributes & ~KNOWN_ATTRIBUTES_MASK & 0xFFFF:
+        raise CorruptMessage(
+            f"batch at offset {header.base_offset} sets reserved attribute bits "
+            f"({header.attributes:#06x})"
+        )
+    if header.compression > Compression.ZSTD:
+        raise CorruptMessage(f"unknown compression codec {header.compression}")
+    if producer:
+        if header.record_count < 1:
+            raise CorruptMessage("a produced batch must hold at least one record")
+        if header.base_offset != 0:
+            raise InvalidRecord(
+                f"a produced batch must have base_offset 0, not {header.base_offset}"
+            )
+        if header.has_delete_horizon:
+            raise InvalidRecord("producers may not set the delete-horizon attribute (bit 6)")
+    _, records = decode_payload(buf, pos, header=header, max_decompressed=max_decompressed)
+    _check_records(header, records, producer)
+    return header
+
+
+def iter_headers(
+    buf: bytes | bytearray | memoryview, *, allow_partial: bool = False
+) -> Iterator[tuple[int, BatchHeader]]:
+    """(position, header) of each whole batch in back-to-back batches.
+
+    A trailing partial batch raises CorruptMessage, or ends the iteration when
+    `allow_partial` is set (a reader that asked for a byte limit may see one).
+    """
+    pos = 0
+    end = len(buf)
+    while pos < end:
+        try:
+            header = _whole_batch(buf, pos)
+        except CorruptMessage:
+            if allow_partial and (
+                end - pos < HEADER_SIZE or end - pos < read_header(buf, pos).size
+            ):
+                return
+            raise
+        yield pos, header
+        pos += header.size
+
+
+def decode_records(
+    buf: bytes | bytearray | memoryview,
+    pos: int = 0,
+    *,
+    max_decompressed: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
+) -> list[Record]:
+    """The records of one batch with absolute offsets and timestamps."""
+    header, records = decode_payload(buf, pos, max_decompressed=max_decompressed)
+    _check_records(header, records, producer=False)
+    if not records:
+        return []
+    deltas, ts_deltas, keys, values, headers = zip(*records, strict=True)
+    return list(
+        map(
+            Record,
+            map(add, deltas, repeat(header.base_offset)),
+            map(add, ts_deltas, repeat(header.base_timestamp)),
+            keys,
+            values,
+            headers,
+        )
+    )
+
+
+def iter_records(
+    buf: bytes | bytearray | memoryview, *, allow_partial: bool = False
+) -> Iterator[Record]:
+    """Every record of back-to-back batches, in offset order."""
+    for pos, _ in iter_headers(buf, allow_partial=allow_partial):
+        yield from decode_records(buf, pos)
+
+
+def build_batch(
+    entries: Sequence[tuple[int, int, bytes | None, bytes | None, Sequence]],
+    *,
+    base_offset: int,
+    base_timestamp: int,
+    attributes: int,
+    last_offset_delta: int | None = None,
+    max_timestamp: int | None = None,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+) -> bytes:
+    """Assemble a batch from `(offset_delta, timestamp_ms, key, value, headers)` entries.
+
+    The low-level constructor: the cleaner uses it to rewrite a batch keeping its
+    base offset, last offset delta, producer fields and attributes (compression
+    included). Timestamp deltas are taken relative to `base_timestamp`.
+    """
+    payload_records = [
+        [delta, ts - base_timestamp, key, value, [list(h) for h in hdrs]]
+        for delta, ts, key, value, hdrs in entries
+    ]
+    if last_offset_delta is None:
+        last_offset_delta = entries[-1][0] if entries else 0
+    if max_timestamp is None:
+        max_timestamp = max((e[1] for e in entries), default=base_timestamp)
+    payload = msgpack.packb(payload_records, use_bin_type=True)
+    payload = compress(Compression(attributes & COMPRESSION_MASK), payload)
+    return _assemble(
+        payload,
+        base_offset=base_offset,
+        attributes=attributes,
+        last_offset_delta=last_offset_delta,
+        base_timestamp=base_timestamp,
+        max_timestamp=max_timestamp,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=base_sequence,
+        record_count=len(entries),
+    )
+
+
+def _assemble(payload: bytes, **fields: int) -> bytes:
+    size = HEADER_SIZE + len(payload)
+    out = bytearray(size)
+    HEADER.pack_into(
+        out,
+        0,
+        fields["base_offset"],
+        size - LOG_OVERHEAD,
+        MAGIC,
+        0,
+        fields["attributes"],
+        fields["last_offset_delta"],
+        fields["base_timestamp"],
+        fields["max_timestamp"],
+        fields["producer_id"],
+        fields["producer_epoch"],
+        fields["base_sequence"],
+        fields["record_count"],
+    )
+    out[HEADER_SIZE:] = payload
+    _UINT32.pack_into(out, CRC_OFFSET, _crc_of(out, 0, size))
+    return bytes(out)
+
+
+def encode_batch(
+    records: Iterable[tuple[bytes | None, bytes | None, Sequence | None, int | None]],
+    *,
+    compression: Compression | int = Compression.NONE,
+    base_offset: int = 0,
+    timestamp_type: TimestampType = TimestampType.CREATE_TIME,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+    now_ms: int | None = None,
+) -> bytes:
+    """Encode `(key, value, headers, timestamp_ms | None)` records as one batch.
+
+    A record without a timestamp gets `now_ms` (the caller's clock; required then).
+    Offset deltas are 0..n-1, as producers must send them.
+    """
+    rows = list(records)
+    if not rows:
+        raise ValueError("a batch needs at least one record")
+    timestamps = [now_ms if r[3] is None else r[3] for r in rows]
+    if None in timestamps:
+        raise ValueError("now_ms is required for records without a timestamp")
+    base_timestamp = timestamps[0]
+    payload_records = [
+        [i, ts - base_timestamp, key, value, [list(h) for h in hdrs] if hdrs else []]
+        for i, ((key, value, hdrs, _), ts) in enumerate(zip(rows, timestamps, strict=True))
+    ]
+    payload = compress(Compression(compression), msgpack.packb(payload_records, use_bin_type=True))
+    attributes = int(compression) & COMPRESSION_MASK
+    if timestamp_type == TimestampType.LOG_APPEND_TIME:
+        attributes |= TIMESTAMP_TYPE_MASK
+    return _assemble(
+        payload,
+        base_offset=base_offset,
+        attributes=attributes,
+        last_offset_delta=len(rows) - 1,
+        base_timestamp=base_timestamp,
+        max_timestamp=max(timestamps),
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=base_sequence,
+        record_count=len(rows),
+    )
+
+
+def set_base_offset(buf: bytearray | memoryview, pos: int, base_offset: int) -> None:
+    """Assign offsets in place: base_offset is outside the CRC, so nothing else changes."""
+    _INT64.pack_into(buf, pos + BASE_OFFSET_OFFSET, base_offset)
+
+
+def set_log_append_time(buf: bytearray | memoryview, pos: int, timestamp_ms: int) -> None:
+    """Stamp a batch with the broker's time (LogAppendTime) and recompute its CRC."""
+    size = _INT32.unpack_from(buf, pos + BATCH_LENGTH_OFFSET)[0] + LOG_OVERHEAD
+    attributes = _INT16.unpack_from(buf, pos + ATTRIBUTES_OFFSET)[0] | TIMESTAMP_TYPE_MASK
+    _INT16.pack_into(buf, pos + ATTRIBUTES_OFFSET, attributes)
+    _INT64.pack_into(buf, pos + MAX_TIMESTAMP_OFFSET, timestamp_ms)
+    _UINT32.pack_into(buf, pos + CRC_OFFSET, _crc_of(buf, pos, size))

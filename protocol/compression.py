@@ -1,0 +1,111 @@
+"""Payload codecs of PROTOCOL.md §3, each in its standard stream format.
+
+gzip is an RFC 1952 member, lz4 the LZ4 frame format, zstd a Zstandard frame and
+snappy a raw Snappy block (as Kafka). Decompression is always capped: a hostile
+batch may not inflate past `max_bytes`, whatever its frame header claims.
+"""
+
+from __future__ import annotations
+
+import io
+import zlib
+from enum import IntEnum
+
+import cramjam
+import lz4.frame
+import zstandard
+
+from protocol.errors import CorruptMessage
+
+# zlib's window bits for the gzip container (16 + max window).
+_GZIP_WBITS = 31
+
+
+class Compression(IntEnum):
+    """Attribute bits 0-2 of a batch."""
+
+    NONE = 0
+    GZIP = 1
+    SNAPPY = 2
+    LZ4 = 3
+    ZSTD = 4
+
+    @classmethod
+    def parse(cls, name: str | int | Compression) -> Compression:
+        """Accept a codec by enum, number or case-insensitive name (`"zstd"`)."""
+        if isinstance(name, cls):
+            return name
+        if isinstance(name, int):
+            return cls(name)
+        try:
+            return cls[name.strip().upper()]
+        except KeyError:
+            valid = ", ".join(c.name.lower() for c in cls)
+            raise ValueError(f"unknown compression {name!r}; use one of {valid}") from None
+
+
+def compress(codec: Compression, data: bytes) -> bytes:
+    """Compress a payload with `codec` (NONE returns the input)."""
+    if codec == Compression.NONE:
+        return data
+    if codec == Compression.GZIP:
+        packer = zlib.compressobj(6, zlib.DEFLATED, _GZIP_WBITS)
+        return packer.compress(data) + packer.flush()
+    if codec == Compression.SNAPPY:
+        return bytes(cramjam.snappy.compress_raw(data))
+    if codec == Compression.LZ4:
+        return lz4.frame.compress(data)
+    if codec == Compression.ZSTD:
+        return zstandard.ZstdCompressor(level=3).compress(data)
+    raise CorruptMessage(f"unknown compression codec {int(codec)}")
+
+
+def decompress(codec: int, data: bytes | memoryview, max_bytes: int) -> bytes:
+    """Inflate a payload, refusing anything that would exceed `max_bytes`.
+
+    Every failure, including a library's own exception on hostile input, becomes
+    CorruptMessage with the cause chained.
+    """
+    try:
+        out = _decompress(codec, data, max_bytes)
+    except CorruptMessage:
+        raise
+    except Exception as exc:
+        raise CorruptMessage(f"cannot decompress {_name(codec)} payload: {exc}") from exc
+    if len(out) > max_bytes:
+        raise CorruptMessage(f"{_name(codec)} payload inflates beyond the {max_bytes}-byte cap")
+    return out
+
+
+def _decompress(codec: int, data: bytes | memoryview, max_bytes: int) -> bytes:
+    if codec == Compression.NONE:
+        return bytes(data)
+    if codec == Compression.GZIP:
+        unpacker = zlib.decompressobj(_GZIP_WBITS)
+        out = unpacker.decompress(data, max_bytes + 1)
+        if not unpacker.eof and len(out) <= max_bytes:
+            raise CorruptMessage("truncated gzip payload")
+        return out
+    if codec == Compression.SNAPPY:
+        declared = cramjam.snappy.decompress_raw_len(bytes(data))
+        if declared > max_bytes:
+            raise CorruptMessage(f"snappy payload declares {declared} bytes, cap is {max_bytes}")
+        return bytes(cramjam.snappy.decompress_raw(bytes(data)))
+    if codec == Compression.LZ4:
+        unpacker = lz4.frame.LZ4FrameDecompressor()
+        out = unpacker.decompress(bytes(data), max_length=max_bytes + 1)
+        if not unpacker.eof and len(out) <= max_bytes:
+            raise CorruptMessage("truncated lz4 payload")
+        return out
+    if codec == Compression.ZSTD:
+        reader = zstandard.ZstdDecompressor().stream_reader(io.BytesIO(bytes(data)))
+        with reader:
+            return reader.read(max_bytes + 1)
+    raise CorruptMessage(f"unknown compression codec {codec}")
+
+
+def _name(codec: int) -> str:
+    try:
+        return Compression(codec).name.lower()
+    except ValueError:
+        return f"codec {codec}"

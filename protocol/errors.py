@@ -1,0 +1,137 @@
+"""The error registry of PROTOCOL.md §5: one exception class per wire code.
+
+Every error Tidelog reports to a client is one of these classes. Each knows its
+wire `code` and whether retrying the same request can help (`retriable`), so the
+broker maps exceptions to codes in one place and clients map codes back to
+exceptions without a table of their own.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+
+class TidelogError(Exception):
+    """Base of every error with a wire code."""
+
+    code: ClassVar[str] = "UNKNOWN_SERVER_ERROR"
+    retriable: ClassVar[bool] = False
+
+    def __init__(self, message: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+
+    def __str__(self) -> str:
+        return f"{self.code}: {self.message}" if self.message else self.code
+
+
+class UnknownServerError(TidelogError):
+    code = "UNKNOWN_SERVER_ERROR"
+
+
+class InvalidRequest(TidelogError):
+    code = "INVALID_REQUEST"
+
+
+class UnsupportedVersion(TidelogError):
+    code = "UNSUPPORTED_VERSION"
+
+
+class CorruptMessage(TidelogError):
+    """A batch failed its length, CRC, layout or payload check.
+
+    Retriable as in Kafka: a batch corrupted in transit may arrive intact next time.
+    """
+
+    code = "CORRUPT_MESSAGE"
+    retriable = True
+
+
+class MessageTooLarge(TidelogError):
+    code = "MESSAGE_TOO_LARGE"
+
+
+class InvalidRecord(TidelogError):
+    code = "INVALID_RECORD"
+
+
+class InvalidTimestamp(TidelogError):
+    code = "INVALID_TIMESTAMP"
+
+
+class UnknownTopicOrPartition(TidelogError):
+    code = "UNKNOWN_TOPIC_OR_PARTITION"
+    retriable = True
+
+
+class TopicAlreadyExists(TidelogError):
+    code = "TOPIC_ALREADY_EXISTS"
+
+
+class InvalidTopic(TidelogError):
+    code = "INVALID_TOPIC_EXCEPTION"
+
+
+class InvalidPartitions(TidelogError):
+    code = "INVALID_PARTITIONS"
+
+
+class InvalidConfig(TidelogError):
+    code = "INVALID_CONFIG"
+
+
+class OffsetOutOfRange(TidelogError):
+    code = "OFFSET_OUT_OF_RANGE"
+
+
+class StorageError(TidelogError):
+    """Disk full or an I/O error; the log stays consistent and the broker keeps running."""
+
+    code = "STORAGE_ERROR"
+    retriable = True
+
+
+class RequestTimedOut(TidelogError):
+    code = "REQUEST_TIMED_OUT"
+    retriable = True
+
+
+class PolicyViolation(TidelogError):
+    code = "POLICY_VIOLATION"
+
+
+ERRORS: dict[str, type[TidelogError]] = {
+    cls.code: cls
+    for cls in (
+        UnknownServerError,
+        InvalidRequest,
+        UnsupportedVersion,
+        CorruptMessage,
+        MessageTooLarge,
+        InvalidRecord,
+        InvalidTimestamp,
+        UnknownTopicOrPartition,
+        TopicAlreadyExists,
+        InvalidTopic,
+        InvalidPartitions,
+        InvalidConfig,
+        OffsetOutOfRange,
+        StorageError,
+        RequestTimedOut,
+        PolicyViolation,
+    )
+}
+
+
+def error_class(code: str) -> type[TidelogError]:
+    """The class for a wire code; codes from a newer broker map to UnknownServerError."""
+    return ERRORS.get(code, UnknownServerError)
+
+
+def error_from_wire(code: str, message: str | None) -> TidelogError:
+    """Rebuild the exception a broker reported, keeping unknown codes visible."""
+    cls = error_class(code)
+    text = message or ""
+    if cls is UnknownServerError and code != UnknownServerError.code:
+        text = f"{code}: {text}" if text else code
+    return cls(text)

@@ -1,0 +1,53 @@
+"""The error registry: every PROTOCOL.md §5 code has exactly one class."""
+
+from __future__ import annotations
+
+import pytest
+
+from protocol import errors
+
+CONTRACT_CODES = [
+    "UNKNOWN_SERVER_ERROR",
+    "INVALID_REQUEST",
+    "UNSUPPORTED_VERSION",
+    "CORRUPT_MESSAGE",
+    "MESSAGE_TOO_LARGE",
+    "INVALID_RECORD",
+    "INVALID_TIMESTAMP",
+    "UNKNOWN_TOPIC_OR_PARTITION",
+    "TOPIC_ALREADY_EXISTS",
+    "INVALID_TOPIC_EXCEPTION",
+    "INVALID_PARTITIONS",
+    "INVALID_CONFIG",
+    "OFFSET_OUT_OF_RANGE",
+    "STORAGE_ERROR",
+    "REQUEST_TIMED_OUT",
+    "POLICY_VIOLATION",
+]
+
+
+@pytest.mark.parametrize("code", CONTRACT_CODES)
+def test_every_contract_code_round_trips(code: str) -> None:
+    cls = errors.error_class(code)
+    assert cls.code == code
+    exc = errors.error_from_wire(code, "detail")
+    assert isinstance(exc, cls)
+    assert str(exc) == f"{code}: detail"
+
+
+def test_registry_has_no_extra_or_duplicate_codes() -> None:
+    assert sorted(errors.ERRORS) == sorted(CONTRACT_CODES)
+
+
+def test_retriable_flags_follow_kafka() -> None:
+    assert errors.StorageError.retriable
+    assert errors.RequestTimedOut.retriable
+    assert errors.UnknownTopicOrPartition.retriable
+    assert not errors.InvalidRecord.retriable
+    assert not errors.TopicAlreadyExists.retriable
+
+
+def test_unknown_code_from_a_newer_broker_stays_visible() -> None:
+    exc = errors.error_from_wire("SOME_FUTURE_ERROR", "why")
+    assert isinstance(exc, errors.UnknownServerError)
+    assert "SOME_FUTURE_ERROR" in str(exc)
