@@ -1,0 +1,258 @@
+"""`tidelog dump-log FILE...`: decode segment and index files offline (Kafka's kafka-dump-log).
+
+Reads the files directly, so it works on a stopped broker's data directory or
+a copy of it. For a `.log` it prints one line per batch (offsets, count,
+position, timestamps, size, codec, CRC) and whether the batch is valid (CRC
+and payload checked); `--print-data-log` adds one line per record. A batch
+whose header is unreadable or runs past the end of the file ends the scan
+(nothing after it can be located). For `.index` and `.timeindex` it prints the
+entries and checks they increase and point inside the segment's log.
+Exit status 1 when anything is invalid, with a summary line on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import mmap
+import struct
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from broker.cli_common import EXIT_OK, CliError, bootstrap_parent, format_time_ms, print_out
+from protocol.batch import (
+    HEADER_SIZE,
+    BatchHeader,
+    Compression,
+    TimestampType,
+    decode_records,
+    read_header,
+    validate_batch,
+)
+from protocol.errors import CorruptMessage, TidelogError
+from storage.files import (
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    parse_segment_file_name,
+)
+
+OFFSET_ENTRY = struct.Struct(">ii")  # relative offset, position (PROTOCOL.md §7)
+TIME_ENTRY = struct.Struct(">qi")  # timestamp, relative offset
+
+# Record keys and values longer than this are cut in --print-data-log lines.
+_MAX_SHOWN_BYTES = 200
+
+
+def register(sub: Any) -> None:
+    dump = sub.add_parser(
+        "dump-log",
+        parents=[bootstrap_parent()],  # accepted like everywhere, unused: no broker needed
+        help="decode segment (.log) and index files offline, verifying every CRC",
+        description=(
+            "Decode .log, .index and .timeindex files without a broker: batch headers with "
+            "a CRC and payload check for each, optionally every record, and index entries "
+            "with sanity checks. Exits 1 if anything is invalid."
+        ),
+        epilog="example: tidelog dump-log data/events-0/00000000000000000000.log -d",
+    )
+    dump.add_argument("files", nargs="+", metavar="FILE", type=Path)
+    dump.add_argument("--print-data-log", "-d", action="store_true", help="print every record, too")
+    dump.set_defaults(func=run_dump_log)
+
+
+@dataclass
+class _Findings:
+    problems: list[str] = field(default_factory=list)
+
+    def flag(self, message: str) -> None:
+        self.problems.append(message)
+
+
+@contextmanager
+def _mapped(path: Path) -> Iterator[memoryview]:
+    """The file's bytes, memory-mapped read-only (empty files give an empty view)."""
+    try:
+        handle = path.open("rb")
+    except OSError as exc:
+        raise CliError("NOT_FOUND", f"cannot read {path}: {exc.strerror}") from None
+    with handle:
+        size = path.stat().st_size
+        if size == 0:
+            yield memoryview(b"")
+            return
+        mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+        view = memoryview(mapped)
+        try:
+            yield view
+        finally:
+            try:
+                view.release()
+                mapped.close()
+            except BufferError:
+                pass  # a slice is still referenced (an error path): the GC unmaps it
+
+
+def run_dump_log(args: argparse.Namespace) -> int:
+    findings = _Findings()
+    for path in args.files:
+        print_out(f"Dumping {path}")
+        parsed = parse_segment_file_name(path.name)
+        base_offset = parsed.base_offset if parsed is not None else 0
+        kind = parsed.kind if parsed is not None else path.suffix
+        if kind == LOG_SUFFIX:
+            dump_log_file(path, base_offset, args.print_data_log, findings)
+        elif kind == INDEX_SUFFIX:
+            dump_offset_index(path, base_offset, findings)
+        elif kind == TIME_INDEX_SUFFIX:
+            dump_time_index(path, base_offset, findings)
+        else:
+            raise CliError(
+                "BAD_INPUT",
+                f"{path.name} is not a segment file",
+                "give .log, .index or .timeindex files",
+            )
+    if findings.problems:
+        for problem in findings.problems:
+            print_out(f"PROBLEM: {problem}")
+        raise CliError(
+            "CORRUPT_MESSAGE",
+            f"{len(findings.problems)} problem(s) found",
+            "see the PROBLEM lines above",
+        )
+    return EXIT_OK
+
+
+def _batch_line(pos: int, header: BatchHeader, valid: bool, reason: str) -> str:
+    stamp = (
+        "LogAppendTime" if header.timestamp_type == TimestampType.LOG_APPEND_TIME else "CreateTime"
+    )
+    try:
+        codec = Compression(header.compression).name.lower()
+    except ValueError:
+        codec = f"unknown({header.compression})"
+    line = (
+        f"baseOffset: {header.base_offset} lastOffset: {header.last_offset} "
+        f"count: {header.record_count} position: {pos} {stamp}: {header.max_timestamp} "
+        f"size: {header.size} magic: {header.magic} compresscodec: {codec} "
+        f"crc: {header.crc:#010x} deleteHorizon: {str(header.has_delete_horizon).lower()} "
+        f"isValid: {str(valid).lower()}"
+    )
+    return line + (f" reason: {reason}" if reason else "")
+
+
+def _shown(data: bytes | None) -> str:
+    if data is None:
+        return "null"
+    cut = data[:_MAX_SHOWN_BYTES]
+    text = cut.decode("utf-8", "backslashreplace")
+    return text + ("..." if len(data) > _MAX_SHOWN_BYTES else "")
+
+
+def dump_log_file(path: Path, base_offset: int, print_data: bool, findings: _Findings) -> None:
+    """Print every batch of a .log file; flag invalid ones."""
+    with _mapped(path) as buf:
+        print_out(f"Starting offset: {base_offset}")
+        pos, end, batches = 0, len(buf), 0
+        while pos < end:
+            if end - pos < HEADER_SIZE:
+                findings.flag(f"{path}: {end - pos} trailing bytes at position {pos} (torn write?)")
+                return
+            try:
+                header = read_header(buf, pos)
+            except CorruptMessage as exc:
+                findings.flag(f"{path}: unreadable batch header at position {pos}: {exc.message}")
+                return
+            if header.size > end - pos:
+                findings.flag(
+                    f"{path}: batch at position {pos} needs {header.size} bytes, "
+                    f"{end - pos} left (truncated)"
+                )
+                return
+            valid, reason = True, ""
+            try:
+                validate_batch(buf, pos)
+            except TidelogError as exc:
+                valid, reason = False, exc.message
+                findings.flag(
+                    f"{path}: batch at position {pos} (offset {header.base_offset}): {reason}"
+                )
+            print_out(_batch_line(pos, header, valid, reason))
+            if print_data and valid:
+                _print_records(buf, pos, header)
+            batches += 1
+            pos += header.size
+        print_out(f"{batches} batches, {end} bytes")
+
+
+def _print_records(buf: memoryview, pos: int, header: BatchHeader) -> None:
+    stamp = (
+        "LogAppendTime" if header.timestamp_type == TimestampType.LOG_APPEND_TIME else "CreateTime"
+    )
+    for record in decode_records(buf, pos):
+        timestamp = header.max_timestamp if stamp == "LogAppendTime" else record.timestamp
+        keys = ",".join(k for k, _ in record.headers)
+        print_out(
+            f"| offset: {record.offset} {stamp}: {timestamp} "
+            f"keySize: {-1 if record.key is None else len(record.key)} "
+            f"valueSize: {-1 if record.value is None else len(record.value)} "
+            f"headerKeys: [{keys}] key: {_shown(record.key)} payload: {_shown(record.value)}"
+        )
+
+
+def _entries(buf: memoryview, entry: struct.Struct) -> list[tuple[int, int]]:
+    """Index entries up to the preallocated tail (all-zero entries after the first)."""
+    count = len(buf) // entry.size
+    if count >= 2 and entry.unpack_from(buf, 0) == entry.unpack_from(buf, entry.size) == (0, 0):
+        return []  # an empty, preallocated index
+    out = []
+    for index in range(count):
+        values = entry.unpack_from(buf, index * entry.size)
+        if index > 0 and values == (0, 0):
+            break
+        out.append(values)
+    return out
+
+
+def _sibling_log_size(path: Path) -> int | None:
+    log = path.with_name(path.name.split(".")[0] + LOG_SUFFIX)
+    return log.stat().st_size if log.exists() else None
+
+
+def dump_offset_index(path: Path, base_offset: int, findings: _Findings) -> None:
+    with _mapped(path) as buf:
+        if len(buf) % OFFSET_ENTRY.size:
+            findings.flag(f"{path}: length {len(buf)} is not a multiple of {OFFSET_ENTRY.size}")
+        entries = _entries(buf, OFFSET_ENTRY)
+    log_size = _sibling_log_size(path)
+    last_rel, last_pos = -1, -1
+    for rel, position in entries:
+        print_out(f"offset: {base_offset + rel} position: {position}")
+        if rel <= last_rel:
+            findings.flag(f"{path}: offset {base_offset + rel} does not increase")
+        if position <= last_pos:
+            findings.flag(f"{path}: position {position} does not increase")
+        if log_size is not None and position >= max(log_size, 1):
+            findings.flag(f"{path}: position {position} is past the log's {log_size} bytes")
+        last_rel, last_pos = rel, position
+    print_out(f"{len(entries)} entries")
+
+
+def dump_time_index(path: Path, base_offset: int, findings: _Findings) -> None:
+    with _mapped(path) as buf:
+        if len(buf) % TIME_ENTRY.size:
+            findings.flag(f"{path}: length {len(buf)} is not a multiple of {TIME_ENTRY.size}")
+        entries = _entries(buf, TIME_ENTRY)
+    last_ts, last_rel = -1, -1
+    for timestamp, rel in entries:
+        print_out(
+            f"timestamp: {timestamp} ({format_time_ms(timestamp)}) offset: {base_offset + rel}"
+        )
+        if timestamp <= last_ts:
+            findings.flag(f"{path}: timestamp {timestamp} does not increase")
+        if rel < last_rel:
+            findings.flag(f"{path}: offset {base_offset + rel} goes backwards")
+        last_ts, last_rel = timestamp, rel
+    print_out(f"{len(entries)} entries")

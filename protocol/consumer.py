@@ -1,0 +1,479 @@
+"""The `Consumer`: read records of assigned partitions (kafka-python's verbs).
+
+    consumer = Consumer(bootstrap_servers="127.0.0.1:9092", auto_offset_reset="earliest")
+    consumer.assign([TopicPartition("events", 0)])
+    for record in consumer:          # ends after consumer_timeout_ms without records
+        print(record.offset, record.value)
+
+There is no group membership (protocol v1 has no rebalancing): the
+application chooses the partitions (`assign`) and owns its positions
+(`position`, `seek`). With a `group_id` it can store them on the broker
+(`commit`, `committed`; the `commit_offsets`/`fetch_offsets` extension) and a
+partition without a position starts at the group's committed offset. Passing
+topics to the constructor assigns every partition of them.
+
+A fetch returns whole batches starting with the one that holds the position;
+records below the position are dropped, and after compaction offsets may have
+gaps, so the next position always comes from the batch header, never from a
+record count. Batches are decoded with one msgpack call each and records are
+built by C-level `map`/`zip` passes, with no Python bytecode per record.
+"""
+
+from __future__ import annotations
+
+import gc
+import time
+from bisect import bisect_left
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from functools import partial
+from itertools import chain, islice, repeat
+from operator import add
+from types import TracebackType
+from typing import Any, NamedTuple
+
+from protocol.batch import (
+    TIMESTAMP_TYPE_MASK,
+    TimestampType,
+    check_crc,
+    decode_payload,
+    iter_headers,
+)
+from protocol.calls import OffsetAndTimestamp
+from protocol.client import DEFAULT_BOOTSTRAP_SERVER, DEFAULT_REQUEST_TIMEOUT_MS, Client
+from protocol.connection import DEFAULT_CLIENT_ID, BrokerProtocolError
+from protocol.errors import CorruptMessage, OffsetOutOfRange, error_from_wire
+from protocol.offsets_schema import commit_offsets, fetch_offsets
+
+# kafka-python's defaults.
+DEFAULT_FETCH_MAX_WAIT_MS = 500
+DEFAULT_FETCH_MIN_BYTES = 1
+DEFAULT_FETCH_MAX_BYTES = 52_428_800  # all partitions of one fetch: 50 MiB
+DEFAULT_MAX_PARTITION_FETCH_BYTES = 1_048_576  # per partition per fetch: 1 MiB
+DEFAULT_MAX_POLL_RECORDS = 500
+
+AUTO_OFFSET_RESETS = ("earliest", "latest", "none")
+
+
+class TopicPartition(NamedTuple):
+    topic: str
+    partition: int
+
+
+class ConsumerRecord(NamedTuple):
+    """One record, with kafka-python's field names."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    timestamp_type: int  # 0 CreateTime, 1 LogAppendTime
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes | None], ...]
+
+
+# Builds a ConsumerRecord from a tuple in C (namedtuple's _make runs bytecode).
+_make_record = partial(tuple.__new__, ConsumerRecord)
+
+
+class NoOffsetForPartitionError(OffsetOutOfRange):
+    """The position is out of range and auto_offset_reset is "none"."""
+
+
+def decode_fetched(
+    topic: str, partition: int, data: bytes, position: int, *, check_crcs: bool = True
+) -> tuple[list[ConsumerRecord], int]:
+    """Records at or after `position` in fetched batches, and the next position.
+
+    A trailing partial batch (possible when a byte limit cut the answer) is left
+    for the next fetch.
+    """
+    records: list[ConsumerRecord] = []
+    # Building many small tuples triggers collections that find no garbage;
+    # pausing the collector for one response's decode doubles its speed.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        position = _decode_into(records, topic, partition, data, position, check_crcs)
+    finally:
+        if collecting:
+            gc.enable()
+    return records, position
+
+
+def _decode_into(
+    records: list[ConsumerRecord],
+    topic: str,
+    partition: int,
+    data: bytes,
+    position: int,
+    check_crcs: bool,
+) -> int:
+    for pos, header in iter_headers(data, allow_partial=True):
+        if header.next_offset <= position:
+            continue
+        if check_crcs:
+            check_crc(data, pos)
+        _, raw = decode_payload(data, pos, header=header)
+        base = header.base_offset
+        if raw:
+            try:
+                deltas, ts_deltas, keys, values, headers = zip(*raw, strict=True)
+            except (TypeError, ValueError) as exc:
+                raise CorruptMessage(f"batch at offset {base}: malformed records") from exc
+            if header.attributes & TIMESTAMP_TYPE_MASK:
+                stamp_type = TimestampType.LOG_APPEND_TIME
+                timestamps: Iterable[int] = repeat(header.max_timestamp)
+            else:
+                stamp_type = TimestampType.CREATE_TIME
+                timestamps = map(add, ts_deltas, repeat(header.base_timestamp))
+            rows: Iterable[tuple] = zip(
+                repeat(topic),
+                repeat(partition),
+                map(add, deltas, repeat(base)),
+                timestamps,
+                repeat(int(stamp_type)),
+                keys,
+                values,
+                headers,
+            )
+            if base < position:
+                rows = islice(rows, bisect_left(deltas, position - base), None)
+            records.extend(map(_make_record, rows))
+        position = header.next_offset
+    return position
+
+
+@dataclass(slots=True)
+class _PartitionState:
+    fetch_position: int | None = None  # None: reset by auto_offset_reset first
+    buffer: list[ConsumerRecord] = field(default_factory=list)
+    index: int = 0  # buffer[index:] are not yet returned
+
+    def pending(self) -> int:
+        return len(self.buffer) - self.index
+
+    def position(self) -> int | None:
+        if self.index < len(self.buffer):
+            return self.buffer[self.index].offset
+        return self.fetch_position
+
+
+class Consumer:
+    """Fetches from assigned partitions over one blocking connection. Not thread-safe."""
+
+    def __init__(
+        self,
+        *topics: str,
+        bootstrap_servers: str = DEFAULT_BOOTSTRAP_SERVER,
+        auto_offset_reset: str = "latest",
+        fetch_max_wait_ms: int = DEFAULT_FETCH_MAX_WAIT_MS,
+        fetch_min_bytes: int = DEFAULT_FETCH_MIN_BYTES,
+        fetch_max_bytes: int = DEFAULT_FETCH_MAX_BYTES,
+        max_partition_fetch_bytes: int = DEFAULT_MAX_PARTITION_FETCH_BYTES,
+        max_poll_records: int = DEFAULT_MAX_POLL_RECORDS,
+        consumer_timeout_ms: float = float("inf"),
+        request_timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS,
+        check_crcs: bool = True,
+        client_id: str | None = DEFAULT_CLIENT_ID,
+        group_id: str | None = None,
+    ) -> None:
+        if auto_offset_reset not in AUTO_OFFSET_RESETS:
+            raise ValueError(f"auto_offset_reset must be one of {', '.join(AUTO_OFFSET_RESETS)}")
+        self.auto_offset_reset = auto_offset_reset
+        self.fetch_max_wait_ms = fetch_max_wait_ms
+        self.fetch_min_bytes = fetch_min_bytes
+        self.fetch_max_bytes = fetch_max_bytes
+        self.max_partition_fetch_bytes = max_partition_fetch_bytes
+        self.max_poll_records = max_poll_records
+        self.consumer_timeout_ms = consumer_timeout_ms
+        self.check_crcs = check_crcs
+        self.group_id = group_id
+        self.client = Client(
+            bootstrap_servers, client_id=client_id, request_timeout_ms=request_timeout_ms
+        )
+        self._states: dict[TopicPartition, _PartitionState] = {}
+        self._iter: Iterator[ConsumerRecord] = iter(())
+        if topics:
+            self.assign(
+                TopicPartition(topic, p) for topic in topics for p in self.partitions_for(topic)
+            )
+
+    # -- assignment and positions -------------------------------------------------
+
+    def partitions_for_topic(self, topic: str) -> set[int]:
+        """kafka-python's name: the partition numbers of `topic`."""
+        return set(self.partitions_for(topic))
+
+    def partitions_for(self, topic: str) -> list[int]:
+        [entry] = self.client.metadata([topic])
+        if entry["error"] is not None:
+            raise error_from_wire(entry["error"], entry.get("message"))
+        return sorted(p["partition"] for p in entry["partitions"])
+
+    def assign(self, partitions: Iterable[TopicPartition | tuple[str, int]]) -> None:
+        """Read exactly these partitions (replaces any earlier assignment)."""
+        wanted = [TopicPartition(*tp) for tp in partitions]
+        self._drop_iter_buffer()
+        self._states = {tp: self._states.get(tp, _PartitionState()) for tp in wanted}
+
+    def assignment(self) -> set[TopicPartition]:
+        return set(self._states)
+
+    def seek(self, partition: TopicPartition, offset: int) -> None:
+        """Read `partition` from `offset` on the next poll."""
+        self._drop_iter_buffer()
+        state = self._state(partition)
+        state.fetch_position, state.buffer, state.index = offset, [], 0
+
+    def seek_to_beginning(self, *partitions: TopicPartition) -> None:
+        """Seek to the log start offset (all assigned partitions if none given)."""
+        for tp, offset in self.beginning_offsets(partitions or list(self._states)).items():
+            self.seek(tp, offset)
+
+    def seek_to_end(self, *partitions: TopicPartition) -> None:
+        """Seek to the high watermark (all assigned partitions if none given)."""
+        for tp, offset in self.end_offsets(partitions or list(self._states)).items():
+            self.seek(tp, offset)
+
+    def position(self, partition: TopicPartition) -> int:
+        """The offset of the next record `poll` or iteration will return."""
+        self._drop_iter_buffer()
+        state = self._state(partition)
+        if state.position() is None:
+            self._start(partition, state)
+        position = state.position()
+        assert position is not None
+        return position
+
+    # -- committed positions (optional: `group_id`) -------------------------------
+
+    def commit(self, offsets: Mapping[TopicPartition, int] | None = None) -> None:
+        """Store positions under `group_id` (default: the current position of every
+        assigned partition), so a consumer of the same group resumes there.
+
+        A stored position is the next offset to read, as in Kafka.
+        """
+        group = self._require_group()
+        if offsets is None:
+            offsets = {tp: self.position(tp) for tp in self._states}
+        if offsets:
+            self.client.call(commit_offsets(group, dict(offsets)))
+
+    def committed(self, partition: TopicPartition) -> int | None:
+        """The group's committed position of `partition`, or None."""
+        group = self._require_group()
+        tp = TopicPartition(*partition)
+        found = self.client.call(fetch_offsets(group, [tp]))
+        position = found.get((tp.topic, tp.partition))
+        return None if position is None else position.offset
+
+    def _require_group(self) -> str:
+        if self.group_id is None:
+            raise ValueError("commit() and committed() need a group_id")
+        return self.group_id
+
+    def beginning_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        return self._list_offsets(partitions, "earliest")
+
+    def end_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        return self._list_offsets(partitions, "latest")
+
+    def offsets_for_times(
+        self, timestamps: Mapping[TopicPartition, int | datetime]
+    ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
+        """First offset whose timestamp is >= the given ms (or datetime); None if none."""
+        result: dict[TopicPartition, OffsetAndTimestamp | None] = {}
+        for tp, when in timestamps.items():
+            ms = int(when.timestamp() * 1000) if isinstance(when, datetime) else when
+            if type(ms) is not int or ms < 0:
+                raise ValueError(f"timestamp for {tp} must be ms >= 0 or a datetime, got {when!r}")
+            result[TopicPartition(*tp)] = self.client.offset_for_time(tp[0], tp[1], ms)
+        return result
+
+    def _list_offsets(
+        self, partitions: Iterable[TopicPartition], spec: str
+    ) -> dict[TopicPartition, int]:
+        result = {}
+        for tp in partitions:
+            answer = self.client.list_offsets(tp[0], tp[1], spec)
+            if answer is None:
+                raise BrokerProtocolError(f"list_offsets {spec} gave no offset for {tp}")
+            result[TopicPartition(*tp)] = answer.offset
+        return result
+
+    def _state(self, partition: TopicPartition) -> _PartitionState:
+        state = self._states.get(TopicPartition(*partition))
+        if state is None:
+            raise KeyError(f"{partition} is not assigned")
+        return state
+
+    def _start(self, tp: TopicPartition, state: _PartitionState) -> None:
+        """A first position: the group's committed offset if any, else the reset policy."""
+        if self.group_id is not None:
+            committed = self.committed(tp)
+            if committed is not None:
+                state.fetch_position, state.buffer, state.index = committed, [], 0
+                return
+        self._reset(tp, state)
+
+    def _reset(self, tp: TopicPartition, state: _PartitionState) -> None:
+        """auto_offset_reset: no position yet, or the position fell out of the log."""
+        if self.auto_offset_reset == "none":
+            raise NoOffsetForPartitionError(f"no valid position for {tp[0]}-{tp[1]}")
+        [(_, offset)] = self._list_offsets([tp], self.auto_offset_reset).items()
+        state.fetch_position, state.buffer, state.index = offset, [], 0
+
+    def _drop_iter_buffer(self) -> None:
+        """Hand the iterator's unread records back to their partitions' buffers.
+
+        (Draining `_iter` also ends a running `for` loop's current chunk: it
+        then refills from the partitions, in the same order.)
+        """
+        leftover = list(self._iter)
+        groups: dict[TopicPartition, list[ConsumerRecord]] = {}
+        for record in leftover:
+            groups.setdefault(TopicPartition(record.topic, record.partition), []).append(record)
+        for tp, records in groups.items():
+            state = self._states.get(tp)
+            if state is not None:
+                state.buffer, state.index = records + state.buffer[state.index :], 0
+
+    # -- reading ----------------------------------------------------------------
+
+    def poll(
+        self, timeout_ms: int = 0, max_records: int | None = None
+    ) -> dict[TopicPartition, list[ConsumerRecord]]:
+        """Records from any assigned partitions, waiting up to `timeout_ms` for some."""
+        limit = self.max_poll_records if max_records is None else max_records
+        deadline = time.monotonic() + timeout_ms / 1000
+        while True:
+            taken = self._take_buffered(limit)
+            if taken:
+                return taken
+            remaining_ms = max(0, int((deadline - time.monotonic()) * 1000))
+            self._fetch(min(remaining_ms, self.fetch_max_wait_ms))
+            if not any(s.pending() for s in self._states.values()) and (
+                time.monotonic() >= deadline
+            ):
+                return self._take_buffered(limit)
+
+    def _take_buffered(self, limit: int) -> dict[TopicPartition, list[ConsumerRecord]]:
+        taken: dict[TopicPartition, list[ConsumerRecord]] = {}
+        for tp, state in self._states.items():
+            if limit <= 0:
+                break
+            if not state.pending():
+                continue
+            end = min(len(state.buffer), state.index + limit)
+            whole = state.index == 0 and end == len(state.buffer)
+            chunk = state.buffer if whole else state.buffer[state.index : end]
+            state.index = end
+            if state.index == len(state.buffer):
+                state.buffer, state.index = [], 0
+            taken[tp] = chunk
+            limit -= len(chunk)
+        return taken
+
+    def _fetch(self, max_wait_ms: int) -> None:
+        """One fetch for every assigned partition with nothing buffered."""
+        wanted: dict[str, list[dict[str, Any]]] = {}
+        for tp, state in self._states.items():
+            if state.pending():
+                continue
+            if state.fetch_position is None:
+                self._start(tp, state)
+            wanted.setdefault(tp.topic, []).append(
+                {
+                    "partition": tp.partition,
+                    "offset": state.fetch_position,
+                    "max_bytes": self.max_partition_fetch_bytes,
+                }
+            )
+        if not wanted:
+            if max_wait_ms:
+                time.sleep(max_wait_ms / 1000)  # nothing assigned: behave like a quiet poll
+            return
+        body = {
+            "max_wait_ms": max_wait_ms,
+            "min_bytes": self.fetch_min_bytes,
+            "max_bytes": self.fetch_max_bytes,
+            "topics": [{"topic": t, "partitions": parts} for t, parts in wanted.items()],
+        }
+        answer = self.client.request("fetch", body, wait_ms=max_wait_ms)
+        for topic_entry in answer["topics"]:
+            for entry in topic_entry["partitions"]:
+                tp = TopicPartition(topic_entry["topic"], entry["partition"])
+                state = self._states.get(tp)
+                if state is None or state.fetch_position is None:
+                    continue
+                self._absorb(tp, state, entry)
+
+    def _absorb(self, tp: TopicPartition, state: _PartitionState, entry: dict[str, Any]) -> None:
+        error = entry["error"]
+        if error == OffsetOutOfRange.code:
+            if self.auto_offset_reset == "none":
+                raise NoOffsetForPartitionError(
+                    f"offset {state.fetch_position} is out of range for {tp[0]}-{tp[1]} "
+                    f"(log start {entry['log_start_offset']}, "
+                    f"high watermark {entry['high_watermark']})"
+                )
+            self._reset(tp, state)
+            return
+        if error is not None:
+            raise error_from_wire(error, entry.get("message"))
+        assert state.fetch_position is not None
+        records, state.fetch_position = decode_fetched(
+            tp.topic,
+            tp.partition,
+            entry["records"] or b"",
+            state.fetch_position,
+            check_crcs=self.check_crcs,
+        )
+        state.buffer, state.index = records, 0
+
+    def __iter__(self) -> Iterator[ConsumerRecord]:
+        """Records as they come; ends after `consumer_timeout_ms` without one."""
+        while True:
+            yield from self._iter
+            if not self._refill():
+                return
+
+    def __next__(self) -> ConsumerRecord:
+        """The next record; StopIteration after `consumer_timeout_ms` without one."""
+        while True:
+            for record in self._iter:
+                return record
+            if not self._refill():
+                raise StopIteration
+
+    def _refill(self) -> bool:
+        """Move buffered or newly fetched records to the iterator; False on timeout."""
+        deadline = time.monotonic() + self.consumer_timeout_ms / 1000
+        while True:
+            batches = self._take_buffered(1 << 62)
+            if batches:
+                chunks = list(batches.values())
+                records = chunks[0] if len(chunks) == 1 else list(chain.from_iterable(chunks))
+                self._iter = iter(records)
+                return True
+            remaining_s = deadline - time.monotonic()
+            if remaining_s <= 0:
+                return False
+            self._fetch(int(min(remaining_s * 1000, self.fetch_max_wait_ms)))
+
+    def close(self) -> None:
+        self.client.close()
+
+    def __enter__(self) -> Consumer:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()

@@ -1,0 +1,164 @@
+"""Length-prefixed msgpack frames (PROTOCOL.md §1), sans-I/O.
+
+A frame on the wire is::
+
+    uint32 big-endian length N | N bytes: one msgpack object
+
+`N` counts only the msgpack bytes. The decoder reads the 4-byte header first and
+refuses a frame longer than its `max_frame_bytes` before buffering the body, so
+a peer cannot make us allocate what it merely announces. Both directions use
+the same code: the broker decodes requests with it, the clients decode
+responses.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator
+from typing import Any
+
+import msgpack
+
+from protocol.errors import InvalidRequest
+
+LENGTH = struct.Struct(">I")
+LENGTH_SIZE = LENGTH.size
+
+# The broker's `socket.request.max.bytes` default (PROTOCOL.md §1): 100 MiB.
+DEFAULT_MAX_FRAME_BYTES = 104_857_600
+
+# A uint32 header cannot announce more than this; also the hard cap of any limit.
+MAX_FRAME_BYTES_LIMIT = 2**32 - 1
+
+# Compact the receive buffer once this much consumed data sits at its front:
+# deleting a prefix is a memmove of what follows, so do it rarely.
+_COMPACT_BYTES = 1 << 20
+
+
+class FrameError(InvalidRequest):
+    """A frame that cannot be read; the connection must be closed after it."""
+
+
+class FrameTooLarge(FrameError):
+    """The length header announces more than the receiver accepts."""
+
+    def __init__(self, frame_bytes: int, max_frame_bytes: int) -> None:
+        super().__init__(
+            f"frame of {frame_bytes} bytes exceeds the limit of {max_frame_bytes} bytes"
+        )
+        self.frame_bytes = frame_bytes
+        self.max_frame_bytes = max_frame_bytes
+
+
+class FrameDecodeError(FrameError):
+    """The frame body is not exactly one valid msgpack object."""
+
+
+def encode_frame(obj: Any) -> bytes:
+    """The frame for one msgpack-able object: length header plus body."""
+    body = msgpack.packb(obj, use_bin_type=True)
+    return LENGTH.pack(len(body)) + body
+
+
+def frame_length(header: bytes | bytearray | memoryview, max_frame_bytes: int) -> int:
+    """The body length a 4-byte header announces, refused if over `max_frame_bytes`."""
+    (length,) = LENGTH.unpack(header)
+    if length > max_frame_bytes:
+        raise FrameTooLarge(length, max_frame_bytes)
+    return length
+
+
+def decode_body(body: bytes | bytearray | memoryview) -> Any:
+    """Decode a frame body into one object, or raise FrameDecodeError.
+
+    Arrays decode to tuples (`use_list=False`): cheaper to build and, unlike
+    lists, not tracked by the garbage collector when they hold only scalars.
+    Nesting is bounded by msgpack's C decoder (a deeper object fails to decode).
+    """
+    if not body:
+        raise FrameDecodeError("empty frame")
+    try:
+        return msgpack.unpackb(body, raw=False, use_list=False, strict_map_key=True)
+    except Exception as exc:  # msgpack raises a zoo of types for bad input
+        raise FrameDecodeError(f"undecodable frame: {type(exc).__name__}: {exc}") from exc
+
+
+class FrameDecoder:
+    """Turns a byte stream into decoded msgpack objects, one per frame.
+
+    Feed it whatever arrived (`feed(data)`), then iterate to get every complete
+    message so far; a partial frame stays buffered for the next feed. An
+    oversize header raises `FrameTooLarge` as soon as its 4 bytes are in, an
+    invalid body `FrameDecodeError`; after either the stream is unusable (the
+    caller closes the connection). Not thread-safe.
+    """
+
+    def __init__(self, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
+        if not 0 < max_frame_bytes <= MAX_FRAME_BYTES_LIMIT:
+            raise ValueError(f"max_frame_bytes must be in 1..{MAX_FRAME_BYTES_LIMIT}")
+        self.max_frame_bytes = max_frame_bytes
+        self._buf = bytearray()
+        self._start = 0
+        self._failed: FrameError | None = None
+
+    def feed(self, data: bytes | bytearray | memoryview) -> None:
+        """Append received bytes (they are copied)."""
+        if self._failed is not None:
+            raise self._failed
+        self._buf += data
+
+    @property
+    def buffered_bytes(self) -> int:
+        """Bytes received but not yet returned as messages."""
+        return len(self._buf) - self._start
+
+    def bytes_needed(self) -> int:
+        """How many more bytes complete the next frame (at least 1 when nothing is buffered)."""
+        available = self.buffered_bytes
+        if available < LENGTH_SIZE:
+            return LENGTH_SIZE - available
+        length = frame_length(
+            self._buf[self._start : self._start + LENGTH_SIZE], self.max_frame_bytes
+        )
+        return max(0, LENGTH_SIZE + length - available)
+
+    def next_message(self) -> tuple[bool, Any]:
+        """`(True, obj)` for the next complete frame, or `(False, None)` if none is complete."""
+        if self._failed is not None:
+            raise self._failed
+        buf, start = self._buf, self._start
+        if len(buf) - start < LENGTH_SIZE:
+            return False, None
+        try:
+            length = frame_length(buf[start : start + LENGTH_SIZE], self.max_frame_bytes)
+        except FrameError as exc:
+            self._failed = exc
+            raise
+        end = start + LENGTH_SIZE + length
+        if len(buf) < end:
+            return False, None
+        with memoryview(buf) as view:
+            try:
+                obj = decode_body(view[start + LENGTH_SIZE : end])
+            except FrameError as exc:
+                self._failed = exc
+                raise
+        self._consume(end)
+        return True, obj
+
+    def _consume(self, end: int) -> None:
+        if end == len(self._buf):
+            self._buf.clear()
+            self._start = 0
+        elif end >= _COMPACT_BYTES:
+            del self._buf[:end]
+            self._start = 0
+        else:
+            self._start = end
+
+    def __iter__(self) -> Iterator[Any]:
+        while True:
+            ready, obj = self.next_message()
+            if not ready:
+                return
+            yield obj

@@ -1,0 +1,200 @@
+"""The `commit_offsets` and `fetch_offsets` APIs (a Tidelog extension): schemas, calls
+and the record format of the internal `__consumer_offsets` topic.
+
+- `commit_offsets {group, topics: [{topic, partitions: [{partition, offset,
+  metadata = ""}]}]}` -> `{topics: [{topic, partitions: [{partition, error,
+  message}]}]}`. All entries of one request are stored atomically (one batch).
+- `fetch_offsets {group, topics = nil}` where `topics` is nil (everything the
+  group committed) or `[{topic, partitions = nil}]` -> `{topics: [{topic,
+  partitions: [{partition, offset, metadata, error, message}]}]}`; `offset` is -1
+  when the group has committed nothing for that partition (Kafka's answer).
+
+There is no group membership, no generation and no rebalancing: a group id is
+only the name under which positions are stored; the application decides which
+consumer reads which partition (docs/compaction.md §9).
+
+Storage: one record per (group, topic, partition) in the compacted topic
+`__consumer_offsets`, key = msgpack `[group, topic, partition]`, value = msgpack
+`{offset, metadata, commit_timestamp}`; the log cleaner keeps the latest commit.
+
+Importing this module registers both APIs in `protocol.schemas.APIS` and
+`API_VERSIONS`, so the broker and the clients validate them like any other API.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any, NamedTuple
+
+import msgpack
+
+from protocol.calls import Call
+from protocol.errors import error_class
+from protocol.schemas import (
+    API_VERSIONS,
+    APIS,
+    INT32,
+    INT64,
+    ApiSchema,
+    ListOf,
+    Nullable,
+    Str,
+    Struct,
+    opt,
+)
+
+COMMIT_OFFSETS = "commit_offsets"
+FETCH_OFFSETS = "fetch_offsets"
+OFFSETS_TOPIC = "__consumer_offsets"
+# Longest group id: like a topic name, it is part of every stored key.
+MAX_GROUP_CHARS = 249
+# Longest metadata string a commit may carry (Kafka's offset.metadata.max.bytes).
+MAX_METADATA_CHARS = 4096
+NO_OFFSET = -1
+
+_ERROR = opt(Nullable(Str()), None)
+_MESSAGE = opt(Nullable(Str()), None)
+
+COMMIT_OFFSETS_SCHEMA = ApiSchema(
+    COMMIT_OFFSETS,
+    Struct(
+        group=Str(),
+        topics=ListOf(
+            Struct(
+                topic=Str(),
+                partitions=ListOf(Struct(partition=INT32, offset=INT64, metadata=opt(Str(), ""))),
+            )
+        ),
+    ),
+    Struct(
+        topics=ListOf(
+            Struct(
+                topic=Str(),
+                partitions=ListOf(Struct(partition=INT32, error=_ERROR, message=_MESSAGE)),
+            )
+        )
+    ),
+)
+
+FETCH_OFFSETS_SCHEMA = ApiSchema(
+    FETCH_OFFSETS,
+    Struct(
+        group=Str(),
+        topics=opt(
+            Nullable(ListOf(Struct(topic=Str(), partitions=opt(Nullable(ListOf(INT32)), None)))),
+            None,
+        ),
+    ),
+    Struct(
+        topics=ListOf(
+            Struct(
+                topic=Str(),
+                partitions=ListOf(
+                    Struct(
+                        partition=INT32,
+                        offset=INT64,
+                        metadata=opt(Str(), ""),
+                        error=_ERROR,
+                        message=_MESSAGE,
+                    )
+                ),
+            )
+        )
+    ),
+)
+
+for _schema in (COMMIT_OFFSETS_SCHEMA, FETCH_OFFSETS_SCHEMA):
+    APIS.setdefault(_schema.name, _schema)
+    API_VERSIONS.setdefault(_schema.name, (_schema.min_version, _schema.max_version))
+
+
+class OffsetAndMetadata(NamedTuple):
+    """A committed position: the next offset to read, and the application's note."""
+
+    offset: int
+    metadata: str = ""
+
+
+# --- the stored record format --------------------------------------------------
+
+
+def offset_key(group: str, topic: str, partition: int) -> bytes:
+    """The `__consumer_offsets` record key of one group's position in one partition."""
+    return msgpack.packb([group, topic, partition], use_bin_type=True)
+
+
+def offset_value(offset: int, metadata: str, commit_timestamp_ms: int) -> bytes:
+    return msgpack.packb(
+        {"offset": offset, "metadata": metadata, "commit_timestamp": commit_timestamp_ms},
+        use_bin_type=True,
+    )
+
+
+def parse_offset_record(
+    key: bytes | None, value: bytes | None
+) -> tuple[tuple[str, str, int], OffsetAndMetadata | None] | None:
+    """((group, topic, partition), position or None for a tombstone); None if not ours."""
+    if key is None:
+        return None
+    try:
+        group, topic, partition = msgpack.unpackb(key, raw=False)
+        if value is None:
+            return (group, topic, partition), None
+        fields = msgpack.unpackb(value, raw=False)
+        return (group, topic, partition), OffsetAndMetadata(
+            int(fields["offset"]), str(fields.get("metadata", ""))
+        )
+    except (ValueError, TypeError, KeyError, msgpack.UnpackException):
+        return None
+
+
+# --- typed calls ---------------------------------------------------------------
+
+
+def commit_offsets(group: str, offsets: Mapping[tuple[str, int], OffsetAndMetadata | int]) -> Call:
+    """Commit `{(topic, partition): offset or OffsetAndMetadata}`; raises the first
+    partition error as its TidelogError class."""
+    by_topic: dict[str, list[dict[str, Any]]] = {}
+    for (topic, partition), position in sorted(offsets.items()):
+        if isinstance(position, int):
+            position = OffsetAndMetadata(position)
+        by_topic.setdefault(topic, []).append(
+            {"partition": partition, "offset": position.offset, "metadata": position.metadata}
+        )
+    body = {
+        "group": group,
+        "topics": [{"topic": t, "partitions": parts} for t, parts in by_topic.items()],
+    }
+
+    def extract(answer: dict[str, Any]) -> None:
+        for topic in answer["topics"]:
+            for part in topic["partitions"]:
+                if part.get("error"):
+                    raise error_class(part["error"])(part.get("message") or "")
+
+    return Call(COMMIT_OFFSETS, body, extract)
+
+
+def fetch_offsets(group: str, partitions: Iterable[tuple[str, int]] | None = None) -> Call:
+    """The group's committed positions: `{(topic, partition): OffsetAndMetadata}`,
+    leaving out partitions with nothing committed. `partitions=None`: all of them."""
+    topics = None
+    if partitions is not None:
+        wanted: dict[str, list[int]] = {}
+        for topic, partition in partitions:
+            wanted.setdefault(topic, []).append(partition)
+        topics = [{"topic": t, "partitions": sorted(p)} for t, p in wanted.items()]
+
+    def extract(answer: dict[str, Any]) -> dict[tuple[str, int], OffsetAndMetadata]:
+        found = {}
+        for topic in answer["topics"]:
+            for part in topic["partitions"]:
+                if part.get("error"):
+                    raise error_class(part["error"])(part.get("message") or "")
+                if part["offset"] != NO_OFFSET:
+                    found[(topic["topic"], part["partition"])] = OffsetAndMetadata(
+                        part["offset"], part.get("metadata", "")
+                    )
+        return found
+
+    return Call(FETCH_OFFSETS, {"group": group, "topics": topics}, extract)

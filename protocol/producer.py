@@ -1,0 +1,513 @@
+"""The batching `Producer` (kafka-python's names and defaults where they match).
+
+    with Producer("127.0.0.1:9092") as producer:
+        future = producer.send("events", b"hello", key=b"k")
+        print(future.get(timeout=10).offset)
+
+`send` appends the record to an open batch of its partition and returns at
+once; a sender thread ships a batch when it reaches `batch_size` bytes, when
+it is `linger_ms` old, or on `flush()`. Up to `max_in_flight_requests` produce
+requests are pipelined on one connection; answers arrive in order, so records
+of one partition land in the order they were sent.
+
+Records are kept as columns (keys, values, headers, timestamps) and a batch is
+encoded with one msgpack call over them: no per-record Python work at encode
+time. `send_batch` adds many records in one call for bulk loads.
+
+Retries: none. Protocol v1 has no idempotent producer, so resending after a
+timeout may duplicate records; a failed batch fails its futures and the
+application decides. Buffer: at most `buffer_memory` bytes of unsent records;
+`send` blocks up to `max_block_ms` for room, then raises `BufferFullError`.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Sequence
+from types import TracebackType
+from typing import Any
+
+from protocol.client import DEFAULT_BOOTSTRAP_SERVER, DEFAULT_REQUEST_TIMEOUT_MS, Client
+from protocol.compression import Compression
+from protocol.connection import DEFAULT_CLIENT_ID, BrokerProtocolError, Reply
+from protocol.errors import error_from_wire
+from protocol.partitioner import murmur2, partition_for_key
+from protocol.pending import (
+    BatchFuture,
+    BatchMetadata,
+    PendingBatch,
+    RecordFuture,
+    RecordMetadata,
+)
+
+__all__ = [
+    "BatchFuture",
+    "BatchMetadata",
+    "BufferFullError",
+    "Producer",
+    "RecordFuture",
+    "RecordMetadata",
+    "murmur2",
+    "partition_for_key",
+]
+
+# kafka-python's defaults: batches of up to 16 KiB; Kafka 4's 5 ms linger.
+DEFAULT_BATCH_SIZE = 16_384
+DEFAULT_LINGER_MS = 5
+# Unsent records may hold this much memory before send() blocks (kafka-python: 32 MiB).
+DEFAULT_BUFFER_MEMORY = 32 * 1024 * 1024
+# How long send() waits for buffer room before giving up (kafka-python: 60 s).
+DEFAULT_MAX_BLOCK_MS = 60_000
+# Pipelined produce requests per connection (Kafka's default is 5).
+DEFAULT_MAX_IN_FLIGHT = 5
+# One produce request carries at most this many bytes of batches (Kafka: 1 MiB).
+DEFAULT_MAX_REQUEST_SIZE = 1_048_576
+
+# Per-record bytes counted against the buffer besides key and value: the
+# record's msgpack framing and list slots, roughly.
+_RECORD_OVERHEAD_BYTES = 16
+
+_NO_HEADERS: tuple = ()
+
+
+# What a key or value may be: anything else would fail the whole batch on the broker.
+_BLOB_TYPES = frozenset({bytes, type(None)})
+
+
+def _check_headers(headers: Sequence[tuple[str, bytes | None]]) -> tuple:
+    """Headers as a tuple of (str, bytes | None) pairs, or TypeError."""
+    pairs = tuple((k, v) for k, v in headers)
+    for key, value in pairs:
+        if type(key) is not str or type(value) not in _BLOB_TYPES:
+            raise TypeError(f"headers must be (str, bytes | None) pairs, got {(key, value)!r}")
+    return pairs
+
+
+class BufferFullError(TimeoutError):
+    """`send` found no buffer room within `max_block_ms`."""
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class Producer:
+    """Batches records per partition and ships them from a sender thread.
+
+    Thread-safe: any thread may `send`. Use it as a context manager (it flushes
+    and closes on exit) or call `close()`.
+    """
+
+    def __init__(
+        self,
+        bootstrap_servers: str = DEFAULT_BOOTSTRAP_SERVER,
+        *,
+        acks: int = -1,
+        linger_ms: float = DEFAULT_LINGER_MS,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        compression_type: str | int | Compression | None = None,
+        buffer_memory: int = DEFAULT_BUFFER_MEMORY,
+        max_block_ms: int = DEFAULT_MAX_BLOCK_MS,
+        max_in_flight_requests: int = DEFAULT_MAX_IN_FLIGHT,
+        max_request_size: int = DEFAULT_MAX_REQUEST_SIZE,
+        request_timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS,
+        client_id: str | None = DEFAULT_CLIENT_ID,
+    ) -> None:
+        if acks not in (0, 1, -1):
+            raise ValueError(f"acks must be 0, 1 or -1 ('all'), got {acks!r}")
+        if batch_size < 1 or buffer_memory < batch_size:
+            raise ValueError("need 1 <= batch_size <= buffer_memory")
+        if max_in_flight_requests < 1:
+            raise ValueError("max_in_flight_requests must be >= 1")
+        self.acks = acks
+        self.linger_s = linger_ms / 1000
+        self.batch_size = batch_size
+        self.compression = Compression.parse(compression_type or Compression.NONE)
+        self.buffer_memory = buffer_memory
+        self.max_block_s = max_block_ms / 1000
+        self.max_in_flight = max_in_flight_requests
+        self.max_request_size = max_request_size
+        self.request_timeout_ms = request_timeout_ms
+        self._client = Client(
+            bootstrap_servers, client_id=client_id, request_timeout_ms=request_timeout_ms
+        )
+        self._meta_client = Client(
+            bootstrap_servers, client_id=client_id, request_timeout_ms=request_timeout_ms
+        )
+        self._meta_lock = threading.Lock()
+        self._partition_counts: dict[str, int] = {}
+        self._sticky: dict[str, int] = {}
+        self._lock = threading.Lock()
+        self._wake = threading.Condition(self._lock)  # the sender waits on it
+        self._room = threading.Condition(self._lock)  # send() and flush() wait on it
+        self._open: dict[tuple[str, int], PendingBatch] = {}
+        self._ready: deque[PendingBatch] = deque()
+        self._in_flight: deque[list[PendingBatch]] = deque()
+        self._unresolved = 0  # batches created and not yet resolved
+        self._buffered_bytes = 0
+        self._flushing = 0
+        self._closing = False
+        self._closed = False
+        self._sender_error: BaseException | None = None
+        self._sender = threading.Thread(
+            target=self._run_sender, name="tidelog-producer", daemon=True
+        )
+        self._sender.start()
+
+    # -- public API -------------------------------------------------------------
+
+    def send(
+        self,
+        topic: str,
+        value: bytes | None = None,
+        key: bytes | None = None,
+        headers: Sequence[tuple[str, bytes | None]] | None = None,
+        partition: int | None = None,
+        timestamp_ms: int | None = None,
+    ) -> RecordFuture:
+        """Queue one record; the future resolves to its RecordMetadata.
+
+        Raises TypeError at once for a key, value or header of the wrong type: a
+        bad record must not reach a batch, where it would fail its neighbours.
+        """
+        if type(value) not in _BLOB_TYPES or type(key) not in _BLOB_TYPES:
+            raise TypeError(
+                f"key and value must be bytes or None, got {type(key).__name__} and "
+                f"{type(value).__name__}"
+            )
+        if type(timestamp_ms) not in (int, type(None)):
+            raise TypeError(f"timestamp_ms must be an int, got {type(timestamp_ms).__name__}")
+        if partition is None:
+            partition = self._choose_partition(topic, key)
+        timestamp = _now_ms() if timestamp_ms is None else timestamp_ms
+        size = (
+            _RECORD_OVERHEAD_BYTES
+            + (len(value) if value is not None else 0)
+            + (len(key) if key is not None else 0)
+        )
+        if headers:
+            headers = _check_headers(headers)
+            size += sum(len(k) + (len(v) if v is not None else 0) + 4 for k, v in headers)
+        with self._lock:
+            self._wait_for_room(size)
+            batch = self._open.get((topic, partition))
+            if batch is not None and batch.size_bytes + size > self.batch_size:
+                self._seal(batch)
+                batch = None
+            if batch is None:
+                batch = self._new_batch(topic, partition)
+            index = len(batch.timestamps)
+            batch.keys.append(key)
+            batch.values.append(value)
+            batch.headers.append(headers or _NO_HEADERS)
+            batch.timestamps.append(timestamp)
+            batch.size_bytes += size
+            self._buffered_bytes += size
+            if batch.size_bytes >= self.batch_size:
+                self._seal(batch)
+            return RecordFuture(batch, index)
+
+    def send_batch(
+        self,
+        topic: str,
+        values: Sequence[bytes | None],
+        *,
+        keys: Sequence[bytes | None] | None = None,
+        headers: Sequence[Sequence[tuple[str, bytes | None]]] | None = None,
+        partition: int | None = None,
+        timestamp_ms: int | None = None,
+    ) -> BatchFuture:
+        """Queue many records as one batch of one partition (bulk loads).
+
+        All records get `timestamp_ms` (default: now). The batch is sent as is,
+        whatever `batch_size` says; offsets are consecutive.
+        """
+        count = len(values)
+        if count == 0:
+            raise ValueError("send_batch needs at least one value")
+        if not set(map(type, values)) <= _BLOB_TYPES or (
+            keys is not None and not set(map(type, keys)) <= _BLOB_TYPES
+        ):
+            raise TypeError("keys and values must be bytes or None")
+        if headers is not None:
+            headers = [_check_headers(h) if h else _NO_HEADERS for h in headers]
+        if (keys is not None and len(keys) != count) or (
+            headers is not None and len(headers) != count
+        ):
+            raise ValueError("keys and headers must have one entry per value")
+        if partition is None:
+            partition = self._choose_partition(topic, keys[0] if keys else None)
+        timestamp = _now_ms() if timestamp_ms is None else timestamp_ms
+        size = count * _RECORD_OVERHEAD_BYTES + sum(map(len, filter(None, values)))
+        if keys is not None:
+            size += sum(map(len, filter(None, keys)))
+        with self._lock:
+            self._wait_for_room(min(size, self.buffer_memory))
+            previous = self._open.get((topic, partition))
+            if previous is not None:
+                self._seal(previous)  # keep send order within the partition
+            batch = self._new_batch(topic, partition)
+            batch.values = list(values)
+            batch.keys = list(keys) if keys is not None else [None] * count
+            batch.headers = list(headers) if headers is not None else [_NO_HEADERS] * count
+            batch.timestamps = [timestamp] * count
+            batch.size_bytes = size
+            self._buffered_bytes += size
+            self._seal(batch)
+            return BatchFuture(batch)
+
+    def flush(self, timeout: float | None = None) -> None:
+        """Send everything queued now and wait until it is acknowledged (or failed)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._lock:
+            self._flushing += 1
+            try:
+                for batch in list(self._open.values()):
+                    self._seal(batch)
+                while self._unresolved:
+                    remaining = None if deadline is None else deadline - time.monotonic()
+                    if remaining is not None and remaining <= 0:
+                        raise TimeoutError(f"flush did not finish within {timeout} s")
+                    self._room.wait(remaining)
+            finally:
+                self._flushing -= 1
+
+    def close(self, timeout: float | None = None) -> None:
+        """Flush, stop the sender thread and close the connections. Idempotent."""
+        if self._closed:
+            return
+        try:
+            self.flush(timeout)
+        finally:
+            with self._lock:
+                self._closing = True
+                self._wake.notify_all()
+            self._sender.join(timeout)
+            self._client.close()
+            self._meta_client.close()
+            self._closed = True
+
+    def partitions_for(self, topic: str) -> set[int]:
+        """The partition numbers of `topic` (asks the broker once, then cached)."""
+        return set(range(self._partition_count(topic)))
+
+    def __enter__(self) -> Producer:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # -- accumulator (caller threads, under the lock) ---------------------------
+
+    def _wait_for_room(self, size: int) -> None:
+        if self._closing or self._closed:
+            raise RuntimeError("producer is closed")
+        if self._sender_error is not None:
+            raise RuntimeError("producer's sender thread failed") from self._sender_error
+        if self._buffered_bytes + size <= self.buffer_memory:
+            return
+        for batch in list(self._open.values()):
+            self._seal(batch)  # full buffer: ship what we have instead of lingering
+        deadline = time.monotonic() + self.max_block_s
+        while self._buffered_bytes + size > self.buffer_memory and self._buffered_bytes:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise BufferFullError(
+                    f"no room for {size} bytes in buffer_memory={self.buffer_memory} "
+                    f"within max_block_ms={self.max_block_s * 1000:.0f}"
+                )
+            self._room.wait(remaining)
+
+    def _new_batch(self, topic: str, partition: int) -> PendingBatch:
+        batch = PendingBatch(topic, partition, time.monotonic())
+        self._open[(topic, partition)] = batch
+        self._unresolved += 1
+        self._wake.notify()
+        return batch
+
+    def _seal(self, batch: PendingBatch) -> None:
+        if batch.sealed:
+            return
+        batch.sealed = True
+        if self._open.get((batch.topic, batch.partition)) is batch:
+            del self._open[(batch.topic, batch.partition)]
+        if self._sticky.get(batch.topic) == batch.partition:
+            count = self._partition_counts.get(batch.topic, 1)
+            self._sticky[batch.topic] = (batch.partition + 1) % count
+        self._ready.append(batch)
+        self._wake.notify()
+
+    # -- partitioning -----------------------------------------------------------
+
+    def _choose_partition(self, topic: str, key: bytes | None) -> int:
+        count = self._partition_count(topic)
+        if key is not None:
+            return partition_for_key(key, count)
+        return self._sticky.setdefault(topic, 0) % count
+
+    def _partition_count(self, topic: str) -> int:
+        count = self._partition_counts.get(topic)
+        if count is not None:
+            return count
+        with self._meta_lock:
+            [entry] = self._meta_client.metadata([topic])
+            if entry["error"] is not None:
+                raise error_from_wire(entry["error"], entry.get("message"))
+            count = len(entry["partitions"])
+            self._partition_counts[topic] = count
+            return count
+
+    # -- sender thread ----------------------------------------------------------
+
+    def _run_sender(self) -> None:
+        try:
+            while True:
+                with self._lock:
+                    to_send = self._wait_for_work()
+                    if to_send is None and not self._in_flight:
+                        return  # closing, nothing left
+                if to_send:
+                    self._send_request(to_send)
+                elif self._in_flight:
+                    self._receive_reply()
+        except BaseException as exc:  # a bug: fail every waiting record rather than hang
+            self._crash(exc)
+            raise
+
+    def _crash(self, exc: BaseException) -> None:
+        with self._lock:
+            self._sender_error = exc
+            for batch in list(self._open.values()):
+                self._seal(batch)
+            stranded = list(self._ready)
+            self._ready.clear()
+        self._fail_all_in_flight(exc)
+        self._finish(stranded, error=exc)
+
+    def _wait_for_work(self) -> list[PendingBatch] | None:
+        """Batches to send now ([] = go read a reply, None = shut down)."""
+        while True:
+            now = time.monotonic()
+            linger_deadline = None
+            for batch in list(self._open.values()):
+                if self._flushing or self._closing or now - batch.created >= self.linger_s:
+                    self._seal(batch)
+                elif linger_deadline is None or batch.created < linger_deadline:
+                    linger_deadline = batch.created
+            if self._ready and len(self._in_flight) < self.max_in_flight:
+                return self._take_request()
+            if self._in_flight:
+                return []
+            if self._closing and not self._open:
+                return None
+            timeout = None if linger_deadline is None else linger_deadline + self.linger_s - now
+            self._wake.wait(timeout)
+
+    def _take_request(self) -> list[PendingBatch]:
+        taken: list[PendingBatch] = []
+        size = 0
+        while self._ready:
+            batch = self._ready[0]
+            if taken and size + batch.size_bytes > self.max_request_size:
+                break
+            taken.append(self._ready.popleft())
+            size += batch.size_bytes
+        return taken
+
+    def _send_request(self, batches: list[PendingBatch]) -> None:
+        topics: dict[str, dict[int, list[bytes]]] = {}
+        try:
+            for batch in batches:
+                encoded = batch.encode(self.compression)
+                topics.setdefault(batch.topic, {}).setdefault(batch.partition, []).append(encoded)
+            body = {
+                "acks": self.acks,
+                "timeout_ms": self.request_timeout_ms,
+                "topics": [
+                    {
+                        "topic": topic,
+                        "partitions": [
+                            {"partition": p, "records": b"".join(chunks)}
+                            for p, chunks in partitions.items()
+                        ],
+                    }
+                    for topic, partitions in topics.items()
+                ],
+            }
+            self._client.send("produce", body, expect_response=self.acks != 0)
+        except BaseException as exc:
+            self._fail_all_in_flight(exc)
+            self._finish(batches, error=exc)
+            return
+        if self.acks == 0:
+            self._finish(batches)
+        else:
+            with self._lock:
+                self._in_flight.append(batches)
+
+    def _receive_reply(self) -> None:
+        try:
+            reply: Reply = self._client.receive()
+            body = reply.result()
+        except BaseException as exc:
+            # Broken connection or a request-level error: with a broken
+            # connection every pipelined request is lost.
+            if self._client.connected:
+                with self._lock:
+                    batches = self._in_flight.popleft()
+                self._finish(batches, error=exc)
+            else:
+                self._fail_all_in_flight(exc)
+            return
+        with self._lock:
+            batches = self._in_flight.popleft()
+        results = {(t["topic"], p["partition"]): p for t in body["topics"] for p in t["partitions"]}
+        self._finish(batches, results=results)
+
+    def _fail_all_in_flight(self, exc: BaseException) -> None:
+        with self._lock:
+            lost = list(self._in_flight)
+            self._in_flight.clear()
+        for batches in lost:
+            self._finish(batches, error=exc)
+
+    def _finish(
+        self,
+        batches: list[PendingBatch],
+        *,
+        error: BaseException | None = None,
+        results: dict[tuple[str, int], dict[str, Any]] | None = None,
+    ) -> None:
+        """Resolve batches in send order; several batches of one partition are consecutive."""
+        next_offset: dict[tuple[str, int], int] = {}
+        for batch in batches:
+            where = (batch.topic, batch.partition)
+            batch_error = error
+            base = log_append_time = log_start = -1
+            if results is not None:
+                entry = results.get(where)
+                if entry is None:
+                    batch_error = BrokerProtocolError(f"produce answer lacks {where[0]}-{where[1]}")
+                elif entry["error"] is not None:
+                    batch_error = error_from_wire(entry["error"], entry.get("message"))
+                else:
+                    base = next_offset.get(where, entry["base_offset"])
+                    next_offset[where] = base + len(batch.timestamps)
+                    log_append_time = _or(entry["log_append_time"], -1)
+                    log_start = _or(entry["log_start_offset"], -1)
+            batch.resolve(base, log_append_time, log_start, batch_error)
+        with self._lock:
+            self._unresolved -= len(batches)
+            self._buffered_bytes -= sum(b.size_bytes for b in batches)
+            self._room.notify_all()
+
+
+def _or(value: int | None, default: int) -> int:
+    return default if value is None else value
