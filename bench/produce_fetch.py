@@ -1,0 +1,303 @@
+"""Benchmark (issue 4): produce and consume through the real broker on loopback.
+
+Starts `tidelog serve` as a child process with a fresh data directory, then from
+this one client process, with 100-byte values in batches of 1,000 records:
+
+- produce records/s through `Producer.send_batch` with `acks: 1` (one producer),
+  `acks: -1` with one producer, and `acks: -1` with 8 concurrent producers (threads,
+  one `Producer` each, all on one partition so their fsyncs can be shared);
+- consume records/s through `Consumer.poll` from the start of the acks-1 topic;
+- produce latency p50/p99 (send to acknowledgement, `acks: 1`) with batches
+  paced at half the measured acks-1 peak.
+
+Prints one JSON document on stdout; progress goes to stderr.
+
+    .venv/bin/python -m bench.produce_fetch [--quick] [--records N]
+
+Goals on the 2-core CI machine: produce >= 2,000,000 records/s (acks 1), consume
+>= 3,000,000 records/s, acks -1 with 8 producers >= 1,000,000 records/s, p99 < 5 ms
+at half load. The client and the broker share the two cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from protocol.batch import encode_batch, iter_headers
+from protocol.client import Client
+from protocol.consumer import Consumer, TopicPartition
+from protocol.producer import Producer
+
+ROOT = Path(__file__).resolve().parent.parent
+VALUE_BYTES = 100
+BATCH_RECORDS = 1000
+PRODUCERS = 8
+GOALS = {
+    "produce_acks1_records_per_s": 2_000_000,
+    "consume_records_per_s": 3_000_000,
+    "produce_acks_all_8_producers_records_per_s": 1_000_000,
+    "latency_p99_ms_max": 5.0,
+}
+# A broker that is not ready after this long has failed to start.
+START_TIMEOUT_S = 60.0
+
+
+def _note(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+class BrokerChild:
+    """`tidelog serve` on free loopback ports with its own data directory."""
+
+    def __init__(self, data_dir: Path) -> None:
+        cmd = [sys.executable, "-m", "broker", "serve"]
+        cmd += [
+            "--data-dir", str(data_dir), "--listen", "127.0.0.1:0",
+            "--metrics-listen", "127.0.0.1:0", "--log-format", "json",
+        ]  # fmt: skip
+        self.proc = subprocess.Popen(
+            cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+        )
+        self.port = self._wait_ready()
+        # Keep draining stdout so the broker never blocks on a full pipe.
+        threading.Thread(target=self._drain, daemon=True).start()
+
+    def _wait_ready(self) -> int:
+        assert self.proc.stdout is not None
+        deadline = time.monotonic() + START_TIMEOUT_S
+        for raw in self.proc.stdout:
+            if b'"broker_ready"' in raw:
+                return int(json.loads(raw)["port"])
+            if time.monotonic() > deadline:
+                break
+        self.stop()
+        raise RuntimeError("broker did not start")
+
+    def _drain(self) -> None:
+        assert self.proc.stdout is not None
+        with self.proc.stdout:
+            for _ in self.proc.stdout:
+                pass
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def _values() -> list[bytes]:
+    return [os.urandom(VALUE_BYTES) for _ in range(BATCH_RECORDS)]
+
+
+def produce_rate(bootstrap: str, topic: str, batches: int, acks: int, producers: int = 1) -> float:
+    """Records/s for `producers` threads each sending `batches` batches of 1,000."""
+    values = _values()
+    barrier = threading.Barrier(producers + 1)
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            with Producer(bootstrap, acks=acks, linger_ms=0, max_request_size=8 << 20) as p:
+                barrier.wait()
+                futures = [p.send_batch(topic, values, partition=0) for _ in range(batches)]
+                p.flush()
+                for f in futures:
+                    f.result()
+        except BaseException as exc:
+            errors.append(exc)
+            barrier.abort()
+
+    threads = [threading.Thread(target=run) for _ in range(producers)]
+    for t in threads:
+        t.start()
+    barrier.wait()
+    started = time.perf_counter()
+    for t in threads:
+        t.join()
+    elapsed = time.perf_counter() - started
+    if errors:
+        raise errors[0]
+    return producers * batches * BATCH_RECORDS / elapsed
+
+
+def produce_preencoded_rate(bootstrap: str, topic: str, batches: int, in_flight: int = 4) -> float:
+    """Broker-side capacity: one batch encoded once, pipelined `acks: 1` produces."""
+    records = encode_batch([(None, v, (), None) for v in _values()], now_ms=int(time.time() * 1000))
+    body = {
+        "acks": 1,
+        "timeout_ms": 30_000,
+        "topics": [{"topic": topic, "partitions": [{"partition": 0, "records": records}]}],
+    }
+    with Client(bootstrap) as client:
+        started = time.perf_counter()
+        sent = done = 0
+        while done < batches:
+            while sent < batches and sent - done < in_flight:
+                client.send("produce", body)
+                sent += 1
+            client.receive().result()
+            done += 1
+        elapsed = time.perf_counter() - started
+    return batches * BATCH_RECORDS / elapsed
+
+
+def fetch_raw_rate(bootstrap: str, topic: str, expected: int) -> float:
+    """Broker-side capacity: fetched batches counted from their headers, records not decoded."""
+    got = offset = 0
+    with Client(bootstrap) as client:
+        started = time.perf_counter()
+        while got < expected:
+            records = client.fetch(topic, 0, offset, max_bytes=8 << 20).records
+            for _, header in iter_headers(records):
+                got += header.record_count
+                offset = header.next_offset
+        elapsed = time.perf_counter() - started
+    return got / elapsed
+
+
+def consume_rate(bootstrap: str, topic: str, expected: int) -> float:
+    """Records/s reading `expected` records from offset 0 with `Consumer.poll`."""
+    with Consumer(
+        bootstrap_servers=bootstrap,
+        max_partition_fetch_bytes=8 << 20,
+        fetch_max_bytes=64 << 20,
+    ) as consumer:
+        tp = TopicPartition(topic, 0)
+        consumer.assign([tp])
+        consumer.seek_to_beginning(tp)
+        got = 0
+        started = time.perf_counter()
+        while got < expected:
+            for records in consumer.poll(timeout_ms=1000, max_records=1 << 20).values():
+                got += len(records)
+        elapsed = time.perf_counter() - started
+    return got / elapsed
+
+
+def paced_latency_ms(bootstrap: str, topic: str, rate_records_s: float, batches: int) -> dict:
+    """Send-to-ack latency of `acks: 1` batches sent at `rate_records_s`."""
+    values = _values()
+    interval_s = BATCH_RECORDS / rate_records_s
+    latencies: list[float] = []
+    lock = threading.Lock()
+    with Producer(bootstrap, acks=1, linger_ms=0, max_request_size=8 << 20) as p:
+        next_send = time.perf_counter()
+        for _ in range(batches):
+            now = time.perf_counter()
+            if now < next_send:
+                time.sleep(next_send - now)
+            sent = time.perf_counter()
+
+            def done(_f: Any, sent: float = sent) -> None:
+                with lock:
+                    latencies.append(time.perf_counter() - sent)
+
+            p.send_batch(topic, values, partition=0).add_done_callback(done)
+            next_send += interval_s
+        p.flush()
+    latencies.sort()
+    return {
+        "p50_ms": round(latencies[len(latencies) // 2] * 1000, 3),
+        "p99_ms": round(latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))] * 1000, 3),
+        "max_ms": round(latencies[-1] * 1000, 3),
+        "samples": len(latencies),
+    }
+
+
+def run(records: int) -> dict[str, Any]:
+    batches = max(1, records // BATCH_RECORDS)
+    load_before = os.getloadavg()[0]
+    with tempfile.TemporaryDirectory(prefix="tidelog-bench-") as tmp:
+        broker = BrokerChild(Path(tmp) / "data")
+        try:
+            with Client(broker.bootstrap) as admin:
+                for topic in ("acks1", "acks_all_1", "acks_all_8", "latency", "raw"):
+                    admin.create_topic(topic, 1)
+            _note("produce acks=1 ...")
+            acks1 = produce_rate(broker.bootstrap, "acks1", batches, acks=1)
+            _note("produce acks=-1, 1 producer ...")
+            all1 = produce_rate(broker.bootstrap, "acks_all_1", max(1, batches // 4), acks=-1)
+            _note("produce acks=-1, 8 producers ...")
+            all8 = produce_rate(
+                broker.bootstrap, "acks_all_8", max(1, batches // PRODUCERS), -1, PRODUCERS
+            )
+            _note("consume ...")
+            consume = consume_rate(broker.bootstrap, "acks1", batches * BATCH_RECORDS)
+            _note("broker capacity (pre-encoded produce, undecoded fetch) ...")
+            raw_produce = produce_preencoded_rate(broker.bootstrap, "raw", batches)
+            raw_fetch = fetch_raw_rate(broker.bootstrap, "raw", batches * BATCH_RECORDS)
+            _note("latency at half load ...")
+            latency = paced_latency_ms(
+                broker.bootstrap, "latency", acks1 / 2, max(50, min(batches, 2000))
+            )
+        finally:
+            broker.stop()
+    results = {
+        "produce_acks1_records_per_s": round(acks1),
+        "produce_acks_all_1_producer_records_per_s": round(all1),
+        "produce_acks_all_8_producers_records_per_s": round(all8),
+        "consume_records_per_s": round(consume),
+        "latency_at_half_load": latency,
+        # The same traffic without the client's per-record work (encode / decode),
+        # to show how much of the time is the broker's.
+        "broker_produce_preencoded_acks1_records_per_s": round(raw_produce),
+        "broker_fetch_undecoded_records_per_s": round(raw_fetch),
+    }
+    return {
+        "benchmark": "produce_fetch",
+        "params": {
+            "records": batches * BATCH_RECORDS,
+            "value_bytes": VALUE_BYTES,
+            "batch_records": BATCH_RECORDS,
+            "producers": PRODUCERS,
+        },
+        "machine": {
+            "cores": os.cpu_count(),
+            "python": platform.python_version(),
+            # Client and broker share the cores with whatever else runs: say how busy it was.
+            "load_average_1m": [round(load_before, 2), round(os.getloadavg()[0], 2)],
+        },
+        "results": results,
+        "goals": GOALS,
+        "goals_met": {
+            "produce_acks1": results["produce_acks1_records_per_s"]
+            >= GOALS["produce_acks1_records_per_s"],
+            "consume": results["consume_records_per_s"] >= GOALS["consume_records_per_s"],
+            "acks_all_8": results["produce_acks_all_8_producers_records_per_s"]
+            >= GOALS["produce_acks_all_8_producers_records_per_s"],
+            "latency_p99": latency["p99_ms"] < GOALS["latency_p99_ms_max"],
+        },
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="a short run (CI)")
+    parser.add_argument("--records", type=int, help="records per acks-1 run (default 2,000,000)")
+    args = parser.parse_args(argv)
+    records = args.records or (200_000 if args.quick else 2_000_000)
+    print(json.dumps(run(records), indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,329 @@
+"""Broker configuration: Kafka's `server.properties` names, defaults and validation.
+
+One frozen `BrokerConfig` flows from here down (DESIGN.md). Sources, lowest
+precedence first: built-in defaults (Kafka's, except where a finite limit is
+safer), a `server.properties`-format file, then `--set key=value` overrides.
+Two kinds of keys are accepted:
+
+- broker-only keys, in `BROKER_CONFIG_DEFS` below;
+- the `log.*` (and `message.max.bytes`) synonyms of topic keys, taken from
+  `storage.config.TOPIC_CONFIG_DEFS`; they set the default `LogConfig` every
+  topic starts from (`BrokerConfig.log_config`).
+
+An unknown key or an invalid value raises `InvalidConfig` naming the key and,
+for unknown keys, the closest valid name; `tidelog serve` exits with status 2.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from protocol.errors import InvalidConfig
+from storage.config import TOPIC_CONFIG_DEFS, LogConfig, at_least, between
+
+DEFAULT_LISTEN = ("127.0.0.1", 9092)
+DEFAULT_METRICS_LISTEN = ("127.0.0.1", 9644)
+LONG_MAX = 2**63 - 1
+INT_MAX = 2**31 - 1
+# A uint32 frame header cannot announce more, so no larger limit means anything.
+FRAME_BYTES_MAX = 2**32 - 1
+
+
+def _no_check(_: Any) -> str | None:
+    return None
+
+
+def _positive_float_at_most_one(value: float) -> str | None:
+    return None if 0 < value <= 1 else "must be in (0, 1]"
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerKeyDef:
+    """One broker-only key: Kafka's name, the BrokerConfig field, type, default, check."""
+
+    name: str
+    attr: str
+    type: type
+    default: Any
+    validator: Callable[[Any], str | None]
+    doc: str
+
+    def parse(self, raw: object) -> Any:
+        value = _coerce(self.type, raw, self.name)
+        problem = self.validator(value)
+        if problem is not None:
+            raise InvalidConfig(f"{self.name}: {raw!r} is invalid ({problem})")
+        return value
+
+
+def _coerce(kind: type, raw: object, name: str) -> Any:
+    try:
+        if kind is bool:
+            if isinstance(raw, bool):
+                return raw
+            text = str(raw).strip().lower()
+            if text not in ("true", "false"):
+                raise ValueError(raw)
+            return text == "true"
+        if kind is int:
+            if isinstance(raw, bool | float):
+                raise TypeError(raw)
+            return int(str(raw).strip())
+        if kind is float:
+            if isinstance(raw, bool):
+                raise TypeError(raw)
+            return float(str(raw).strip())
+        return str(raw).strip()
+    except (TypeError, ValueError) as exc:
+        raise InvalidConfig(f"{name}: cannot parse {raw!r} as {kind.__name__}") from exc
+
+
+_K = BrokerKeyDef
+
+BROKER_CONFIG_DEFS: dict[str, BrokerKeyDef] = {
+    d.name: d
+    for d in (
+        _K("log.dirs", "log_dirs", str, "", _no_check,
+           "The data directory (one; --data-dir wins)."),
+        _K("log.dir", "log_dir", str, "", _no_check, "Used when log.dirs is not set."),
+        _K("num.partitions", "num_partitions", int, 1, between(1, 10_000),
+           "Partitions of an auto-created topic."),
+        _K("auto.create.topics.enable", "auto_create_topics_enable", bool, True, _no_check,
+           "Create an unknown topic on first produce, as Kafka does."),
+        _K("socket.request.max.bytes", "socket_request_max_bytes", int, 104857600,
+           between(1, FRAME_BYTES_MAX), "Largest request frame; larger ones close the connection."),
+        _K("connections.max.idle.ms", "connections_max_idle_ms", int, 600000, at_least(1),
+           "Close connections silent for this long."),
+        # Kafka ships no limit; a finite default keeps a connection flood from
+        # exhausting file descriptors (RELIABILITY_NOTES BI-08).
+        _K("max.connections", "max_connections", int, 1000, between(1, 1_000_000),
+           "Connections beyond this are closed at once."),
+        _K("log.retention.check.interval.ms", "log_retention_check_interval_ms", int, 300000,
+           at_least(1), "Period of the retention task."),
+        _K("log.initial.task.delay.ms", "log_initial_task_delay_ms", int, 30000, at_least(0),
+           "Delay before the first retention, flush and checkpoint runs."),
+        _K("log.flush.scheduler.interval.ms", "log_flush_scheduler_interval_ms", int, LONG_MAX,
+           at_least(0), "How often the flush task checks flush.ms."),
+        _K("log.flush.offset.checkpoint.interval.ms", "log_flush_offset_checkpoint_interval_ms",
+           int, 60000, at_least(0), "Period of recovery-point checkpoint writes."),
+        _K("log.flush.start.offset.checkpoint.interval.ms",
+           "log_flush_start_offset_checkpoint_interval_ms", int, 60000, at_least(0),
+           "Period of log-start-offset checkpoint writes."),
+        _K("log.cleaner.enable", "log_cleaner_enable", bool, True, _no_check,
+           "Run the log cleaner for compacted topics."),
+        _K("log.cleaner.threads", "log_cleaner_threads", int, 1, at_least(0),
+           "Cleaner threads."),
+        _K("log.cleaner.dedupe.buffer.size", "log_cleaner_dedupe_buffer_bytes", int, 134217728,
+           at_least(1024 * 1024), "Offset-map memory of all cleaner threads."),
+        _K("log.cleaner.io.buffer.size", "log_cleaner_io_buffer_bytes", int, 524288,
+           at_least(0), "Cleaner read and write buffers."),
+        _K("log.cleaner.io.buffer.load.factor", "log_cleaner_io_buffer_load_factor", float, 0.9,
+           _positive_float_at_most_one, "Largest fill of the offset map."),
+        _K("log.cleaner.io.max.bytes.per.second", "log_cleaner_io_max_bytes_per_second", float,
+           1.7976931348623157e308, at_least(1), "Cleaner read+write throttle."),
+        _K("log.cleaner.backoff.ms", "log_cleaner_backoff_ms", int, 15000, at_least(0),
+           "Cleaner sleep when no log needed cleaning."),
+    )
+}  # fmt: skip
+
+# Every broker key that sets a topic default: name -> the topic key it feeds.
+TOPIC_SYNONYMS: dict[str, str] = {
+    syn.name: d.name for d in TOPIC_CONFIG_DEFS.values() for syn in d.synonyms
+}
+VALID_KEYS: frozenset[str] = frozenset(BROKER_CONFIG_DEFS) | frozenset(TOPIC_SYNONYMS)
+
+
+def suggest_key(name: str, candidates: Iterable[str] = VALID_KEYS) -> str | None:
+    """The closest valid key to a misspelt one (difflib), or None."""
+    pool = sorted(candidates)
+    matches = difflib.get_close_matches(name, pool, n=1, cutoff=0.6)
+    if not matches and not name.startswith("log."):
+        matches = difflib.get_close_matches("log." + name, pool, n=1, cutoff=0.6)
+    return matches[0] if matches else None
+
+
+def unknown_key_error(name: str, candidates: Iterable[str] = VALID_KEYS) -> InvalidConfig:
+    hint = suggest_key(name, candidates)
+    tail = f" (did you mean {hint!r}?)" if hint else ""
+    return InvalidConfig(f"unknown config key {name!r}{tail}")
+
+
+def parse_properties(text: str, source: str = "<config>") -> dict[str, str]:
+    """Parse Java `.properties` text: `key=value`, `key: value` or `key value` lines.
+
+    `#` and `!` start comments, a trailing backslash continues a line. Enough of
+    the format for Kafka's `server.properties`; values stay strings.
+    """
+    props: dict[str, str] = {}
+    logical: list[str] = []
+    for raw_line in text.splitlines():
+        line = raw_line.strip() if not logical else raw_line.lstrip()
+        if not logical and (not line or line[0] in "#!"):
+            continue
+        if line.endswith("\\") and not line.endswith("\\\\"):
+            logical.append(line[:-1])
+            continue
+        logical.append(line)
+        entry, logical = "".join(logical), []
+        key, value = _split_property(entry)
+        if not key:
+            raise InvalidConfig(f"{source}: cannot parse line {raw_line.strip()!r}")
+        props[key] = value
+    return props
+
+
+def _split_property(entry: str) -> tuple[str, str]:
+    for i, ch in enumerate(entry):
+        if ch in "=:" or ch.isspace():
+            key = entry[:i].strip()
+            rest = entry[i:].lstrip()
+            if rest[:1] in ("=", ":"):
+                rest = rest[1:]
+            return key, rest.strip()
+    return entry.strip(), ""
+
+
+def parse_overrides(items: Iterable[str]) -> dict[str, str]:
+    """`--set key=value` items to a dict; a missing `=` names the item."""
+    out: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise InvalidConfig(f"--set {item!r}: expected key=value")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def parse_host_port(text: str, option: str) -> tuple[str, int]:
+    """`HOST:PORT` (or `[v6]:PORT`, or `:PORT` for all interfaces) to a tuple."""
+    host, sep, port_text = text.rpartition(":")
+    if not sep:
+        raise InvalidConfig(f"{option}: expected HOST:PORT, got {text!r}")
+    host = host.strip("[]")
+    try:
+        port = int(port_text)
+    except ValueError as exc:
+        raise InvalidConfig(f"{option}: port must be a number, got {port_text!r}") from exc
+    if not 0 <= port <= 65535:
+        raise InvalidConfig(f"{option}: port must be in 0..65535, got {port}")
+    return host, port
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerConfig:
+    """The validated broker configuration. Field names are Kafka's, in snake case, units last."""
+
+    data_dir: Path
+    listen: tuple[str, int] = DEFAULT_LISTEN
+    metrics_listen: tuple[str, int] = DEFAULT_METRICS_LISTEN
+    log_config: LogConfig = field(default_factory=LogConfig)
+    # Explicitly given keys and their text, for describe_configs and `check-config`.
+    props: Mapping[str, str] = field(default_factory=dict)
+    num_partitions: int = 1
+    auto_create_topics_enable: bool = True
+    socket_request_max_bytes: int = 104857600
+    connections_max_idle_ms: int = 600000
+    max_connections: int = 1000
+    log_retention_check_interval_ms: int = 300000
+    log_initial_task_delay_ms: int = 30000
+    log_flush_scheduler_interval_ms: int = LONG_MAX
+    log_flush_offset_checkpoint_interval_ms: int = 60000
+    log_flush_start_offset_checkpoint_interval_ms: int = 60000
+    log_cleaner_enable: bool = True
+    log_cleaner_threads: int = 1
+    log_cleaner_dedupe_buffer_bytes: int = 134217728
+    log_cleaner_io_buffer_bytes: int = 524288
+    log_cleaner_io_buffer_load_factor: float = 0.9
+    log_cleaner_io_max_bytes_per_second: float = 1.7976931348623157e308
+    log_cleaner_backoff_ms: int = 15000
+
+    @property
+    def message_max_bytes(self) -> int:
+        """Broker default for a batch's size (`message.max.bytes`)."""
+        return self.log_config.max_message_bytes
+
+    @classmethod
+    def from_props(
+        cls,
+        props: Mapping[str, object],
+        *,
+        data_dir: str | Path | None = None,
+        listen: tuple[str, int] = DEFAULT_LISTEN,
+        metrics_listen: tuple[str, int] = DEFAULT_METRICS_LISTEN,
+    ) -> BrokerConfig:
+        """Validate Kafka-named `props`; InvalidConfig names the first bad key."""
+        text_props = {str(k): str(v) if not isinstance(v, str) else v for k, v in props.items()}
+        for name in text_props:
+            if name not in VALID_KEYS:
+                raise unknown_key_error(name)
+        values: dict[str, Any] = {}
+        for d in BROKER_CONFIG_DEFS.values():
+            values[d.attr] = d.parse(props[d.name]) if d.name in props else d.default
+        log_dirs = values.pop("log_dirs") or values.pop("log_dir")
+        values.pop("log_dir", None)
+        chosen = str(data_dir) if data_dir is not None else log_dirs
+        if not chosen:
+            raise InvalidConfig("log.dirs: no data directory (pass --data-dir or set log.dirs)")
+        if "," in chosen:
+            raise InvalidConfig(f"log.dirs: Tidelog uses one data directory, got {chosen!r}")
+        synonym_props = {k: v for k, v in props.items() if k in TOPIC_SYNONYMS}
+        log_config = LogConfig.from_broker_props(synonym_props)
+        return cls(
+            data_dir=Path(chosen),
+            listen=listen,
+            metrics_listen=metrics_listen,
+            log_config=log_config,
+            props=text_props,
+            **values,
+        )
+
+    @classmethod
+    def from_sources(
+        cls,
+        *,
+        config_file: str | Path | None = None,
+        overrides: Iterable[str] = (),
+        data_dir: str | Path | None = None,
+        listen: str | None = None,
+        metrics_listen: str | None = None,
+    ) -> BrokerConfig:
+        """Defaults < `config_file` (server.properties format) < `--set` overrides."""
+        props: dict[str, str] = {}
+        if config_file is not None:
+            path = Path(config_file)
+            try:
+                text = path.read_text(encoding="utf-8")
+            except OSError as exc:
+                raise InvalidConfig(f"--config {path}: {exc.strerror or exc}") from exc
+            props.update(parse_properties(text, str(path)))
+        props.update(parse_overrides(overrides))
+        return cls.from_props(
+            props,
+            data_dir=data_dir,
+            listen=parse_host_port(listen, "--listen") if listen else DEFAULT_LISTEN,
+            metrics_listen=(
+                parse_host_port(metrics_listen, "--metrics-listen")
+                if metrics_listen
+                else DEFAULT_METRICS_LISTEN
+            ),
+        )
+
+    def topic_key_source(self, topic_key: str) -> str:
+        """`broker` if a broker key set this topic key's default, else `default`."""
+        definition = TOPIC_CONFIG_DEFS[topic_key]
+        return "broker" if any(s.name in self.props for s in definition.synonyms) else "default"
+
+    def describe_topic_configs(self, overrides: Mapping[str, object]) -> dict[str, dict[str, Any]]:
+        """Every topic key with its effective value and source (`default`, `broker`, `topic`)."""
+        effective = LogConfig.from_props(overrides, self.log_config).to_props()
+        return {
+            name: {
+                "value": value,
+                "source": "topic" if name in overrides else self.topic_key_source(name),
+            }
+            for name, value in effective.items()
+        }

@@ -1,0 +1,278 @@
+"""One client connection: frames in, requests handled in order, responses out in order.
+
+Three tasks joined by bounded channels:
+
+- the reader turns bytes into decoded frames (`protocol.framing.FrameDecoder`
+  checks the length header before buffering a body) and stops reading while
+  `MAX_INFLIGHT_REQUESTS` are unanswered, so a client that pipelines without
+  reading is slowed by TCP, not by our memory;
+- the handler runs requests one at a time, in arrival order (appends happen in
+  the order they were sent);
+- the writer sends responses in that same order (PROTOCOL.md §1).
+
+The only overlap: an `acks: -1` produce is appended in order, then its wait for
+the fsync runs beside the following requests (`PendingResponse`), so pipelined
+durable produces on one connection share group-commit rounds. Its response is
+still written in its place. `produce` with `acks: 0` writes nothing back.
+
+A frame that cannot be read (oversize, not msgpack, not a map) is answered with
+`INVALID_REQUEST` after every earlier request has been answered, then the
+connection closes. A well-formed map with a bad envelope or body gets a
+request-level error and the connection stays open. Nothing a peer sends can
+raise out of this module.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgpack
+import structlog
+import trio
+
+from broker.handlers import BrokerContext, PendingResponse, handle_request
+from broker.logging import get_logger
+from protocol.envelope import UNKNOWN_ID, Response, error_response
+from protocol.errors import InvalidRequest, TidelogError, UnknownServerError
+from protocol.framing import LENGTH, FrameDecoder, FrameError
+
+log = get_logger(component="connection")
+
+# Requests read but not yet answered, per connection: bounds its memory at about
+# this many frames (Kafka mutes a channel after one; a few keep pipelining fast).
+MAX_INFLIGHT_REQUESTS = 16
+# Bytes asked of the socket per read: a 1,000-record batch arrives in one or two.
+RECV_BYTES = 256 * 1024
+# Encoded responses a connection may hold for a client that reads slowly; past it
+# the handler pauses (16 queued 55 MiB fetch answers would otherwise be ~1 GiB).
+MAX_QUEUED_RESPONSE_BYTES = 64 * 1024 * 1024
+# Responses at least this big are sent as header + body instead of one joined buffer.
+SPLIT_SEND_BYTES = 64 * 1024
+# A peer that does not read its responses for this long is dropped (BI-06).
+SEND_TIMEOUT_S = 60.0
+
+_conn_ids = itertools.count(1)
+
+
+@dataclass(frozen=True, slots=True)
+class _Frame:
+    obj: Any
+    arrived: float
+
+
+@dataclass(frozen=True, slots=True)
+class _Fatal:
+    """An unreadable frame: answered after everything before it, then the connection closes."""
+
+    error: TidelogError
+
+
+class _Slot:
+    """A response being completed beside later requests; the writer waits for it in order."""
+
+    def __init__(self) -> None:
+        self.done = trio.Event()
+        self.body: bytes | None = None
+
+    async def fill(self, pending: PendingResponse) -> None:
+        try:
+            self.body = _encode(await pending.resolve())
+        finally:
+            self.done.set()
+
+
+# What the writer sends: an encoded response body, a slot still being filled,
+# a fatal error, or None (acks 0: nothing to send).
+_Outgoing = bytes | _Slot | _Fatal | None
+
+
+@dataclass
+class ConnectionState:
+    """Per-connection bookkeeping shared by the three tasks and the broker."""
+
+    conn_id: int
+    peer: str
+    inflight: int = 0
+    close_reason: str = "eof"
+    last_activity: float = field(default_factory=trio.current_time)
+    queued_bytes: int = 0  # encoded responses waiting for the writer
+    room: trio.Event = field(default_factory=trio.Event)  # set when queued_bytes drops
+    reader_scope: trio.CancelScope = field(default_factory=trio.CancelScope)
+
+
+_MSGPACK_TYPES = {tuple: "array", list: "array", bytes: "bin", type(None): "nil"}
+
+
+def _msgpack_type(obj: object) -> str:
+    """The msgpack name of a decoded value's type, for error messages."""
+    return _MSGPACK_TYPES.get(type(obj), type(obj).__name__)
+
+
+def _peer_name(stream: trio.abc.Stream) -> str:
+    sock = getattr(stream, "socket", None)
+    if sock is None:
+        return "memory"
+    try:
+        host, port = sock.getpeername()[:2]
+    except OSError:
+        return "unknown"
+    return f"{host}:{port}"
+
+
+async def serve_connection(stream: trio.abc.Stream, ctx: BrokerContext) -> None:
+    """Serve one client until it disconnects, misbehaves, idles out or the broker drains."""
+    state = ConnectionState(conn_id=next(_conn_ids), peer=_peer_name(stream))
+    structlog.contextvars.bind_contextvars(conn_id=state.conn_id, peer=state.peer)
+    ctx.connection_opened(state)
+    try:
+        async with stream:
+            # Capacities add up to MAX_INFLIGHT_REQUESTS with the one being handled.
+            req_send, req_recv = trio.open_memory_channel[_Frame | _Fatal](
+                MAX_INFLIGHT_REQUESTS // 2
+            )
+            out_send, out_recv = trio.open_memory_channel[_Outgoing](MAX_INFLIGHT_REQUESTS // 2)
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(_read_frames, stream, ctx, state, req_send)
+                nursery.start_soon(_handle_frames, ctx, state, req_recv, out_send, nursery)
+                await _write_responses(stream, ctx, state, out_recv)
+                nursery.cancel_scope.cancel()
+    # trio wraps whatever a nursery's tasks raise in an exception group.
+    except* (trio.BrokenResourceError, trio.ClosedResourceError):
+        state.close_reason = "peer_reset"
+    except* trio.TooSlowError:
+        state.close_reason = "send_timeout"
+        log.warning("client_send_timeout", timeout_s=SEND_TIMEOUT_S)
+    except* Exception:
+        # A bug in this module: this connection ends, the broker and the others go on.
+        state.close_reason = "internal_error"
+        log.exception("connection_crashed")
+    finally:
+        ctx.connection_closed(state)
+
+
+async def _read_frames(
+    stream: trio.abc.Stream,
+    ctx: BrokerContext,
+    state: ConnectionState,
+    req_send: trio.MemorySendChannel[_Frame | _Fatal],
+) -> None:
+    decoder = FrameDecoder(ctx.config.socket_request_max_bytes)
+    idle_s = ctx.config.connections_max_idle_ms / 1000
+    async with req_send:
+        with state.reader_scope:
+            while True:
+                # Idle = nothing in flight and no traffic either way for idle_s.
+                with trio.move_on_at(state.last_activity + idle_s) as idle:
+                    data = await stream.receive_some(RECV_BYTES)
+                now = trio.current_time()
+                if idle.cancelled_caught:
+                    if state.inflight:
+                        state.last_activity = now
+                    elif now >= state.last_activity + idle_s:
+                        state.close_reason = "idle"
+                        log.info(
+                            "connection_idle_closed", idle_ms=ctx.config.connections_max_idle_ms
+                        )
+                        return
+                    continue
+                state.last_activity = now
+                if not data:
+                    if decoder.buffered_bytes:
+                        state.close_reason = "truncated_frame"
+                        log.warning("client_protocol_error", reason="truncated frame at EOF")
+                    return
+                try:
+                    decoder.feed(data)
+                    for obj in decoder:
+                        ctx.inflight_changed(state, +1)
+                        await req_send.send(_Frame(obj, time.perf_counter()))
+                except FrameError as exc:
+                    ctx.inflight_changed(state, +1)
+                    state.close_reason = "bad_frame"
+                    await req_send.send(_Fatal(exc))
+                    return
+        if state.reader_scope.cancelled_caught:
+            state.close_reason = "shutdown"  # draining: queued requests are still answered
+
+
+async def _handle_frames(
+    ctx: BrokerContext,
+    state: ConnectionState,
+    req_recv: trio.MemoryReceiveChannel[_Frame | _Fatal],
+    out_send: trio.MemorySendChannel[_Outgoing],
+    nursery: trio.Nursery,
+) -> None:
+    async with req_recv, out_send:
+        async for item in req_recv:
+            if isinstance(item, _Fatal):
+                await out_send.send(item)
+                return
+            if not isinstance(item.obj, dict):
+                # PROTOCOL.md §1: a frame that is not a map is answered, then closed.
+                error = InvalidRequest(f"request must be a map, got {_msgpack_type(item.obj)}")
+                state.close_reason = "bad_frame"
+                await out_send.send(_Fatal(error))
+                return
+            result = await handle_request(ctx, item.obj, item.arrived)
+            if isinstance(result, PendingResponse):
+                slot = _Slot()
+                nursery.start_soon(slot.fill, result)
+                await out_send.send(slot)
+                continue
+            body = None if result is None else _encode(result)
+            if body is not None:
+                state.queued_bytes += len(body)
+            await out_send.send(body)
+            while state.queued_bytes > MAX_QUEUED_RESPONSE_BYTES:
+                state.room = trio.Event()
+                await state.room.wait()
+
+
+async def _write_responses(
+    stream: trio.abc.Stream,
+    ctx: BrokerContext,
+    state: ConnectionState,
+    out_recv: trio.MemoryReceiveChannel[_Outgoing],
+) -> None:
+    async with out_recv:
+        async for item in out_recv:
+            if isinstance(item, _Fatal):
+                log.warning("client_protocol_error", reason=item.error.message)
+                ctx.request_finished("invalid_frame", item.error.code, 0.0)
+                await _send(stream, _encode(error_response(UNKNOWN_ID, item.error)))
+                ctx.inflight_changed(state, -1)
+                return
+            if isinstance(item, _Slot):
+                await item.done.wait()
+                body = item.body
+            else:
+                body = item
+                if body is not None:
+                    state.queued_bytes -= len(body)
+            if body is not None:
+                await _send(stream, body)
+                state.room.set()
+            state.last_activity = trio.current_time()
+            ctx.inflight_changed(state, -1)
+
+
+def _encode(response: Response) -> bytes:
+    """The msgpack body of a response frame (never raises: a bug becomes an error reply)."""
+    try:
+        return msgpack.packb(response.to_wire(), use_bin_type=True)
+    except Exception as exc:  # a handler built an unencodable body: a bug, not the peer's
+        log.exception("response_encode_failed")
+        failure = UnknownServerError(f"unencodable response: {exc}")
+        return msgpack.packb(error_response(response.id, failure).to_wire(), use_bin_type=True)
+
+
+async def _send(stream: trio.abc.Stream, body: bytes) -> None:
+    with trio.fail_after(SEND_TIMEOUT_S):
+        if len(body) < SPLIT_SEND_BYTES:
+            await stream.send_all(LENGTH.pack(len(body)) + body)
+        else:  # a big fetch answer: two sends beat copying megabytes to prepend 4 bytes
+            await stream.send_all(LENGTH.pack(len(body)))
+            await stream.send_all(body)

@@ -1,0 +1,600 @@
+"""Request handlers: one per API of PROTOCOL.md §4, in the `HANDLERS` table.
+
+`handle_request` turns one decoded frame into a response: it parses the envelope,
+validates the body against `protocol.schemas`, runs the handler and maps
+exceptions to codes. A `TidelogError` becomes its own code; anything else becomes
+`UNKNOWN_SERVER_ERROR` for that request only, logged with its traceback. APIs
+over partitions report failures per partition, so one bad partition never fails
+its neighbours.
+
+Appends and small reads run on the event loop (one `write` / `pread` each);
+admin changes, fsyncs and large reads run in worker threads.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import structlog
+import trio
+
+from broker.config import BrokerConfig, unknown_key_error
+from broker.groupcommit import GroupCommitter
+from broker.handlers_offsets import OFFSETS_HANDLERS
+from broker.housekeeping import explain_retention_handler
+from broker.logging import get_logger
+from broker.longpoll import FETCH_MAX_WAIT_MS_CAP, AppendNotifier
+from broker.metrics import BrokerMetrics
+from protocol.envelope import Response, error_response, parse_request, request_id_of
+from protocol.errors import (
+    InvalidPartitions,
+    InvalidRequest,
+    RequestTimedOut,
+    StorageError,
+    TidelogError,
+    UnknownServerError,
+    UnknownTopicOrPartition,
+)
+from protocol.schemas import API_VERSIONS, check_topic_name, validate_request
+from storage.config import TOPIC_CONFIG_DEFS
+
+if TYPE_CHECKING:
+    from broker.connection import ConnectionState
+
+log = get_logger(component="handlers")
+
+SERVER_NAME = "tidelog"
+try:
+    from importlib.metadata import version as _dist_version
+
+    SERVER_VERSION = _dist_version("tidelog")
+except Exception:  # running from a tree that was never installed
+    SERVER_VERSION = "0.0.0"
+
+# Partitions one topic may have: each is a directory with open files, and a
+# typo of 10^6 should not exhaust file descriptors (BI-09).
+MAX_PARTITIONS_PER_TOPIC = 10_000
+# One fetch response never carries more than this many record bytes (Kafka's
+# fetch.max.bytes default is 55 MiB); still at least one batch.
+FETCH_RESPONSE_MAX_BYTES = 55 * 1024 * 1024
+# Appends larger than this are validated and written in a worker thread (about
+# 5 ms of CPU per MiB); smaller ones cost less than the thread hop.
+INLINE_APPEND_MAX_BYTES = 1024 * 1024
+# Reads allowed to return more than this go to a worker thread: a cold read of
+# megabytes must not stall every other client on the event loop.
+INLINE_READ_MAX_BYTES = 256 * 1024
+
+
+@dataclass
+class BrokerContext:
+    """What every handler may use: config, storage and the broker's shared services."""
+
+    config: BrokerConfig
+    manager: Any  # storage.manager.LogManager
+    notifier: AppendNotifier
+    committer: GroupCommitter
+    metrics: BrokerMetrics
+    connections: dict[int, ConnectionState] = field(default_factory=dict)
+    inflight_total: int = 0
+
+    def connection_opened(self, state: ConnectionState) -> None:
+        self.connections[state.conn_id] = state
+        self.metrics.get("tidelog_connections").set(len(self.connections))
+        self.metrics.get("tidelog_connections_opened").inc()
+
+    def inflight_changed(self, state: ConnectionState, delta: int) -> None:
+        """A request was read (+1) or answered (-1) on `state`'s connection."""
+        state.inflight += delta
+        self.inflight_total += delta
+        self.metrics.get("tidelog_inflight_requests").set(self.inflight_total)
+
+    def connection_closed(self, state: ConnectionState) -> None:
+        self.inflight_changed(state, -state.inflight)
+        self.connections.pop(state.conn_id, None)
+        self.metrics.get("tidelog_connections").set(len(self.connections))
+        self.metrics.get("tidelog_connections_closed").labels(state.close_reason).inc()
+
+    def request_finished(self, api: str, error: str | None, duration_s: float) -> None:
+        self.metrics.request_finished(api, error, duration_s)
+
+    def drain(self) -> None:
+        """Stop reading new requests on every connection; queued ones are still answered."""
+        for state in list(self.connections.values()):
+            state.reader_scope.cancel()
+        self.notifier.close()
+
+
+@dataclass(frozen=True, slots=True)
+class Deferred:
+    """A handler result that needs more waiting (an `acks: -1` fsync).
+
+    The connection completes it beside the requests that follow and writes its
+    response in its place, so pipelined durable produces share fsync rounds.
+    """
+
+    finish: Callable[[], Awaitable[dict[str, Any]]]
+
+
+Handler = Callable[[BrokerContext, dict[str, Any]], Awaitable[dict[str, Any] | Deferred | None]]
+
+
+# --- helpers ----------------------------------------------------------------
+
+
+def _partition_error(exc: BaseException) -> tuple[str, str | None]:
+    """(code, message) for a per-partition failure; unexpected ones are logged."""
+    if isinstance(exc, TidelogError):
+        return exc.code, exc.message or None
+    if isinstance(exc, OSError):
+        log.error("storage_error", error=str(exc), errno=exc.errno)
+        return StorageError.code, str(exc)
+    log.error("partition_request_failed", exc_info=exc)
+    return UnknownServerError.code, f"{type(exc).__name__}: {exc}"
+
+
+def _get_log(ctx: BrokerContext, topic: str, partition: int) -> Any:
+    try:
+        return ctx.manager.get_log(topic, partition)
+    except TidelogError:
+        raise
+    except (KeyError, IndexError) as exc:
+        raise UnknownTopicOrPartition(f"unknown topic or partition {topic}-{partition}") from exc
+
+
+def _high_watermark(plog: Any) -> int:
+    """High watermark; on a single broker it is the log end offset (DESIGN.md)."""
+    return plog.high_watermark
+
+
+# --- admin APIs ---------------------------------------------------------------
+
+
+async def api_versions(ctx: BrokerContext, body: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "server": SERVER_NAME,
+        "version": SERVER_VERSION,
+        "apis": {name: list(API_VERSIONS.get(name, (1, 1))) for name in sorted(HANDLERS)},
+        "limits": {
+            "socket.request.max.bytes": ctx.config.socket_request_max_bytes,
+            "message.max.bytes": ctx.config.message_max_bytes,
+        },
+    }
+
+
+async def create_topic(ctx: BrokerContext, body: dict[str, Any]) -> dict[str, Any]:
+    topic, partitions, configs = body["topic"], body["partitions"], body["configs"]
+    check_topic_name(topic)
+    if not 1 <= partitions <= MAX_PARTITIONS_PER_TOPIC:
+        raise InvalidPartitions(
+            f"partitions must be between 1 and {MAX_PARTITIONS_PER_TOPIC}, got {partitions}"
+        )
+    _check_topic_keys(configs)
+    str_configs = {k: _config_text(v) for k, v in configs.items()}
+    await trio.to_thread.run_sync(ctx.manager.create_topic, topic, partitions, str_configs)
+    return {}
+
+
+async def delete_topic(ctx: BrokerContext, body: dict[str, Any]) -> dict[str, Any]:
+    topic = body["topic"]
+    check_topic_name(topic)
+    _require_topic(ctx, topic)
+    logs = [ctx.manager.get_log(topic, p) for p in range(ctx.manager.partition_count(topic))]
+    await trio.to_thread.run_sync(ctx.manager.delete_topic, topic)
+    for plog in logs:
+        ctx.notifier.wake(plog)  # their long polls answer UNKNOWN_TOPIC_OR_PARTITION now
+    ctx.metrics.forget_topic(topic)
+    return {}
+
+
+def _check_topic_keys(names: Iterable[str]) -> None:
+    """INVALID_CONFIG for an unknown topic key, naming the closest valid one."""
+    for name in names:
+        if name not in TOPIC_CONFIG_DEFS:
+            raise unknown_key_error(name, TOPIC_CONFIG_DEFS)
+
+
+def _config_text(value: Any) -> str:
+    """Config values travel as str, int, float or bool; storage parses Kafka's text form."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _partition_meta(plog: Any, partition: int) -> dict[str, Any]:
+    return {
+        "partition": partition,
+        "log_start_offset": plog.log_start_offset,
+        "high_watermark": _high_watermark(plog),
+        "log_end_offset": plog.log_end_offset,
+        "size_bytes": plog.size_bytes,
+        "segments": plog.segment_count,
+    }
+
+
+async def metadata(ctx: BrokerContext, body: dict[str, Any]) -> dict[str, Any]:
+    names = body["topics"]
+    known = set(ctx.manager.topics())
+    wanted = sorted(known) if names is None else list(names)
+    out = []
+    for topic in wanted:
+        entry: dict[str, Any] = {"topic": topic, "error": None, "message": None}
+        try:
+            if topic not in known:
+                raise UnknownTopicOrPartition(f"unknown topic {topic!r}")
+            count = ctx.manager.partition_count(topic)
+            entry["configs"] = dict(ctx.manager.topic_overrides(topic))
+            entry["partitions"] = [
+                _partition_meta(ctx.manager.get_log(topic, p), p) for p in range(count)
+            ]
+        except Exception as exc:
+            entry["error"], entry["message"] = _partition_error(exc)
+            entry["configs"], entry["partitions"] = {}, []
+        out.append(entry)
+    return {"topics": out}
+
+
+def _require_topic(ctx: BrokerContext, topic: str) -> None:
+    check_topic_name(topic)
+    if topic not in ctx.manager.topics():
+        raise UnknownTopicOrPartition(f"unknown topic {topic!r}")
+
+
+async def describe_configs(ctx: BrokerContext, body: dict[str, Any]) -> dict[str, Any]:
+    topic = body["topic"]
+    _require_topic(ctx, topic)
+    overrides = ctx.manager.topic_overrides(topic)
+    return {"configs": ctx.config.describe_topic_configs(overrides)}
+
+
+async def alter_configs(ctx: BrokerContext, body: dict[str, Any]) -> dict[str, Any]:
+    topic = body["topic"]
+    _require_topic(ctx, topic)
+    _check_topic_keys([*body["set"], *body["delete"]])
+    new_values = {k: _config_text(v) for k, v in body["set"].items()}
+    # The manager validates the whole result, persists it, applies it to every
+    # partition at once and logs `config_changed`.
+    await trio.to_thread.run_sync(
+        ctx.manager.alter_topic_config, topic, new_values, list(body["delete"])
+    )
+    return {}
+
+
+# --- produce ------------------------------------------------------------------
+
+
+async def _get_or_create_log(ctx: BrokerContext, topic: str, partition: int) -> Any:
+    try:
+        return _get_log(ctx, topic, partition)
+    except UnknownTopicOrPartition:
+        if not ctx.config.auto_create_topics_enable or topic in ctx.manager.topics():
+            raise
+        check_topic_name(topic)
+        try:
+            await trio.to_thread.run_sync(
+                ctx.manager.create_topic, topic, ctx.config.num_partitions, {}
+            )
+            log.info("topic_auto_created", topic=topic, partitions=ctx.config.num_partitions)
+        except TidelogError as exc:
+            if exc.code != "TOPIC_ALREADY_EXISTS":
+                raise
+        return _get_log(ctx, topic, partition)
+
+
+async def produce(ctx: BrokerContext, body: dict[str, Any]) -> dict[str, Any] | Deferred | None:
+    acks = body["acks"]
+    results: list[dict[str, Any]] = []
+    to_sync: list[tuple[dict[str, Any], Any, int]] = []
+    for t in body["topics"]:
+        topic = t["topic"]
+        parts_out = []
+        for p in t["partitions"]:
+            res: dict[str, Any] = {"partition": p["partition"], "error": None, "message": None}
+            try:
+                plog = await _get_or_create_log(ctx, topic, p["partition"])
+                records = p["records"]
+                if len(records) <= INLINE_APPEND_MAX_BYTES:
+                    info = plog.append(records)
+                else:  # validating megabytes would stall every other client
+                    info = await trio.to_thread.run_sync(plog.append, records)
+            except Exception as exc:
+                res["error"], res["message"] = _partition_error(exc)
+                res["base_offset"] = res["log_append_time"] = res["log_start_offset"] = -1
+                log.info(
+                    "produce_rejected",
+                    topic=topic,
+                    partition=p["partition"],
+                    error=res["error"],
+                    reason=res["message"],
+                )
+            else:
+                res["base_offset"] = info.base_offset
+                res["log_append_time"] = info.log_append_time
+                res["log_start_offset"] = info.log_start_offset
+                ctx.metrics.produced(topic, info.last_offset - info.base_offset + 1, len(records))
+                if acks == -1:
+                    to_sync.append((res, plog, info.last_offset + 1))
+                elif info.flush_needed:
+                    ctx.committer.flush_soon(plog)  # flush.messages / flush.ms
+            parts_out.append(res)
+        results.append({"topic": topic, "partitions": parts_out})
+    if acks == 0:
+        return None
+    if to_sync:
+        timeout_ms = body["timeout_ms"]
+
+        async def finish() -> dict[str, Any]:
+            await _wait_durable(ctx, to_sync, timeout_ms)
+            return {"topics": results}
+
+        return Deferred(finish)
+    return {"topics": results}
+
+
+async def _wait_durable(
+    ctx: BrokerContext, to_sync: list[tuple[dict[str, Any], Any, int]], timeout_ms: int
+) -> None:
+    """Wait for the fsync of every appended partition, concurrently, within the timeout."""
+
+    async def one(res: dict[str, Any], plog: Any, end_offset: int) -> None:
+        try:
+            with trio.fail_after(timeout_ms / 1000):
+                await ctx.committer.wait_durable(plog, end_offset)
+        except trio.TooSlowError:
+            exc: Exception = RequestTimedOut(
+                f"appended at offset {res['base_offset']} but not fsynced within {timeout_ms} ms"
+            )
+            res["error"], res["message"] = _partition_error(exc)
+        except Exception as exc:
+            res["error"], res["message"] = _partition_error(exc)
+
+    if len(to_sync) == 1:
+        await one(*to_sync[0])
+        return
+    async with trio.open_nursery() as nursery:
+        for item in to_sync:
+            nursery.start_soon(one, *item)
+
+
+# --- fetch --------------------------------------------------------------------
+
+
+async def _read(plog: Any, offset: int, limit: int, *, min_one: bool) -> Any:
+    if limit <= INLINE_READ_MAX_BYTES:
+        return plog.read(offset, limit, min_one=min_one)
+    return await trio.to_thread.run_sync(
+        functools.partial(plog.read, min_one=min_one), offset, limit
+    )
+
+
+async def _fetch_once(
+    ctx: BrokerContext, wanted: list[tuple[str, dict[str, Any], Any]], max_bytes: int
+) -> tuple[dict[str, list[dict[str, Any]]], int]:
+    """Read every wanted partition once; returns results by topic and record bytes."""
+    by_topic: dict[str, list[dict[str, Any]]] = {}
+    remaining = max_bytes
+    total = 0
+    for topic, p, _ in wanted:
+        res: dict[str, Any] = {"partition": p["partition"], "error": None, "message": None}
+        try:
+            plog = _get_log(ctx, topic, p["partition"])  # afresh: the topic may be gone
+            limit = min(p["max_bytes"], remaining)
+            if total and limit <= 0:
+                res["records"] = b""
+                res["high_watermark"] = _high_watermark(plog)
+                res["log_start_offset"] = plog.log_start_offset
+            else:
+                # Only the first partition with data may exceed the limit (one whole batch).
+                data = await _read(plog, p["offset"], max(limit, 1), min_one=total == 0)
+                res["records"] = data.records
+                res["high_watermark"] = data.high_watermark
+                res["log_start_offset"] = data.log_start_offset
+                size = len(data.records)
+                total += size
+                remaining -= size
+        except Exception as exc:
+            res["error"], res["message"] = _partition_error(exc)
+            res["records"], res["high_watermark"], res["log_start_offset"] = b"", -1, -1
+        by_topic.setdefault(topic, []).append(res)
+    return by_topic, total
+
+
+async def fetch(ctx: BrokerContext, body: dict[str, Any]) -> dict[str, Any]:
+    max_bytes = min(body["max_bytes"], FETCH_RESPONSE_MAX_BYTES)
+    min_bytes = body["min_bytes"]
+    wait_ms = min(body["max_wait_ms"], FETCH_MAX_WAIT_MS_CAP)
+    deadline = trio.current_time() + wait_ms / 1000
+    wanted: list[tuple[str, dict[str, Any], Any]] = []
+    for t in body["topics"]:
+        for p in t["partitions"]:
+            try:
+                plog = _get_log(ctx, t["topic"], p["partition"])
+            except TidelogError:
+                plog = None  # reported by _fetch_once
+            wanted.append((t["topic"], p, plog))
+    logs = [plog for _, _, plog in wanted if plog is not None]
+    with ctx.notifier.subscribe(logs if wait_ms > 0 and min_bytes > 0 else []) as sub:
+        while True:
+            by_topic, total = await _fetch_once(ctx, wanted, max_bytes)
+            if total >= min_bytes or wait_ms <= 0 or not logs or ctx.notifier.closed:
+                break
+            if _any_error(by_topic):
+                break
+            if not await sub.wait_until(deadline):
+                by_topic, total = await _fetch_once(ctx, wanted, max_bytes)
+                break
+    for topic, parts in by_topic.items():
+        ctx.metrics.fetched(topic, sum(len(r["records"]) for r in parts))
+    return {"topics": [{"topic": t, "partitions": parts} for t, parts in by_topic.items()]}
+
+
+def _any_error(by_topic: dict[str, list[dict[str, Any]]]) -> bool:
+    return any(r["error"] is not None for parts in by_topic.values() for r in parts)
+
+
+# --- offsets ------------------------------------------------------------------
+
+
+async def _per_partition(
+    ctx: BrokerContext,
+    body: dict[str, Any],
+    fn: Callable[[Any, dict[str, Any]], Awaitable[dict[str, Any]]],
+    error_fields: dict[str, Any],
+) -> dict[str, Any]:
+    out = []
+    for t in body["topics"]:
+        parts = []
+        for p in t["partitions"]:
+            res: dict[str, Any] = {"partition": p["partition"], "error": None, "message": None}
+            try:
+                plog = _get_log(ctx, t["topic"], p["partition"])
+                res.update(await fn(plog, p))
+            except Exception as exc:
+                res["error"], res["message"] = _partition_error(exc)
+                res.update(error_fields)
+            parts.append(res)
+        out.append({"topic": t["topic"], "partitions": parts})
+    return {"topics": out}
+
+
+_NO_OFFSET = {"offset": None, "timestamp": None}
+
+
+async def _list_offset(plog: Any, p: dict[str, Any]) -> dict[str, Any]:
+    spec = p["spec"]
+    if spec == "earliest":
+        return {"offset": plog.log_start_offset, "timestamp": -1}
+    if spec == "latest":
+        return {"offset": _high_watermark(plog), "timestamp": -1}
+    found = plog.max_timestamp()
+    if found is None:
+        return dict(_NO_OFFSET)
+    offset, timestamp = found
+    if offset is None or offset < 0:
+        return dict(_NO_OFFSET)
+    return {"offset": offset, "timestamp": timestamp}
+
+
+async def list_offsets(ctx: BrokerContext, body: dict[str, Any]) -> dict[str, Any]:
+    return await _per_partition(ctx, body, _list_offset, _NO_OFFSET)
+
+
+async def _offset_for_time(plog: Any, p: dict[str, Any]) -> dict[str, Any]:
+    found = await trio.to_thread.run_sync(plog.offset_for_timestamp, p["timestamp"])
+    if found is None:
+        return dict(_NO_OFFSET)
+    offset, timestamp = found
+    return {"offset": offset, "timestamp": timestamp}
+
+
+async def offset_for_time(ctx: BrokerContext, body: dict[str, Any]) -> dict[str, Any]:
+    return await _per_partition(ctx, body, _offset_for_time, _NO_OFFSET)
+
+
+async def _delete_records(plog: Any, p: dict[str, Any]) -> dict[str, Any]:
+    # The log checks the range (-1 = high watermark) and the policy (compact-only
+    # topics refuse, POLICY_VIOLATION as in Kafka); it may write a checkpoint.
+    low = await trio.to_thread.run_sync(plog.delete_records, p["offset"])
+    log.info("records_deleted", topic=plog.topic, partition=plog.partition, low_watermark=low)
+    return {"low_watermark": low}
+
+
+async def delete_records(ctx: BrokerContext, body: dict[str, Any]) -> dict[str, Any]:
+    return await _per_partition(ctx, body, _delete_records, {"low_watermark": -1})
+
+
+# The API table: PROTOCOL.md §4 names -> handlers. Extensions add a row here
+# (and their schema in protocol/); api_versions reports exactly these names.
+HANDLERS: dict[str, Handler] = {
+    "api_versions": api_versions,
+    "create_topic": create_topic,
+    "delete_topic": delete_topic,
+    "metadata": metadata,
+    "describe_configs": describe_configs,
+    "alter_configs": alter_configs,
+    "produce": produce,
+    "fetch": fetch,
+    "list_offsets": list_offsets,
+    "offset_for_time": offset_for_time,
+    "delete_records": delete_records,
+    # Extension (docs/retention.md; schema in protocol/retention_schema.py).
+    "explain_retention": explain_retention_handler,
+    # Extension (docs/compaction.md §9; schema in protocol/offsets_schema.py).
+    **OFFSETS_HANDLERS,
+}
+
+
+# --- dispatch -----------------------------------------------------------------
+
+
+def first_error(body: dict[str, Any]) -> str | None:
+    """The first per-topic or per-partition error code in a response body, for metrics.
+
+    A request counts as failed with that code (Kafka's failed-request and
+    per-error meters count partition errors too).
+    """
+    for topic in body.get("topics", ()):
+        if topic.get("error"):
+            return topic["error"]
+        for part in topic.get("partitions", ()):
+            if isinstance(part, dict) and part.get("error"):
+                return part["error"]
+    return None
+
+
+def _failure(api: str, exc: Exception) -> TidelogError:
+    """The wire error for an exception escaping a handler (unexpected ones are logged)."""
+    if isinstance(exc, TidelogError):
+        log.info("request_failed", api=api, error=exc.code, reason=exc.message)
+        return exc
+    log.error("request_crashed", api=api, exc_info=exc)
+    return UnknownServerError(f"{type(exc).__name__}: {exc}")
+
+
+class PendingResponse:
+    """The rest of a request whose handler returned `Deferred`; `resolve` never raises."""
+
+    def __init__(
+        self, ctx: BrokerContext, request_id: int, api: str, arrived: float, deferred: Deferred
+    ) -> None:
+        self._ctx, self._id, self._api, self._arrived = ctx, request_id, api, arrived
+        self._deferred = deferred
+
+    async def resolve(self) -> Response:
+        try:
+            body = await self._deferred.finish()
+            response, error = Response(id=self._id, body=body), first_error(body)
+        except Exception as exc:
+            failure = _failure(self._api, exc)
+            response, error = error_response(self._id, failure), failure.code
+        self._ctx.request_finished(self._api, error, time.perf_counter() - self._arrived)
+        return response
+
+
+async def handle_request(
+    ctx: BrokerContext, obj: Any, arrived: float
+) -> Response | PendingResponse | None:
+    """The response to one decoded frame: None for `acks: 0` produce, pending for `acks: -1`."""
+    request_id = request_id_of(obj)
+    api = "unknown"
+    try:
+        request = parse_request(obj)
+        api = request.api if request.api in HANDLERS else "unknown"
+        body = validate_request(request)
+        handler = HANDLERS.get(request.api)
+        if handler is None:
+            raise InvalidRequest(f"api: unknown api {request.api!r}")
+        with structlog.contextvars.bound_contextvars(api=request.api, request_id=request_id):
+            result = await handler(ctx, body)
+        if isinstance(result, Deferred):
+            return PendingResponse(ctx, request_id, api, arrived, result)
+        response = None if result is None else Response(id=request_id, body=result)
+        error = None if result is None else first_error(result)
+    except Exception as exc:
+        failure = _failure(api, exc)
+        response, error = error_response(request_id, failure), failure.code
+    ctx.request_finished(api, error, time.perf_counter() - arrived)
+    return response

@@ -1,0 +1,313 @@
+"""Prometheus metrics and the health endpoints on the metrics listener.
+
+The only module that imports prometheus_client (tests/test_layering.py). Metrics
+are declared in one table, `METRIC_DEFS`, so the observability pass extends the
+set by adding rows. Per-partition gauges are read from the logs at scrape time
+by a custom collector, so a deleted topic's series disappear instead of going
+stale. Each broker owns its own `CollectorRegistry`: several brokers can run in
+one test process.
+
+The HTTP side is a deliberately tiny HTTP/1.0 responder on trio (GET only, one
+request per connection): `/metrics`, `/healthz` (alias `/livez`) and `/readyz`
+(503 until recovery has finished and the listeners are bound).
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import prometheus_client
+import trio
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from broker.logging import get_logger
+
+log = get_logger(component="metrics")
+
+# `_created` series double the scrape size and no dashboard uses them.
+prometheus_client.disable_created_metrics()
+
+# Sub-millisecond produce latency needs buckets below prometheus' 5 ms default.
+LATENCY_BUCKETS_S = (
+    0.0001,
+    0.00025,
+    0.0005,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    30.0,
+)
+# An HTTP request line plus headers from a scraper fits easily; more is abuse.
+HTTP_REQUEST_MAX_BYTES = 16 * 1024
+# A scraper that does not send its request within this time is dropped.
+HTTP_READ_TIMEOUT_S = 10.0
+
+Kind = Literal["counter", "gauge", "histogram"]
+
+
+@dataclass(frozen=True, slots=True)
+class MetricDef:
+    """One row of the metric table: Prometheus name (without `_total`), kind, help, labels."""
+
+    name: str
+    kind: Kind
+    doc: str
+    labels: tuple[str, ...] = ()
+    buckets: tuple[float, ...] | None = None
+
+
+METRIC_DEFS: tuple[MetricDef, ...] = (
+    MetricDef("tidelog_build_info", "gauge", "Build information (value 1).", ("version", "python")),
+    MetricDef(
+        "tidelog_requests",
+        "counter",
+        "Requests handled, by API and error (request-level, else first partition error).",
+        ("api", "error"),
+    ),
+    MetricDef(
+        "tidelog_request_duration_seconds",
+        "histogram",
+        "Time from a request's arrival to its response being written.",
+        ("api",),
+        LATENCY_BUCKETS_S,
+    ),
+    MetricDef("tidelog_records_in", "counter", "Records appended by produce.", ("topic",)),
+    MetricDef("tidelog_bytes_in", "counter", "Batch bytes appended by produce.", ("topic",)),
+    MetricDef("tidelog_bytes_out", "counter", "Batch bytes returned by fetch.", ("topic",)),
+    MetricDef("tidelog_connections", "gauge", "Open client connections."),
+    MetricDef("tidelog_connections_opened", "counter", "Client connections accepted."),
+    MetricDef(
+        "tidelog_connections_closed",
+        "counter",
+        "Client connections closed, by reason.",
+        ("reason",),
+    ),
+    MetricDef("tidelog_inflight_requests", "gauge", "Requests read but not yet answered."),
+    MetricDef(
+        "tidelog_log_flush_duration_seconds",
+        "histogram",
+        "Duration of one fsync of a partition (acks -1 group commit).",
+        (),
+        LATENCY_BUCKETS_S,
+    ),
+    MetricDef(
+        "tidelog_group_commit_waiters",
+        "histogram",
+        "Produce requests acknowledged by one fsync (group commit size).",
+        (),
+        (1, 2, 4, 8, 16, 32, 64, 128),
+    ),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionStats:
+    """What the per-partition collector exports for one partition."""
+
+    topic: str
+    partition: int
+    log_start_offset: int
+    log_end_offset: int
+    size_bytes: int
+    segments: int
+
+
+# Gauge name, help, PartitionStats attribute.
+PARTITION_GAUGES: tuple[tuple[str, str, str], ...] = (
+    ("tidelog_log_start_offset", "First offset still in the log.", "log_start_offset"),
+    ("tidelog_log_end_offset", "Offset the next appended record will get.", "log_end_offset"),
+    ("tidelog_log_size_bytes", "Bytes in the partition's segments.", "size_bytes"),
+    ("tidelog_log_segments", "Segments in the partition.", "segments"),
+)
+
+
+class _PartitionCollector(Collector):
+    """Reads partition statistics at scrape time (no stale series after deletes)."""
+
+    def __init__(self, source: Callable[[], Iterable[PartitionStats]]) -> None:
+        self._source = source
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        families = [
+            (GaugeMetricFamily(name, doc, labels=["topic", "partition"]), attr)
+            for name, doc, attr in PARTITION_GAUGES
+        ]
+        try:
+            stats = list(self._source())
+        except Exception:
+            log.exception("metrics_partition_scrape_failed")
+            stats = []
+        for s in stats:
+            for family, attr in families:
+                family.add_metric([s.topic, str(s.partition)], getattr(s, attr))
+        for family, _ in families:
+            yield family
+
+
+class BrokerMetrics:
+    """The broker's metrics, built from `METRIC_DEFS` in a private registry."""
+
+    def __init__(self, version: str) -> None:
+        self.registry = CollectorRegistry()
+        self._metrics: dict[str, Any] = {}
+        for d in METRIC_DEFS:
+            self._metrics[d.name] = self._build(d)
+        self.get("tidelog_build_info").labels(version, platform.python_version()).set(1)
+        # Label children are cached: `.labels()` costs a lock and a dict lookup per call.
+        self._request_children: dict[tuple[str, str], tuple[Any, Any]] = {}
+        self._topic_children: dict[tuple[str, str], Any] = {}
+
+    def _build(self, d: MetricDef) -> Any:
+        if d.kind == "counter":
+            return Counter(d.name, d.doc, d.labels, registry=self.registry)
+        if d.kind == "gauge":
+            return Gauge(d.name, d.doc, d.labels, registry=self.registry)
+        buckets = d.buckets or Histogram.DEFAULT_BUCKETS
+        return Histogram(d.name, d.doc, d.labels, registry=self.registry, buckets=buckets)
+
+    def get(self, name: str) -> Any:
+        """The metric object for a `METRIC_DEFS` name."""
+        return self._metrics[name]
+
+    def add_partition_source(self, source: Callable[[], Iterable[PartitionStats]]) -> None:
+        """Export per-partition gauges from `source`, called at every scrape."""
+        self.registry.register(_PartitionCollector(source))
+
+    def request_finished(self, api: str, error: str | None, duration_s: float) -> None:
+        key = (api, error or "none")
+        children = self._request_children.get(key)
+        if children is None:
+            children = (
+                self.get("tidelog_requests").labels(*key),
+                self.get("tidelog_request_duration_seconds").labels(api),
+            )
+            self._request_children[key] = children
+        children[0].inc()
+        children[1].observe(duration_s)
+
+    def _topic_child(self, name: str, topic: str) -> Any:
+        child = self._topic_children.get((name, topic))
+        if child is None:
+            child = self.get(name).labels(topic)
+            self._topic_children[(name, topic)] = child
+        return child
+
+    def produced(self, topic: str, records: int, size_bytes: int) -> None:
+        self._topic_child("tidelog_records_in", topic).inc(records)
+        self._topic_child("tidelog_bytes_in", topic).inc(size_bytes)
+
+    def fetched(self, topic: str, size_bytes: int) -> None:
+        if size_bytes:
+            self._topic_child("tidelog_bytes_out", topic).inc(size_bytes)
+
+    def forget_topic(self, topic: str) -> None:
+        """Drop a deleted topic's labelled series."""
+        for name in ("tidelog_records_in", "tidelog_bytes_in", "tidelog_bytes_out"):
+            if self._topic_children.pop((name, topic), None) is not None:
+                self.get(name).remove(topic)
+
+    def render(self) -> bytes:
+        """The text exposition format of everything in the registry."""
+        return prometheus_client.generate_latest(self.registry)
+
+
+@dataclass
+class Readiness:
+    """What `/readyz` checks; the server flips the flags as startup proceeds."""
+
+    recovered: bool = False
+    listening: bool = False
+    shutting_down: bool = False
+
+    @property
+    def ready(self) -> bool:
+        return self.recovered and self.listening and not self.shutting_down
+
+    def checks(self) -> dict[str, bool]:
+        return {
+            "recovered": self.recovered,
+            "listening": self.listening,
+            "not_shutting_down": not self.shutting_down,
+        }
+
+
+def _http_response(status: str, content_type: str, body: bytes) -> bytes:
+    head = (
+        f"HTTP/1.0 {status}\r\nContent-Type: {content_type}\r\n"
+        f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+    )
+    return head.encode("ascii") + body
+
+
+def http_reply(path: str, metrics: BrokerMetrics, readiness: Readiness) -> bytes:
+    """The whole HTTP response for a GET of `path` (pure, so it is easy to test)."""
+    path = path.split("?", 1)[0]
+    if path == "/metrics":
+        return _http_response("200 OK", prometheus_client.CONTENT_TYPE_LATEST, metrics.render())
+    if path in ("/healthz", "/livez"):
+        return _http_response("200 OK", "text/plain; charset=utf-8", b"ok\n")
+    if path == "/readyz":
+        body = json.dumps({"ready": readiness.ready, "checks": readiness.checks()}).encode()
+        status = "200 OK" if readiness.ready else "503 Service Unavailable"
+        return _http_response(status, "application/json", body + b"\n")
+    return _http_response("404 Not Found", "text/plain; charset=utf-8", b"not found\n")
+
+
+async def _read_request_head(stream: trio.abc.Stream) -> bytes | None:
+    buf = bytearray()
+    while b"\r\n\r\n" not in buf and b"\n\n" not in buf:
+        if len(buf) > HTTP_REQUEST_MAX_BYTES:
+            return None
+        chunk = await stream.receive_some(4096)
+        if not chunk:
+            break
+        buf += chunk
+    return bytes(buf)
+
+
+async def _handle_http(stream: trio.SocketStream, metrics: BrokerMetrics, ready: Readiness) -> None:
+    async with stream:
+        try:
+            with trio.move_on_after(HTTP_READ_TIMEOUT_S):
+                head = await _read_request_head(stream)
+                if not head:
+                    return
+                parts = head.split(b"\r\n", 1)[0].split()
+                if len(parts) < 2 or parts[0] not in (b"GET", b"HEAD"):
+                    reply = _http_response("405 Method Not Allowed", "text/plain", b"GET only\n")
+                else:
+                    reply = http_reply(parts[1].decode("latin-1"), metrics, ready)
+                    if parts[0] == b"HEAD":
+                        reply = reply.split(b"\r\n\r\n", 1)[0] + b"\r\n\r\n"
+                await stream.send_all(reply)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            pass  # the scraper went away
+        except Exception:
+            log.exception("metrics_request_failed")  # never take the listener down
+
+
+async def serve_metrics_http(
+    listeners: list[trio.SocketListener], metrics: BrokerMetrics, readiness: Readiness
+) -> None:
+    """Answer scrapes and health checks until cancelled."""
+
+    async def handler(stream: trio.SocketStream) -> None:
+        await _handle_http(stream, metrics, readiness)
+
+    await trio.serve_listeners(handler, listeners)

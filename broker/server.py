@@ -1,0 +1,378 @@
+"""The broker daemon: `serve_broker` (trio) and `run_serve` (what `tidelog serve` calls).
+
+`serve_broker` binds the metrics listener first (so `/readyz` answers 503 while
+recovery runs), opens the `LogManager` in a worker thread (recovery can take
+seconds), binds the client listener, starts every background task in one
+nursery and reports a `BrokerHandle` through `task_status.started`. It returns
+after a graceful shutdown, or closes the logs cleanly when cancelled.
+
+Graceful shutdown (first SIGTERM/SIGINT, or `BrokerHandle.request_shutdown()`):
+mark not ready, stop accepting, stop reading new requests, answer the ones
+already read (long polls return at once), then flush, write checkpoints and the
+clean-shutdown marker (`LogManager.close()`). A second signal exits at once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import ipaddress
+import os
+import signal
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import trio
+
+from broker.config import BrokerConfig
+from broker.connection import serve_connection
+from broker.groupcommit import GroupCommitter
+from broker.handlers import SERVER_VERSION, BrokerContext
+from broker.housekeeping import start_log_tasks
+from broker.logging import configure_logging, get_logger
+from broker.longpoll import AppendNotifier
+from broker.metrics import BrokerMetrics, PartitionStats, Readiness, serve_metrics_http
+from broker.scheduler import Scheduler
+from compaction.config import CleanerConfig
+from compaction.service import CleanerService
+from protocol.errors import InvalidConfig, TidelogError
+from storage.manager import LogManager, wall_clock_ms
+
+log = get_logger(component="server")
+
+# How long a graceful shutdown waits for in-flight requests before cutting
+# connections; below systemd's default 90 s stop timeout.
+SHUTDOWN_DRAIN_S = 30.0
+# Young-generation GC threshold for the daemon: validating a 1,000-record batch
+# allocates thousands of short-lived tuples, and at Python's default (700) the
+# collector runs several times per batch (DESIGN.md "hot paths").
+GC_GEN0_THRESHOLD = 50_000
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_CONFIG = 2
+
+
+@dataclass
+class BrokerHandle:
+    """What `serve_broker` reports once it accepts connections."""
+
+    host: str
+    port: int
+    metrics_host: str
+    metrics_port: int
+    context: BrokerContext
+    shutdown_requested: trio.Event = field(default_factory=trio.Event)
+
+    @property
+    def address(self) -> tuple[str, int]:
+        return self.host, self.port
+
+    def request_shutdown(self) -> None:
+        """Begin a graceful shutdown; `serve_broker` returns when it is done."""
+        self.shutdown_requested.set()
+
+
+def _bound(listeners: list[trio.SocketListener]) -> tuple[str, int]:
+    host, port = listeners[0].socket.getsockname()[:2]
+    return host, port
+
+
+def _partition_stats(manager: Any) -> Iterator[PartitionStats]:
+    for topic in manager.topics():
+        try:
+            count = manager.partition_count(topic)
+            for p in range(count):
+                plog = manager.get_log(topic, p)
+                yield PartitionStats(
+                    topic=topic,
+                    partition=p,
+                    log_start_offset=plog.log_start_offset,
+                    log_end_offset=plog.log_end_offset,
+                    size_bytes=plog.size_bytes,
+                    segments=plog.segment_count,
+                )
+        except TidelogError:
+            continue  # deleted while we looked
+
+
+async def serve_broker(
+    config: BrokerConfig,
+    *,
+    shutdown: trio.Event | None = None,
+    task_status: trio.TaskStatus[BrokerHandle] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Run a broker until a graceful shutdown completes (or the caller cancels)."""
+    metrics = BrokerMetrics(SERVER_VERSION)
+    readiness = Readiness()
+    log.info("broker_starting", data_dir=str(config.data_dir), version=SERVER_VERSION)
+    metrics_host, metrics_port = config.metrics_listen
+    metrics_listeners = await trio.open_tcp_listeners(metrics_port, host=metrics_host)
+    metrics_addr = _bound(metrics_listeners)
+    async with trio.open_nursery() as services:
+        services.start_soon(serve_metrics_http, metrics_listeners, metrics, readiness)
+        manager = LogManager(config.data_dir, config.log_config)
+        started = time.perf_counter()
+        await trio.to_thread.run_sync(manager.open)
+        log.info("logs_loaded", topics=len(manager.topics()), duration_s=_since(started))
+        # Retention, delayed file deletion, flush.ms and checkpoints (broker/housekeeping.py).
+        scheduler = Scheduler(services)
+        start_log_tasks(scheduler, manager, config)
+        cleaner = start_log_cleaner(scheduler, manager, config)
+        readiness.recovered = True
+        metrics.add_partition_source(lambda: _partition_stats(manager))
+        ctx = BrokerContext(
+            config=config,
+            manager=manager,
+            notifier=AppendNotifier(),
+            committer=GroupCommitter(services, on_flush=_flush_observer(metrics)),
+            metrics=metrics,
+        )
+        try:
+            await _serve(ctx, readiness, metrics_addr, shutdown, task_status)
+        finally:
+            with trio.CancelScope(shield=True):
+                cleaner.request_stop()  # running cleanings give up at their next chunk
+                await scheduler.aclose()  # no task may touch the logs while they close
+                await trio.to_thread.run_sync(manager.close)
+                log.info("shutdown_complete")
+            services.cancel_scope.cancel()
+
+
+# Shortest period of a cleaner worker's task, so `log.cleaner.backoff.ms=0` cannot spin.
+CLEANER_MIN_PERIOD_S = 0.05
+
+
+def start_log_cleaner(scheduler: Scheduler, manager: Any, config: BrokerConfig) -> CleanerService:
+    """The log cleaner (compaction/service.py): one periodic task per worker thread.
+
+    Each run cleans in `trio.to_thread` while some compacted log is eligible, then
+    waits `log.cleaner.backoff.ms`; with `log.cleaner.enable=false` there are no workers.
+    """
+    service = CleanerService(
+        CleanerConfig(
+            enable=config.log_cleaner_enable,
+            threads=config.log_cleaner_threads,
+            dedupe_buffer_bytes=config.log_cleaner_dedupe_buffer_bytes,
+            io_buffer_bytes=config.log_cleaner_io_buffer_bytes,
+            io_buffer_load_factor=config.log_cleaner_io_buffer_load_factor,
+            io_max_bytes_per_second=config.log_cleaner_io_max_bytes_per_second,
+            backoff_ms=config.log_cleaner_backoff_ms,
+        ),
+        config.data_dir,
+        manager.all_logs,
+        clock_ms=wall_clock_ms,
+    )
+    period_s = max(service.backoff_s, CLEANER_MIN_PERIOD_S)
+    for index in range(len(service.workers)):
+
+        async def run(index: int = index) -> None:
+            await trio.to_thread.run_sync(service.run_worker, index)
+
+        scheduler.schedule(f"log-cleaner-{index}", run, period_s, period_s)
+    log.info(
+        "log_cleaner_started",
+        workers=len(service.workers),
+        backoff_ms=config.log_cleaner_backoff_ms,
+    )
+    return service
+
+
+async def _serve(
+    ctx: BrokerContext,
+    readiness: Readiness,
+    metrics_addr: tuple[str, int],
+    shutdown: trio.Event | None,
+    task_status: trio.TaskStatus[BrokerHandle],
+) -> None:
+    """Accept connections until a shutdown is requested, then drain them."""
+    config, metrics = ctx.config, ctx.metrics
+    host, port = config.listen
+    listeners = await trio.open_tcp_listeners(port, host=host)
+    bound_host, bound_port = _bound(listeners)
+    handle = BrokerHandle(bound_host, bound_port, metrics_addr[0], metrics_addr[1], ctx)
+    stop = shutdown if shutdown is not None else handle.shutdown_requested
+    async with trio.open_nursery() as connections:
+
+        async def on_connection(stream: trio.SocketStream) -> None:
+            if len(ctx.connections) >= config.max_connections:
+                metrics.get("tidelog_connections_closed").labels("limit").inc()
+                await stream.aclose()
+                return
+            await serve_connection(stream, ctx)
+
+        accept_scope = trio.CancelScope()
+
+        async def accept() -> None:
+            with accept_scope:
+                await trio.serve_listeners(on_connection, listeners, handler_nursery=connections)
+
+        connections.start_soon(accept)
+        readiness.listening = True
+        task_status.started(handle)
+        log.info(
+            "broker_ready",
+            listen=f"{bound_host}:{bound_port}",
+            metrics_listen=f"{metrics_addr[0]}:{metrics_addr[1]}",
+            port=bound_port,
+            metrics_port=handle.metrics_port,
+            pid=os.getpid(),
+        )
+        _warn_if_exposed(config)
+        await _wait_any(stop, handle.shutdown_requested)
+        handle.shutdown_requested.set()
+        log.info("shutdown_started", connections=len(ctx.connections))
+        readiness.shutting_down = True
+        accept_scope.cancel()
+        for listener in listeners:
+            await listener.aclose()
+        ctx.drain()
+        connections.cancel_scope.deadline = trio.current_time() + SHUTDOWN_DRAIN_S
+
+
+def _warn_if_exposed(config: BrokerConfig) -> None:
+    """Tidelog has no TLS or authentication: say so when a listener leaves loopback."""
+    for name, (host, _) in (("listen", config.listen), ("metrics_listen", config.metrics_listen)):
+        if not _is_loopback(host):
+            log.warning("listener_not_loopback", listener=name, host=host or "*")
+
+
+def _is_loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
+
+
+async def _wait_any(*events: trio.Event) -> None:
+    """Return as soon as one of `events` is set."""
+    async with trio.open_nursery() as nursery:
+
+        async def wait_one(event: trio.Event) -> None:
+            await event.wait()
+            nursery.cancel_scope.cancel()
+
+        for event in events:
+            nursery.start_soon(wait_one, event)
+
+
+def _flush_observer(metrics: BrokerMetrics) -> Any:
+    flush_hist = metrics.get("tidelog_log_flush_duration_seconds")
+    group_hist = metrics.get("tidelog_group_commit_waiters")
+
+    def observe(duration_s: float, waiters: int) -> None:
+        flush_hist.observe(duration_s)
+        group_hist.observe(waiters)
+
+    return observe
+
+
+def _since(started: float) -> float:
+    return round(time.perf_counter() - started, 6)
+
+
+# --- the `tidelog serve` command ----------------------------------------------
+
+
+def config_from_args(args: Any) -> BrokerConfig:
+    """The BrokerConfig for `tidelog serve` flags (argparse namespace)."""
+    return BrokerConfig.from_sources(
+        config_file=getattr(args, "config", None),
+        overrides=getattr(args, "set", None) or (),
+        data_dir=getattr(args, "data_dir", None),
+        listen=getattr(args, "listen", None),
+        metrics_listen=getattr(args, "metrics_listen", None),
+    )
+
+
+async def _run_with_signals(config: BrokerConfig) -> None:
+    stop = trio.Event()
+    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async with trio.open_nursery() as nursery:
+
+            async def watch() -> None:
+                async for signum in signals:
+                    if not stop.is_set():
+                        log.info("signal_received", signal=signal.Signals(signum).name)
+                        stop.set()
+                    else:
+                        log.warning("second_signal_exit", signal=signal.Signals(signum).name)
+                        sys.stdout.flush()
+                        os._exit(128 + signum)
+
+            nursery.start_soon(watch)
+            await serve_broker(config, shutdown=stop)
+            nursery.cancel_scope.cancel()
+
+
+def run_serve(args: Any) -> int:
+    """Run `tidelog serve` to completion; the process exit status."""
+    try:
+        config = config_from_args(args)
+    except InvalidConfig as exc:
+        print(f"error: {exc.code}: {exc.message}", file=sys.stderr)
+        return EXIT_CONFIG
+    configure_logging(
+        fmt=getattr(args, "log_format", None) or "auto",
+        level=getattr(args, "log_level", None) or "info",
+    )
+    _tune_gc()
+    try:
+        trio.run(_run_with_signals, config)
+    except (TidelogError, OSError, BaseExceptionGroup) as exc:
+        cause = _first_leaf(exc)
+        if not isinstance(cause, TidelogError | OSError):
+            raise
+        if isinstance(cause, TidelogError):
+            log.error("startup_failed", error=cause.code, reason=cause.message)
+        else:
+            log.error("startup_failed", error="OS_ERROR", reason=str(cause))
+        return EXIT_FAILURE
+    return EXIT_OK
+
+
+def _tune_gc() -> None:
+    """Fewer young collections, and none of them rescanning the startup heap (whole process)."""
+    gc.collect()
+    gc.freeze()
+    _, gen1, gen2 = gc.get_threshold()
+    gc.set_threshold(GC_GEN0_THRESHOLD, gen1, gen2)
+
+
+def _first_leaf(exc: BaseException) -> BaseException:
+    """The first non-group exception inside trio's nested exception groups."""
+    while isinstance(exc, BaseExceptionGroup):
+        exc = exc.exceptions[0]
+    return exc
+
+
+def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
+    """The `serve` flags, for the CLI's subparser (and `python -m broker.server`)."""
+    parser.add_argument("--data-dir", help="data directory (or log.dirs in the config)")
+    parser.add_argument("--listen", default="127.0.0.1:9092", metavar="HOST:PORT")
+    parser.add_argument("--metrics-listen", default="127.0.0.1:9644", metavar="HOST:PORT")
+    parser.add_argument("--config", metavar="FILE", help="server.properties-format file")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override one setting (repeatable; wins over --config)",
+    )
+    parser.add_argument("--log-format", choices=("auto", "json", "console"), default="auto")
+    parser.add_argument(
+        "--log-level", choices=("debug", "info", "warning", "error"), default="info"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m broker.server [serve flags]`: the daemon without the rest of the CLI."""
+    parser = argparse.ArgumentParser(prog="tidelog-serve", description="Run a Tidelog broker.")
+    add_serve_arguments(parser)
+    return run_serve(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,75 @@
+"""Structured logging: JSON lines with bound context, redaction, stdlib bridged in."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+from collections.abc import Iterator
+
+import pytest
+import structlog
+
+from broker.logging import configure_logging, get_logger
+
+
+@pytest.fixture(autouse=True)
+def _restore_logging() -> Iterator[None]:
+    """configure_logging is process-wide: put structlog and the root logger back after."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    structlog.reset_defaults()
+    root.handlers[:] = handlers
+    root.setLevel(level)
+
+
+def _lines(stream: io.StringIO) -> list[dict]:
+    return [json.loads(line) for line in stream.getvalue().splitlines() if line.strip()]
+
+
+def test_json_lines_with_context_and_redaction() -> None:
+    out = io.StringIO()
+    configure_logging(fmt="json", level="info", stream=out)
+    log = get_logger(component="test")
+    with structlog.contextvars.bound_contextvars(conn_id=7, peer="127.0.0.1:5"):
+        log.info("config_changed", topic="t", sasl_password="hunter2", api_token="x")
+    log.debug("too_quiet")
+    (event,) = _lines(out)
+    assert event["event"] == "config_changed"
+    assert event["conn_id"] == 7 and event["peer"] == "127.0.0.1:5"
+    assert event["component"] == "test" and event["level"] == "info"
+    assert event["timestamp"].endswith("Z")
+    assert event["sasl_password"] == "[redacted]" and event["api_token"] == "[redacted]"
+    assert "hunter2" not in out.getvalue()
+
+
+def test_exceptions_become_structured_tracebacks() -> None:
+    out = io.StringIO()
+    configure_logging(fmt="json", stream=out)
+    try:
+        raise ValueError("boom")
+    except ValueError:
+        get_logger().exception("request_crashed", api="fetch")
+    (event,) = _lines(out)
+    assert event["event"] == "request_crashed"
+    assert event["exception"][0]["exc_type"] == "ValueError"
+
+
+def test_stdlib_loggers_share_the_format_and_reconfiguring_does_not_duplicate() -> None:
+    configure_logging(fmt="json", stream=io.StringIO())
+    out = io.StringIO()
+    configure_logging(fmt="json", stream=out)
+    logging.getLogger("storage.something").warning("disk %s", "slow")
+    (event,) = _lines(out)
+    assert event["event"] == "disk slow"
+    assert event["logger"] == "storage.something" and event["level"] == "warning"
+
+
+def test_console_renderer_when_asked() -> None:
+    out = io.StringIO()
+    configure_logging(fmt="console", stream=out)
+    get_logger().info("broker_ready", port=9092)
+    text = out.getvalue()
+    assert "broker_ready" in text and "port=9092" in text
+    assert not text.lstrip().startswith("{")
