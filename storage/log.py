@@ -1,0 +1,634 @@
+"""One partition's log: an ordered list of segments, the last one active.
+
+Invariants: segment base offsets strictly increase and each segment's offsets
+lie below the next base; `log_start_offset <= high_watermark == log_end_offset`
+(single broker: every appended batch is committed); `recovery_point <=
+log_end_offset` and everything below it has been fsynced.
+
+Thread safety: every method may be called from any thread. Appends, rolls,
+truncation and deletions hold `_lock`; `flush` holds it only to capture what to
+fsync and to advance the recovery point, never during the fsync itself.
+Readers take `_lock` just long enough to snapshot the segment list and the
+active size, then read with `pread` outside it. Append listeners run after the
+lock is released.
+
+After a crash: see storage.recovery; a log is opened through `open_log`.
+"""
+
+from __future__ import annotations
+
+import bisect
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from operator import itemgetter
+from pathlib import Path
+from typing import NoReturn
+
+import structlog
+
+from protocol.batch import (
+    TimestampType,
+    decode_payload,
+    max_decompressed_bytes,
+    read_header,
+    set_base_offset,
+    set_log_append_time,
+    validate_batch,
+)
+from protocol.errors import (
+    InvalidRecord,
+    InvalidTimestamp,
+    MessageTooLarge,
+    OffsetOutOfRange,
+    PolicyViolation,
+    StorageError,
+    UnknownTopicOrPartition,
+)
+from storage import failpoints
+from storage.config import LogConfig
+from storage.fileio import FileIO
+from storage.files import DeletionQueue
+from storage.segment import Segment, SegmentInfo, TornAppendError
+
+log = structlog.get_logger("tidelog.storage")
+
+AppendListener = Callable[["Log"], None]
+# Kafka's RecordBatch.NO_TIMESTAMP: a record without a timestamp.
+NO_TIMESTAMP = -1
+
+
+@dataclass(frozen=True, slots=True)
+class AppendInfo:
+    """Result of one append. `flush_needed`: flush.messages/flush.ms say fsync now."""
+
+    base_offset: int
+    last_offset: int
+    log_append_time: int  # -1 unless the topic uses LogAppendTime
+    log_start_offset: int
+    flush_needed: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class FetchData:
+    records: bytes
+    high_watermark: int
+    log_start_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class LogStatistics:
+    log_start_offset: int
+    log_end_offset: int
+    recovery_point: int
+    size_bytes: int
+    segment_count: int
+    poisoned: bool
+
+
+class Log:
+    """A partition log. Build it with `storage.recovery.open_log` (or `Log.create_new`)."""
+
+    def __init__(
+        self,
+        directory: Path,
+        topic: str,
+        partition: int,
+        config: LogConfig,
+        segments: list[Segment],
+        *,
+        log_start_offset: int,
+        recovery_point: int,
+        io: FileIO,
+        clock_ms: Callable[[], int],
+        deletion_queue: DeletionQueue,
+    ) -> None:
+        if not segments:
+            raise ValueError("a log needs at least one segment")
+        self.directory = directory
+        self.topic = topic
+        self.partition = partition
+        self.config = config
+        self._io = io
+        self._clock_ms = clock_ms
+        self._deletions = deletion_queue
+        self._lock = threading.Lock()
+        self._flush_lock = threading.Lock()
+        self._segments = list(segments)  # replaced, never mutated: readers may hold it
+        self._bases = [s.base_offset for s in segments]
+        self._log_start_offset = log_start_offset
+        self._recovery_point = recovery_point
+        self._last_flush_ms = clock_ms()
+        self._dir_dirty = False
+        self._poisoned: str | None = None
+        self._deleted = False
+        # Set by recovery when the log was opened: what the last start had to repair.
+        self.recovery_truncated_bytes = 0
+        self.fenced_segments = 0
+        self._listeners: list[AppendListener] = []
+        self._log = log.bind(topic=topic, partition=partition)
+
+    # ---- state -----------------------------------------------------------
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._segments[-1].next_offset
+
+    @property
+    def high_watermark(self) -> int:
+        """Single broker: every appended batch is committed, so HW = LEO."""
+        return self.log_end_offset
+
+    @property
+    def recovery_point(self) -> int:
+        return self._recovery_point
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(s.size for s in self._segments)
+
+    @property
+    def segment_count(self) -> int:
+        return len(self._segments)
+
+    @property
+    def active_segment(self) -> Segment:
+        return self._segments[-1]
+
+    @property
+    def poisoned(self) -> bool:
+        return self._poisoned is not None
+
+    def statistics(self) -> LogStatistics:
+        with self._lock:
+            return LogStatistics(
+                self._log_start_offset,
+                self.log_end_offset,
+                self._recovery_point,
+                self.size_bytes,
+                len(self._segments),
+                self.poisoned,
+            )
+
+    def add_append_listener(self, listener: AppendListener) -> None:
+        """Call `listener(log)` after every successful append, outside the lock."""
+        self._listeners.append(listener)
+
+    def remove_append_listener(self, listener: AppendListener) -> None:
+        self._listeners.remove(listener)
+
+    # ---- append ----------------------------------------------------------
+
+    def _validate(self, buf: bytearray, now_ms: int) -> list[tuple[int, int, int]]:
+        """Check every batch; returns (position, offset count, max timestamp) per batch."""
+        config = self.config
+        cap = max_decompressed_bytes(config.max_message_bytes)
+        batches: list[tuple[int, int, int]] = []
+        pos = 0
+        while pos < len(buf):
+            size = read_header(buf, pos).size
+            if size > config.max_message_bytes:
+                raise MessageTooLarge(
+                    f"{self.topic}-{self.partition}: batch of {size} bytes exceeds "
+                    f"max.message.bytes {config.max_message_bytes}"
+                )
+            header = validate_batch(buf, pos, max_decompressed=cap, producer=True)
+            if (
+                header.timestamp_type == TimestampType.LOG_APPEND_TIME
+                and not config.log_append_time
+            ):
+                raise InvalidTimestamp("producers may not send LogAppendTime batches")
+            if not config.log_append_time:
+                self._check_timestamps(header.base_timestamp, header.max_timestamp, now_ms)
+            if config.compacted:
+                _, records = decode_payload(buf, pos, header=header, max_decompressed=cap)
+                if None in tuple(map(itemgetter(2), records)):
+                    raise InvalidRecord("Compacted topic cannot accept message without key")
+            batches.append((pos, header.last_offset_delta + 1, header.max_timestamp))
+            pos += size
+        return batches
+
+    def _check_timestamps(self, first_ms: int, max_ms: int, now_ms: int) -> None:
+        """CreateTime bounds on a batch's first and max timestamps; -1 means "none" (Kafka)."""
+        config = self.config
+        for timestamp in (first_ms, max_ms):
+            if timestamp < NO_TIMESTAMP:
+                raise InvalidTimestamp(f"negative timestamp {timestamp}")
+        if first_ms != NO_TIMESTAMP and now_ms - first_ms > config.message_timestamp_before_max_ms:
+            raise InvalidTimestamp(
+                f"timestamp {first_ms} is more than message.timestamp.before.max.ms "
+                f"before now ({now_ms})"
+            )
+        if max_ms != NO_TIMESTAMP and max_ms - now_ms > config.message_timestamp_after_max_ms:
+            raise InvalidTimestamp(
+                f"timestamp {max_ms} is more than message.timestamp.after.max.ms "
+                f"after now ({now_ms})"
+            )
+
+    def append(self, records: bytes | bytearray | memoryview) -> AppendInfo:
+        """Validate, assign offsets and write all batches with one write (all or nothing).
+
+        Raises CorruptMessage / InvalidRecord / InvalidTimestamp / MessageTooLarge for
+        bad input (nothing written) and StorageError when the disk fails.
+        """
+        self._check_writable()
+        buf = bytearray(records)
+        now_ms = self._clock_ms()
+        batches = self._validate(buf, now_ms)
+        if len(buf) > self.config.segment_bytes:
+            raise MessageTooLarge(
+                f"{self.topic}-{self.partition}: {len(buf)} bytes in one append exceed "
+                f"segment.bytes {self.config.segment_bytes}"
+            )
+        log_append_time = now_ms if self.config.log_append_time else -1
+        with self._lock:
+            self._check_writable()
+            if not batches:
+                leo = self.log_end_offset
+                return AppendInfo(leo, leo - 1, log_append_time, self._log_start_offset)
+            first = offset = self.log_end_offset
+            max_ts, offset_of_max_ts = -1, -1
+            for pos, count, batch_max_ts in batches:
+                set_base_offset(buf, pos, offset)
+                if log_append_time >= 0:
+                    set_log_append_time(buf, pos, log_append_time)
+                    batch_max_ts = log_append_time
+                offset += count
+                if batch_max_ts > max_ts:
+                    max_ts, offset_of_max_ts = batch_max_ts, offset - 1
+            last = offset - 1
+            segment = self._maybe_roll(len(buf), max_ts, last, now_ms)
+            try:
+                segment.append(
+                    buf,
+                    last_offset=last,
+                    max_timestamp=max_ts,
+                    offset_of_max_timestamp=offset_of_max_ts,
+                    index_interval_bytes=self.config.index_interval_bytes,
+                )
+            except TornAppendError as exc:
+                self._poisoned = f"a failed write could not be cut back: {exc}"
+                self._on_write_error("append", segment.log_path, exc)
+            except OSError as exc:
+                self._on_write_error("append", segment.log_path, exc)
+            failpoints.hit("log.append.after_index")
+            info = AppendInfo(
+                first,
+                last,
+                log_append_time,
+                self._log_start_offset,
+                self._flush_due(now_ms),
+            )
+        for listener in list(self._listeners):
+            listener(self)
+        return info
+
+    def _check_writable(self) -> None:
+        if self._deleted:
+            raise UnknownTopicOrPartition(f"{self.topic}-{self.partition} was deleted")
+        if self._poisoned is not None:
+            raise StorageError(
+                f"{self.topic}-{self.partition} takes no writes until restart: {self._poisoned}"
+            )
+
+    def _on_write_error(self, operation: str, path: Path, exc: OSError) -> NoReturn:
+        """Log a failed write and raise StorageError (the caller decides about poisoning)."""
+        self._log.error("storage_error", operation=operation, path=str(path), errno=exc.errno)
+        raise StorageError(f"{operation} failed on {path}: {exc.strerror or exc}") from exc
+
+    def _flush_due(self, now_ms: int) -> bool:
+        unflushed = self.log_end_offset - self._recovery_point
+        if unflushed <= 0:
+            return False
+        if unflushed >= self.config.flush_messages:
+            return True
+        return now_ms - self._last_flush_ms >= self.config.flush_ms
+
+    def flush_needed(self, now_ms: int | None = None) -> bool:
+        """Whether flush.messages or flush.ms ask for an fsync now (the broker's flush task)."""
+        with self._lock:
+            return self._flush_due(self._clock_ms() if now_ms is None else now_ms)
+
+    # ---- roll ------------------------------------------------------------
+
+    def _maybe_roll(self, chunk_bytes: int, max_ts: int, last_offset: int, now_ms: int) -> Segment:
+        active = self._segments[-1]
+        reason = active.should_roll(
+            self.config,
+            chunk_bytes=chunk_bytes,
+            chunk_max_timestamp=max_ts,
+            chunk_last_offset=last_offset,
+            now_ms=now_ms,
+        )
+        if reason is None:
+            return active
+        return self._roll_locked(reason, now_ms)
+
+    def _roll_locked(self, reason: str, now_ms: int) -> Segment:
+        active = self._segments[-1]
+        new_base = self.log_end_offset
+        if active.size == 0:
+            return active  # an empty active segment is already a fresh one
+        failpoints.hit("log.roll.before_new_segment")
+        try:
+            # The new segment first: if the disk is full the old one stays active and
+            # untouched, and a later append retries the roll once space is freed.
+            segment = Segment.create(self.directory, new_base, self._io, self.config, now_ms=now_ms)
+        except OSError as exc:
+            self._on_write_error("roll", active.log_path, exc)
+        failpoints.hit("log.roll.after_new_log")
+        try:
+            active.become_inactive()
+        except OSError as exc:  # untrimmed indexes are harmless: the next open trims them
+            self._log.warning("index_trim_failed", path=str(active.log_path), errno=exc.errno)
+        failpoints.hit("log.roll.after_old_trimmed")
+        self._segments = [*self._segments, segment]
+        self._bases = [*self._bases, new_base]
+        self._dir_dirty = True
+        self._log.info(
+            "segment_rolled",
+            reason=reason,
+            base_offset=new_base,
+            previous_base_offset=active.base_offset,
+            previous_bytes=active.size,
+            path=str(segment.log_path),
+        )
+        return segment
+
+    def roll(self) -> None:
+        """Start a new active segment at the log end offset (no-op when the active one is empty)."""
+        self._check_writable()
+        with self._lock:
+            self._roll_locked("requested", self._clock_ms())
+
+    # ---- flush -----------------------------------------------------------
+
+    def flush(self, up_to: int | None = None) -> None:
+        """fsync everything below `up_to` (default: the log end) and advance the recovery point.
+
+        The append lock is held only to pick the segments; the fsync runs without
+        it, so appends continue meanwhile. An fsync error poisons the log.
+        """
+        with self._flush_lock:
+            with self._lock:
+                target = self.log_end_offset if up_to is None else min(up_to, self.log_end_offset)
+                if target <= self._recovery_point and not self._dir_dirty:
+                    return
+                segments = [
+                    s
+                    for s in self._segments
+                    if s.next_offset > self._recovery_point and s.base_offset < target
+                ]
+                dir_dirty, self._dir_dirty = self._dir_dirty, False
+            try:
+                failpoints.hit("log.flush.before_fsync")
+                for segment in segments:
+                    segment.flush()
+                if dir_dirty:
+                    self._io.fsync_dir(self.directory)
+                failpoints.hit("log.flush.after_fsync")
+            except OSError as exc:
+                self._poisoned = f"fsync failed: {exc}"
+                self._log.error("storage_error", operation="fsync", errno=exc.errno)
+                raise StorageError(
+                    f"{self.topic}-{self.partition}: fsync failed ({exc.strerror or exc}); "
+                    "the partition takes no writes until restart"
+                ) from exc
+            with self._lock:
+                self._recovery_point = max(self._recovery_point, target)
+                self._last_flush_ms = self._clock_ms()
+
+    # ---- read ------------------------------------------------------------
+
+    def _snapshot(self) -> tuple[list[Segment], list[int], int, int, int]:
+        with self._lock:
+            segments = self._segments
+            return (
+                segments,
+                self._bases,
+                segments[-1].size,
+                self._log_start_offset,
+                segments[-1].next_offset,
+            )
+
+    def read(self, offset: int, max_bytes: int, *, min_one: bool = True) -> FetchData:
+        """Whole batches from the one holding `offset`, up to `max_bytes` (at least one batch).
+
+        Reads come from one segment. OffsetOutOfRange below the log start or
+        above the high watermark; empty at the high watermark. CorruptMessage
+        for a fenced (damaged) range.
+        """
+        segments, bases, active_size, start, hw = self._snapshot()
+        if offset < start or offset > hw:
+            raise OffsetOutOfRange(
+                f"{self.topic}-{self.partition}: offset {offset} is outside [{start}, {hw}]"
+            )
+        index = max(bisect.bisect_right(bases, offset) - 1, 0)
+        last = len(segments) - 1
+        try:
+            for i in range(index, len(segments)):
+                segment = segments[i]
+                end = active_size if i == last else segment.size
+                data = segment.read(offset, max_bytes, end, min_one=min_one)
+                if data is not None:
+                    return FetchData(data, hw, start)
+        except OSError as exc:
+            raise self._read_error(exc) from exc
+        return FetchData(b"", hw, start)
+
+    def _read_error(self, exc: OSError) -> StorageError:
+        self._log.error("storage_error", operation="read", errno=exc.errno)
+        return StorageError(f"{self.topic}-{self.partition}: read failed ({exc.strerror or exc})")
+
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record at or after the log start with a
+        timestamp >= `timestamp`, or None. Out-of-order timestamps are handled as
+        Kafka does: the time index only narrows where the scan starts."""
+        segments, _, _, start, hw = self._snapshot()
+        for segment in segments:
+            if segment.max_timestamp < timestamp or segment.next_offset <= start:
+                continue
+            try:
+                found = segment.find_offset_by_timestamp(timestamp, start, hw)
+            except OSError as exc:
+                raise self._read_error(exc) from exc
+            if found is not None:
+                return found
+        return None
+
+    def max_timestamp(self) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record holding the largest timestamp, or None."""
+        segments, _, _, start, _ = self._snapshot()
+        best: Segment | None = None
+        for segment in segments:
+            if segment.next_offset > start and (
+                best is None or segment.max_timestamp > best.max_timestamp
+            ):
+                best = segment
+        if best is None or best.max_timestamp < 0 or best.offset_of_max_timestamp < 0:
+            return None
+        try:
+            offset = best.first_offset_with_timestamp(
+                best.offset_of_max_timestamp, best.max_timestamp
+            )
+        except OSError as exc:
+            raise self._read_error(exc) from exc
+        if offset is None:
+            return None
+        return max(offset, start), best.max_timestamp
+
+    # ---- moving the start and the end ---------------------------------------
+
+    def delete_records(self, offset: int) -> int:
+        """Raise the log start offset to `offset` (-1 = the high watermark); returns it."""
+        if "delete" not in self.config.cleanup_policy:
+            raise PolicyViolation(
+                f"{self.topic}: delete_records needs cleanup.policy to include delete"
+            )
+        with self._lock:
+            hw = self.high_watermark
+            target = hw if offset == -1 else offset
+            if target < 0 or target > hw:
+                raise OffsetOutOfRange(
+                    f"{self.topic}-{self.partition}: delete_records offset {offset} "
+                    f"is outside [0, {hw}]"
+                )
+            if target > self._log_start_offset:
+                self._log_start_offset = target
+                self._log.info("log_start_offset_raised", offset=target, reason="delete_records")
+            return self._log_start_offset
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove every batch at or after the one holding `offset` (testing, operators)."""
+        with self._lock:
+            if offset >= self.log_end_offset:
+                return
+            keep = [s for s in self._segments if s.base_offset < offset] or [self._segments[0]]
+            drop = self._segments[len(keep) :]
+            try:
+                removed = keep[-1].truncate_to(offset)
+                keep[-1].resize_indexes(self.config.segment_index_bytes)
+            except OSError as exc:
+                self._poisoned = f"truncate failed: {exc}"
+                self._on_write_error("truncate", keep[-1].log_path, exc)
+            self._segments = keep
+            self._bases = [s.base_offset for s in keep]
+            self._schedule_deletion(drop)
+            self._recovery_point = min(self._recovery_point, self.log_end_offset)
+            self._log_start_offset = min(self._log_start_offset, self.log_end_offset)
+            self._log.info(
+                "log_truncated", offset=offset, bytes=removed, end_offset=self.log_end_offset
+            )
+
+    # ---- segments for retention and compaction ----------------------------
+
+    def segments_info(self) -> list[SegmentInfo]:
+        with self._lock:
+            segments = self._segments
+        last = len(segments) - 1
+        return [s.info(is_active=i == last) for i, s in enumerate(segments)]
+
+    def delete_oldest_segments(self, count: int, reason: str) -> list[SegmentInfo]:
+        """Remove the first `count` segments: raise the log start to the next base, rename
+        their files `.deleted` and queue them for unlinking after file.delete.delay.ms.
+
+        If every segment goes, roll first so an (empty) active segment remains.
+        """
+        with self._lock:
+            count = min(count, len(self._segments))
+            if count <= 0:
+                return []
+            if count == len(self._segments):
+                if self._segments[-1].size == 0:
+                    count -= 1
+                else:
+                    self._roll_locked("delete_all_segments", self._clock_ms())
+            if count <= 0:
+                return []
+            victims = self._segments[:count]
+            self._segments = self._segments[count:]
+            self._bases = self._bases[count:]
+            new_start = self._segments[0].base_offset
+            if new_start > self._log_start_offset:
+                self._log_start_offset = new_start
+            self._recovery_point = max(self._recovery_point, self._log_start_offset)
+            infos = [s.info(is_active=False) for s in victims]
+            self._schedule_deletion(victims)
+            for info in infos:
+                self._log.info(
+                    "segment_deleted",
+                    reason=reason,
+                    base_offset=info.base_offset,
+                    next_offset=info.next_offset,
+                    bytes=info.size_bytes,
+                    log_start_offset=self._log_start_offset,
+                )
+            return infos
+
+    def _schedule_deletion(self, segments: list[Segment]) -> None:
+        paths: list[Path] = []
+        try:
+            for segment in segments:
+                paths += segment.rename_to_deleted()
+                segment.release_writers()
+        except OSError as exc:
+            self._log.error("storage_error", operation="rename_deleted", errno=exc.errno)
+            raise StorageError(f"renaming deleted segments failed: {exc}") from exc
+        failpoints.hit("log.delete_segments.after_rename")
+        self._deletions.add(paths, self._clock_ms() + self.config.file_delete_delay_ms)
+
+    def replace_segments(self, old_bases: list[int], new_bases: list[int]) -> None:
+        """Swap cleaned segments in for `old_bases` crash-safely (KAFKA_SEMANTICS §7.4).
+
+        The cleaner has written and fsynced `<base>.log.cleaned` files (indexes
+        optional: they are rebuilt if missing) for each of `new_bases`, covering
+        exactly the offsets of the old run. Steps: `.cleaned` -> `.swap`
+        (descending), old files -> `.deleted`, `.swap` -> final, fsync the
+        directory. Recovery finishes or rolls back a crash at any step.
+        """
+        from storage.recovery import promote_swap_files, rename_cleaned_to_swap
+
+        with self._lock:
+            self._check_writable()
+            positions = [self._bases.index(b) for b in old_bases]
+            if (
+                not positions
+                or positions != list(range(positions[0], positions[0] + len(positions)))
+                or positions[-1] == len(self._segments) - 1
+            ):
+                raise ValueError(f"segments {old_bases} are not a run of inactive segments")
+            old = [self._segments[i] for i in positions]
+            try:
+                rename_cleaned_to_swap(self._io, self.directory, sorted(new_bases, reverse=True))
+                failpoints.hit("replace_segments.after_swap_rename")
+                self._schedule_deletion(old)
+                failpoints.hit("replace_segments.after_old_deleted")
+                new = promote_swap_files(self._io, self.directory, self.config, self._clock_ms())
+            except OSError as exc:
+                self._poisoned = f"segment swap failed: {exc}"
+                self._on_write_error("replace_segments", self.directory, exc)
+            first = positions[0]
+            segments = self._segments[:first] + new + self._segments[first + len(old) :]
+            self._segments = segments
+            self._bases = [s.base_offset for s in segments]
+            self._log.info("segments_replaced", old=old_bases, new=[s.base_offset for s in new])
+
+    def mark_deleted(self) -> None:
+        """Its topic was deleted: later appends fail, readers already inside finish."""
+        with self._lock:
+            self._deleted = True
+
+    # ---- shutdown --------------------------------------------------------
+
+    def close(self) -> None:
+        """Flush, write the final time entry, trim the indexes and close every file."""
+        if self._poisoned is None:
+            self.flush()
+        with self._lock:
+            self._segments[-1].become_inactive()
+            for segment in self._segments:
+                segment.close()

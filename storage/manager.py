@@ -1,0 +1,423 @@
+"""The data directory: topics, their partition logs, configs, checkpoints and the lock.
+
+On disk (see storage.files for every name): one `<topic>-<partition>` directory
+per partition, `topics/<topic>.json` per topic holding
+`{"version": 1, "topic": ..., "partitions": N, "configs": {kafka key: str}}`
+(written atomically before the partition directories exist, removed before
+they go), the two offset checkpoints, the `.lock` file and, between a clean
+close and the next open, the clean-shutdown marker.
+
+Thread safety: topic creation, deletion and config changes hold `_lock`;
+`get_log` and friends read a dict that is replaced, not mutated. Each Log is
+thread-safe on its own.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import structlog
+
+from protocol.errors import (
+    InvalidConfig,
+    InvalidPartitions,
+    InvalidTopic,
+    StorageError,
+    TopicAlreadyExists,
+    UnknownTopicOrPartition,
+)
+from storage.checkpoint import read_checkpoint, write_checkpoint
+from storage.config import LogConfig
+from storage.fileio import FileIO
+from storage.files import (
+    CLEAN_SHUTDOWN_FILE,
+    LOCK_FILE,
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    TOPIC_METADATA_SUFFIX,
+    TOPICS_DIR,
+    DeletionQueue,
+    delete_marked_files,
+    parse_partition_dir_name,
+    partition_dir_name,
+    topic_metadata_path,
+    validate_topic_name,
+)
+from storage.log import Log
+from storage.recovery import open_log
+
+log = structlog.get_logger("tidelog.storage")
+
+# Each partition holds three descriptors and two memory maps; 10,000 keeps one
+# topic within ordinary fd and map-count limits.
+MAX_PARTITIONS_PER_TOPIC = 10_000
+TOPIC_METADATA_VERSION = 1
+# Suffix of a partition directory whose topic is being deleted (Kafka's naming).
+DELETE_DIR_SUFFIX = "-delete"
+# Suffix of a partition directory no topic claims, kept for an operator (Kafka: -stray).
+STRAY_DIR_SUFFIX = "-stray"
+
+
+def wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class StorageStatistics:
+    """For broker/metrics.py: what the last start repaired and what is open now."""
+
+    had_clean_shutdown: bool
+    open_duration_s: float
+    recovery_truncated_bytes: int
+    fenced_segments: int
+    topics: int
+    partitions: int
+    poisoned_partitions: int
+    pending_deletions: int
+
+
+class _Topic:
+    def __init__(self, name: str, overrides: dict[str, str], config: LogConfig) -> None:
+        self.name = name
+        self.overrides = overrides
+        self.config = config
+        self.logs: list[Log] = []
+
+
+class LogManager:
+    """Owns one data directory. `open()` before use, `close()` for a clean shutdown."""
+
+    def __init__(
+        self,
+        data_dir: Path | str,
+        default_config: LogConfig | None = None,
+        *,
+        clock_ms: Callable[[], int] = wall_clock_ms,
+        io: FileIO | None = None,
+    ) -> None:
+        self.data_dir = Path(data_dir)
+        self._defaults = default_config or LogConfig()
+        self._clock_ms = clock_ms
+        self._io = io or FileIO()
+        self._lock = threading.RLock()
+        self._topics: dict[str, _Topic] = {}
+        self._lock_fd: int | None = None
+        self._deletions = DeletionQueue()
+        self.had_clean_shutdown = False
+        self._open_duration_s = 0.0
+
+    # ---- lifecycle -------------------------------------------------------
+
+    def open(self) -> None:
+        """Take the directory lock, then load and (if needed) recover every partition."""
+        self._io.mkdir(self.data_dir)
+        self._io.mkdir(self.data_dir / TOPICS_DIR)
+        self._take_lock()
+        marker = self.data_dir / CLEAN_SHUTDOWN_FILE
+        self.had_clean_shutdown = marker.exists()
+        if self.had_clean_shutdown:
+            # Gone before loading: a crash while loading is an unclean stop.
+            self._io.unlink(marker)
+            self._io.fsync_dir(self.data_dir)
+        recovery_points = read_checkpoint(self._io, self.data_dir / RECOVERY_POINT_CHECKPOINT)
+        start_offsets = read_checkpoint(self._io, self.data_dir / LOG_START_OFFSET_CHECKPOINT)
+        log.info("log_manager_opening", path=str(self.data_dir), clean=self.had_clean_shutdown)
+        started = time.monotonic()
+        for entry in sorted(os.listdir(self.data_dir / TOPICS_DIR)):
+            if not entry.endswith(TOPIC_METADATA_SUFFIX):
+                continue
+            meta = self._read_metadata(self.data_dir / TOPICS_DIR / entry)
+            topic = _Topic(meta["topic"], meta["configs"], self._config_for(meta["configs"]))
+            for partition in range(meta["partitions"]):
+                topic.logs.append(
+                    self._open_partition(topic, partition, recovery_points, start_offsets)
+                )
+            self._topics[topic.name] = topic
+        self._remove_stray_dirs()
+        self._open_duration_s = time.monotonic() - started
+        log.info(
+            "log_manager_opened",
+            path=str(self.data_dir),
+            clean=self.had_clean_shutdown,
+            partitions=len(self.all_logs()),
+            duration_s=round(self._open_duration_s, 6),
+        )
+
+    def _take_lock(self) -> None:
+        fd = os.open(self.data_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            os.close(fd)
+            raise StorageError(
+                f"data directory {self.data_dir} is locked by another process "
+                f"({LOCK_FILE} is held); two brokers cannot share one data directory"
+            ) from exc
+        self._lock_fd = fd
+
+    def _read_metadata(self, path: Path) -> dict:
+        try:
+            meta = json.loads(self._io.read_file(path))
+            name, partitions, configs = meta["topic"], meta["partitions"], meta["configs"]
+            if validate_topic_name(name) is not None or not isinstance(partitions, int):
+                raise ValueError("bad topic name or partition count")
+            return {"topic": name, "partitions": partitions, "configs": dict(configs)}
+        except (ValueError, KeyError, TypeError) as exc:
+            raise StorageError(f"topic metadata {path} is unreadable: {exc}") from exc
+
+    def _open_partition(
+        self,
+        topic: _Topic,
+        partition: int,
+        recovery_points: Mapping[tuple[str, int], int],
+        start_offsets: Mapping[tuple[str, int], int],
+    ) -> Log:
+        key = (topic.name, partition)
+        return open_log(
+            self.data_dir / partition_dir_name(topic.name, partition),
+            topic.name,
+            partition,
+            topic.config,
+            io=self._io,
+            clock_ms=self._clock_ms,
+            deletion_queue=self._deletions,
+            recovery_point=recovery_points.get(key),
+            log_start_offset=start_offsets.get(key),
+            clean=self.had_clean_shutdown,
+        )
+
+    def _remove_stray_dirs(self) -> None:
+        """Finish interrupted topic deletions; report partition dirs no topic claims."""
+        for entry in os.listdir(self.data_dir):
+            path = self.data_dir / entry
+            if not path.is_dir() or entry == TOPICS_DIR:
+                continue
+            if entry.endswith(DELETE_DIR_SUFFIX):
+                self._io.rmtree(path)
+                log.info("topic_dir_removed", path=str(path))
+                continue
+            parsed = parse_partition_dir_name(entry)
+            if parsed is None:
+                continue
+            topic = self._topics.get(parsed[0])
+            if topic is None or parsed[1] >= len(topic.logs):
+                # Most likely a topic deletion that crashed after removing the metadata.
+                # Moved aside, not deleted (an operator may want it), so that a new topic
+                # of the same name does not resurrect its data.
+                aside = path.with_name(f"{entry}.{uuid.uuid4().hex}{STRAY_DIR_SUFFIX}")
+                self._io.rename(path, aside)
+                log.warning("stray_partition_dir_moved", path=str(path), moved_to=str(aside))
+
+    def close(self) -> None:
+        """Flush and close every log, write checkpoints, then the clean-shutdown marker."""
+        with self._lock:
+            failed = False
+            for current in self.all_logs():
+                # A poisoned log could not fsync: the next start must recover it.
+                failed |= current.poisoned
+                try:
+                    current.close()
+                except (StorageError, OSError) as exc:
+                    log.error("log_close_failed", topic=current.topic, error=str(exc))
+                    failed = True
+            self.write_checkpoints()
+            if not failed:
+                marker = self.data_dir / CLEAN_SHUTDOWN_FILE
+                self._io.write_atomic(marker, b"", failpoint="checkpoint")
+            self._topics = {}
+            if self._lock_fd is not None:
+                os.close(self._lock_fd)
+                self._lock_fd = None
+            log.info("log_manager_closed", path=str(self.data_dir), clean=not failed)
+
+    # ---- topics ----------------------------------------------------------
+
+    def _config_for(self, overrides: Mapping[str, str]) -> LogConfig:
+        return LogConfig.from_props(overrides, self._defaults)
+
+    def _write_metadata(self, name: str, partitions: int, overrides: Mapping[str, str]) -> None:
+        body = {
+            "version": TOPIC_METADATA_VERSION,
+            "topic": name,
+            "partitions": partitions,
+            "configs": dict(overrides),
+        }
+        data = json.dumps(body, sort_keys=True, indent=1).encode()
+        self._io.write_atomic(
+            topic_metadata_path(self.data_dir, name), data, failpoint="topic_metadata"
+        )
+
+    def create_topic(
+        self, name: str, partitions: int = 1, configs: Mapping[str, object] | None = None
+    ) -> None:
+        problem = validate_topic_name(name)
+        if problem is not None:
+            raise InvalidTopic(problem)
+        if isinstance(partitions, bool) or not 1 <= partitions <= MAX_PARTITIONS_PER_TOPIC:
+            raise InvalidPartitions(
+                f"partitions must be in [1, {MAX_PARTITIONS_PER_TOPIC}], not {partitions}"
+            )
+        overrides = {key: _as_text(value) for key, value in (configs or {}).items()}
+        config = self._config_for(overrides)
+        with self._lock:
+            if name in self._topics:
+                raise TopicAlreadyExists(f"topic {name!r} already exists")
+            try:
+                self._write_metadata(name, partitions, overrides)
+                topic = _Topic(name, overrides, config)
+                for partition in range(partitions):
+                    topic.logs.append(self._open_partition(topic, partition, {}, {}))
+            except OSError as exc:
+                raise StorageError(f"creating topic {name!r} failed: {exc}") from exc
+            self._topics = {**self._topics, name: topic}
+            self._io.fsync_dir(self.data_dir)
+        log.info("topic_created", topic=name, partitions=partitions, configs=overrides)
+
+    def delete_topic(self, name: str) -> None:
+        with self._lock:
+            topic = self._topic(name)
+            try:
+                self._delete_topic_files(topic)
+            except OSError as exc:
+                raise StorageError(f"deleting topic {name!r} failed: {exc}") from exc
+        log.info("topic_deleted", topic=name)
+
+    def _delete_topic_files(self, topic: _Topic) -> None:
+        """Metadata first (a crash never resurrects the topic), then each partition dir."""
+        name = topic.name
+        self._topics = {k: v for k, v in self._topics.items() if k != name}
+        self._io.unlink(topic_metadata_path(self.data_dir, name))
+        self._io.fsync_dir(self.data_dir / TOPICS_DIR)
+        for partition, current in enumerate(topic.logs):
+            current.mark_deleted()
+            directory = self.data_dir / partition_dir_name(name, partition)
+            doomed = directory.with_name(f"{directory.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
+            self._io.rename(directory, doomed)
+            self._io.rmtree(doomed)  # open descriptors stay valid for readers inside
+        self._io.fsync_dir(self.data_dir)
+
+    def _topic(self, name: str) -> _Topic:
+        topic = self._topics.get(name)
+        if topic is None:
+            raise UnknownTopicOrPartition(f"unknown topic {name!r}")
+        return topic
+
+    def topics(self) -> list[str]:
+        return sorted(self._topics)
+
+    def partition_count(self, name: str) -> int:
+        return len(self._topic(name).logs)
+
+    def get_log(self, topic: str, partition: int) -> Log:
+        logs = self._topic(topic).logs
+        if not 0 <= partition < len(logs):
+            raise UnknownTopicOrPartition(f"unknown partition {topic}-{partition}")
+        return logs[partition]
+
+    def all_logs(self) -> list[Log]:
+        return [current for topic in self._topics.values() for current in topic.logs]
+
+    # ---- configs ---------------------------------------------------------
+
+    def topic_overrides(self, name: str) -> dict[str, str]:
+        return dict(self._topic(name).overrides)
+
+    def topic_config(self, name: str) -> LogConfig:
+        return self._topic(name).config
+
+    def default_config(self) -> LogConfig:
+        return self._defaults
+
+    def alter_topic_config(
+        self,
+        name: str,
+        set: Mapping[str, object] | None = None,
+        delete: Iterable[str] = (),
+    ) -> LogConfig:
+        """Change overrides; validated as a whole, persisted, then applied to every partition."""
+        with self._lock:
+            topic = self._topic(name)
+            overrides = dict(topic.overrides)
+            for key in delete:
+                overrides.pop(key, None)
+            overrides.update({key: _as_text(value) for key, value in (set or {}).items()})
+            config = self._config_for(overrides)
+            try:
+                self._write_metadata(name, len(topic.logs), overrides)
+            except OSError as exc:
+                raise StorageError(f"saving configs of {name!r} failed: {exc}") from exc
+            old = topic.overrides
+            topic.overrides, topic.config = overrides, config
+            for current in topic.logs:
+                current.config = config
+        log.info("config_changed", topic=name, old=old, new=overrides)
+        return config
+
+    def set_default_config(self, config: LogConfig) -> None:
+        """New broker-level defaults: every topic's effective config is recomputed."""
+        with self._lock:
+            self._defaults = config
+            for topic in self._topics.values():
+                topic.config = self._config_for(topic.overrides)
+                for current in topic.logs:
+                    current.config = topic.config
+
+    # ---- checkpoints and deletions ----------------------------------------
+
+    def write_checkpoints(self) -> None:
+        """Write both checkpoints atomically; log start entries only above the first base."""
+        recovery: dict[tuple[str, int], int] = {}
+        starts: dict[tuple[str, int], int] = {}
+        for topic in list(self._topics.values()):
+            for partition, current in enumerate(topic.logs):
+                recovery[(topic.name, partition)] = current.recovery_point
+                info = current.log_start_offset
+                if info > current.segments_info()[0].base_offset:
+                    starts[(topic.name, partition)] = info
+        try:
+            write_checkpoint(self._io, self.data_dir / RECOVERY_POINT_CHECKPOINT, recovery)
+            write_checkpoint(self._io, self.data_dir / LOG_START_OFFSET_CHECKPOINT, starts)
+        except OSError as exc:
+            log.error("storage_error", operation="write_checkpoints", errno=exc.errno)
+            raise StorageError(f"writing checkpoints failed: {exc}") from exc
+
+    def statistics(self) -> StorageStatistics:
+        logs = self.all_logs()
+        return StorageStatistics(
+            had_clean_shutdown=self.had_clean_shutdown,
+            open_duration_s=self._open_duration_s,
+            recovery_truncated_bytes=sum(current.recovery_truncated_bytes for current in logs),
+            fenced_segments=sum(current.fenced_segments for current in logs),
+            topics=len(self._topics),
+            partitions=len(logs),
+            poisoned_partitions=sum(1 for current in logs if current.poisoned),
+            pending_deletions=len(self._deletions.pending()),
+        )
+
+    def pending_deletions(self) -> list[tuple[Path, int]]:
+        """(path, due_ms) of every file renamed `.deleted` and not yet unlinked."""
+        return self._deletions.pending()
+
+    def delete_due_files(self, now_ms: int | None = None) -> int:
+        """Unlink the `.deleted` files whose delay has passed; the scheduler calls this."""
+        due = self._deletions.take_due(self._clock_ms() if now_ms is None else now_ms)
+        return delete_marked_files(due)
+
+
+def _as_text(value: object) -> str:
+    """Config values are stored as Kafka-style strings; lists join with commas."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list | tuple | set | frozenset):
+        return ",".join(str(item) for item in value)
+    if isinstance(value, str | int | float):
+        return str(value)
+    raise InvalidConfig(f"config value {value!r} is not a string or number")

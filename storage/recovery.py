@@ -1,0 +1,316 @@
+"""Opening a partition directory: leftovers, index checks and crash recovery.
+
+Rules (DESIGN.md "Durability", KAFKA_SEMANTICS.md §7.4 and §8):
+
+1. Temp files (`.tmp`) and `.deleted` files are removed. `.cleaned` files are
+   removed (an interrupted cleaning is rolled back), and so is every `.swap`
+   file at or above the smallest `.cleaned` base. Remaining `.swap` files form
+   a complete swap: original segment files inside their offset range are
+   removed, then each `.swap` is renamed to its final name.
+2. Index files without a `.log` are orphans and are removed. A segment whose
+   index is missing or fails its sanity check is rescanned (index rebuilt).
+3. After an unclean stop (no clean-shutdown marker), every segment from the one
+   holding the recovery point to the end is rescanned: length, CRC-32C and
+   offsets of each batch. The first bad byte at or past the recovery point
+   ends the log: the file is truncated there and later segments are removed.
+4. A bad byte below the recovery point (or anywhere after a clean stop) is
+   damage to acknowledged, flushed data: the segment is fenced from that byte
+   (reads there fail with CORRUPT_MESSAGE), nothing is cut, and later segments
+   stay readable. If the fenced segment was the last one, a new active segment
+   starts at max(recovery point, last valid offset + 1).
+
+Every action is logged with its path, offsets and bytes.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import structlog
+
+from protocol.batch import HEADER, HEADER_SIZE, LOG_OVERHEAD
+from storage.config import LogConfig
+from storage.fileio import FileIO
+from storage.files import (
+    CLEANED_SUFFIX,
+    DELETED_SUFFIX,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    SWAP_SUFFIX,
+    TEMP_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    DeletionQueue,
+    SegmentFileName,
+    parse_segment_file_name,
+    segment_paths,
+)
+from storage.index import CorruptIndexError
+from storage.log import Log
+from storage.segment import Segment
+
+log = structlog.get_logger("tidelog.storage")
+
+# "No recovery point applies": after a clean stop every byte was flushed.
+ALL_FLUSHED = 2**63 - 1
+
+
+def _unlink(io: FileIO, path: Path, event: str, **fields: object) -> None:
+    try:
+        io.unlink(path)
+    except FileNotFoundError:
+        return
+    log.info(event, path=str(path), **fields)
+
+
+def _segment_files(directory: Path) -> list[tuple[Path, SegmentFileName]]:
+    found = []
+    for name in sorted(os.listdir(directory)):
+        parsed = parse_segment_file_name(name)
+        if parsed is not None:
+            found.append((directory / name, parsed))
+    return found
+
+
+def scan_log_end(io: FileIO, path: Path) -> int | None:
+    """One past the last offset of the whole batches in a `.log` file (None if empty)."""
+    segment_end: int | None = None
+    fd = io.open(path, writable=False)
+    try:
+        size = io.file_size(fd)
+        position = 0
+        while position + HEADER_SIZE <= size:
+            header = HEADER.unpack_from(io.pread(fd, HEADER_SIZE, position))
+            length = header[1] + LOG_OVERHEAD
+            if length < HEADER_SIZE or position + length > size:
+                break
+            segment_end = header[0] + header[5] + 1
+            position += length
+    finally:
+        io.close(fd)
+    return segment_end
+
+
+def rename_cleaned_to_swap(io: FileIO, directory: Path, bases: list[int]) -> None:
+    """Step 3 of the swap: every `.cleaned` file of `bases` becomes `.swap` (in this order)."""
+    for base in bases:
+        for path in segment_paths(directory, base, CLEANED_SUFFIX):
+            if path.exists():
+                io.rename(path, path.with_name(path.name[: -len(CLEANED_SUFFIX)] + SWAP_SUFFIX))
+    io.fsync_dir(directory)
+
+
+def complete_swaps(io: FileIO, directory: Path) -> list[int]:
+    """Promote a complete set of `.swap` files; returns the bases promoted."""
+    swaps = [(p, n) for p, n in _segment_files(directory) if n.transient == SWAP_SUFFIX]
+    swap_logs = [(p, n) for p, n in swaps if n.kind == LOG_SUFFIX]
+    if not swaps:
+        return []
+    if not swap_logs:
+        for path, _ in swaps:
+            _unlink(io, path, "swap_leftover_deleted")
+        return []
+    low = min(n.base_offset for _, n in swap_logs)
+    high = max((scan_log_end(io, p) or n.base_offset + 1) for p, n in swap_logs)
+    for path, parsed in _segment_files(directory):
+        if not parsed.transient and low <= parsed.base_offset < high:
+            _unlink(io, path, "swap_replaced_original", base_offset=parsed.base_offset)
+    for path, _ in swaps:
+        io.rename(path, path.with_name(path.name[: -len(SWAP_SUFFIX)]))
+    io.fsync_dir(directory)
+    bases = sorted(n.base_offset for _, n in swap_logs)
+    log.info("swap_completed", directory=str(directory), bases=bases)
+    return bases
+
+
+def promote_swap_files(
+    io: FileIO, directory: Path, config: LogConfig, now_ms: int
+) -> list[Segment]:
+    """Complete the swap and open the new segments (indexes rebuilt when needed)."""
+    segments = []
+    for base in complete_swaps(io, directory):
+        segment, _ = _load_segment(io, directory, base, config, now_ms, thorough=True)
+        segment.become_inactive()
+        segments.append(segment)
+    return segments
+
+
+def remove_leftovers(io: FileIO, directory: Path) -> None:
+    """Rule 1: temp and `.deleted` files, rolled-back cleanings, completed swaps."""
+    for name in os.listdir(directory):
+        if name.endswith(TEMP_SUFFIX):
+            _unlink(io, directory / name, "temp_file_deleted")
+    files = _segment_files(directory)
+    cleaned = [n.base_offset for _, n in files if n.transient == CLEANED_SUFFIX]
+    min_cleaned = min(cleaned) if cleaned else None
+    for path, parsed in files:
+        if parsed.transient == DELETED_SUFFIX:
+            _unlink(io, path, "deleted_file_removed")
+        elif parsed.transient == CLEANED_SUFFIX:
+            _unlink(io, path, "cleaned_leftover_deleted")
+        elif (
+            parsed.transient == SWAP_SUFFIX
+            and min_cleaned is not None
+            and parsed.base_offset >= min_cleaned
+        ):
+            _unlink(io, path, "incomplete_swap_deleted")
+    complete_swaps(io, directory)
+
+
+def _load_segment(
+    io: FileIO, directory: Path, base: int, config: LogConfig, now_ms: int, *, thorough: bool
+) -> tuple[Segment, bool]:
+    """Open one segment; returns it and whether its indexes must be rebuilt."""
+    _, index, time_index = segment_paths(directory, base)
+    missing = not index.exists() or not time_index.exists()
+    segment = Segment.load(directory, base, io, config, now_ms=now_ms)
+    if missing:
+        log.info("index_missing", path=str(index), base_offset=base)
+        return segment, True
+    if not segment.tail_is_whole:
+        log.warning("segment_tail_damaged", path=str(segment.log_path), base_offset=base)
+        return segment, True
+    try:
+        segment.sanity_check(thorough=thorough)
+    except CorruptIndexError as exc:
+        log.warning("index_corrupt", path=str(index), base_offset=base, reason=str(exc))
+        return segment, True
+    return segment, False
+
+
+def open_log(
+    directory: Path,
+    topic: str,
+    partition: int,
+    config: LogConfig,
+    *,
+    io: FileIO,
+    clock_ms: Callable[[], int],
+    deletion_queue: DeletionQueue,
+    recovery_point: int | None,
+    log_start_offset: int | None,
+    clean: bool,
+) -> Log:
+    """Load (and after an unclean stop, recover) one partition directory into a Log."""
+    started = time.monotonic()
+    bound = log.bind(topic=topic, partition=partition, path=str(directory))
+    io.mkdir(directory)
+    now_ms = clock_ms()
+    remove_leftovers(io, directory)
+    files = _segment_files(directory)
+    bases = sorted({n.base_offset for _, n in files if n.kind == LOG_SUFFIX and not n.transient})
+    for path, parsed in files:
+        if parsed.kind in (INDEX_SUFFIX, TIME_INDEX_SUFFIX) and parsed.base_offset not in bases:
+            _unlink(io, path, "orphan_index_deleted", base_offset=parsed.base_offset)
+
+    segments: list[Segment] = []
+    rebuild: list[bool] = []
+    for base in bases:
+        segment, needs = _load_segment(io, directory, base, config, now_ms, thorough=not clean)
+        segments.append(segment)
+        rebuild.append(needs)
+
+    checkpoint_rp = recovery_point if recovery_point is not None else 0
+    fence_below = ALL_FLUSHED if clean else checkpoint_rp
+    tail_from = len(segments)
+    if not clean and segments:
+        holding = [i for i, s in enumerate(segments) if s.base_offset <= checkpoint_rp]
+        tail_from = holding[-1] if holding else 0
+    truncated_total = 0
+    fenced_last = False
+    kept = len(segments)
+    for i, segment in enumerate(segments):
+        if i < tail_from and not rebuild[i]:
+            continue
+        result = segment.recover(config, fence_below_offset=fence_below)
+        if rebuild[i] or i < tail_from:
+            bound.info("index_rebuilt", base_offset=segment.base_offset)
+        if result.bad_position is None:
+            continue
+        if segment.fence_position is None:
+            truncated_total += result.truncated_bytes
+            bound.warning(
+                "recovery_truncated",
+                segment=str(segment.log_path),
+                base_offset=segment.base_offset,
+                position=result.valid_bytes,
+                next_offset=result.next_offset,
+                bytes=result.truncated_bytes,
+                reason=result.reason,
+            )
+            kept = i + 1
+            break
+        bound.error(
+            "segment_fenced",
+            segment=str(segment.log_path),
+            base_offset=segment.base_offset,
+            position=result.bad_position,
+            next_valid_offset=result.next_offset,
+            reason=result.reason,
+        )
+        if i + 1 < len(segments):
+            segment.next_offset = segments[i + 1].base_offset
+        else:
+            segment.next_offset = max(checkpoint_rp, result.next_offset)
+            fenced_last = True
+    for segment in segments[kept:]:
+        bound.warning(
+            "segment_deleted",
+            reason="after_truncated_segment",
+            base_offset=segment.base_offset,
+            bytes=segment.size,
+        )
+        segment.close()
+        for path in segment_paths(directory, segment.base_offset):
+            _unlink(io, path, "segment_file_deleted")
+    segments = segments[:kept]
+
+    start = log_start_offset if log_start_offset is not None else 0
+    if segments and segments[-1].next_offset < start:
+        bound.warning("log_behind_start_offset", log_start_offset=start)
+        for segment in segments:
+            segment.close()
+            for path in segment_paths(directory, segment.base_offset):
+                _unlink(io, path, "segment_file_deleted")
+        segments = []
+    if not segments:
+        segments = [Segment.create(directory, start, io, config, now_ms=now_ms)]
+    elif fenced_last:
+        segments[-1].become_inactive()
+        segments.append(
+            Segment.create(directory, segments[-1].next_offset, io, config, now_ms=now_ms)
+        )
+    for segment in segments[:-1]:
+        segment.become_inactive()
+    segments[-1].resize_indexes(config.segment_index_bytes)
+    log_end = segments[-1].next_offset
+    start = max(start, segments[0].base_offset)
+    point = log_end if clean else min(checkpoint_rp, log_end)
+    point = max(point, min(start, log_end))
+    result_log = Log(
+        directory,
+        topic,
+        partition,
+        config,
+        segments,
+        log_start_offset=start,
+        recovery_point=point,
+        io=io,
+        clock_ms=clock_ms,
+        deletion_queue=deletion_queue,
+    )
+    result_log.recovery_truncated_bytes = truncated_total
+    result_log.fenced_segments = sum(1 for s in segments if s.fence_position is not None)
+    bound.info(
+        "log_loaded",
+        clean=clean,
+        segments=len(segments),
+        log_start_offset=start,
+        log_end_offset=log_end,
+        recovery_point=point,
+        truncated_bytes=truncated_total,
+        duration_s=round(time.monotonic() - started, 6),
+    )
+    return result_log
