@@ -1,0 +1,174 @@
+"""The broker's background log tasks on the scheduler, and the `explain_retention` handler.
+
+`start_log_tasks` schedules, in the broker's nursery (Kafka's LogManager startup):
+
+- `log-retention`: every `log.retention.check.interval.ms`, first after
+  `log.initial.task.delay.ms`: `RetentionTask.run_once` in a worker thread.
+- `delete-files`: every `FILE_DELETE_CHECK_INTERVAL_MS`: unlink the `.deleted`
+  files whose `file.delete.delay.ms` has passed.
+- `log-flusher`: every `log.flush.scheduler.interval.ms` (at most
+  `FLUSH_CHECK_INTERVAL_MAX_MS`), after the initial delay: fsync the logs whose
+  `flush.ms` or `flush.messages` is due.
+- `log-checkpoint`: every `log.flush.offset.checkpoint.interval.ms` (or the
+  start-offset interval, whichever is smaller), after the initial delay: the
+  recovery-point and log-start-offset checkpoints.
+
+Everything that touches files runs in `trio.to_thread`; the scheduler never
+overlaps two runs of one task, so a slow disk delays a task without piling up.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import trio
+
+from broker.logging import get_logger
+from broker.scheduler import ScheduledTask, Scheduler
+from protocol.errors import UnknownTopicOrPartition
+from protocol.retention_schema import API_NAME as EXPLAIN_RETENTION_API
+from retention.task import RetentionTask, explain_log
+
+logger = get_logger(component="housekeeping")
+
+FILE_DELETE_CHECK_INTERVAL_MS = 500
+"""How late a `.deleted` file may be unlinked after its delay; an idle check is one
+lock and an empty list."""
+
+FLUSH_CHECK_INTERVAL_MAX_MS = 1000
+"""Kafka's flush scheduler defaults to "never", which silently ignores a topic's
+`flush.ms`; checking at least every second makes the setting mean what it says."""
+
+MS_PER_S = 1000.0
+
+__all__ = [
+    "EXPLAIN_RETENTION_API",
+    "FILE_DELETE_CHECK_INTERVAL_MS",
+    "FLUSH_CHECK_INTERVAL_MAX_MS",
+    "LogTasks",
+    "explain_retention_handler",
+    "start_log_tasks",
+]
+
+
+def wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class LogTasks:
+    """The scheduled work over one LogManager; each method is one task's run."""
+
+    def __init__(self, manager: Any, clock_ms: Callable[[], int] = wall_clock_ms) -> None:
+        self.manager = manager
+        self.clock_ms = clock_ms
+        self.retention = RetentionTask(manager, clock_ms=clock_ms)
+        self.files_deleted = 0
+        self.scheduled: dict[str, ScheduledTask] = {}
+
+    async def run_retention(self) -> None:
+        await trio.to_thread.run_sync(self.retention.run_once)
+
+    async def delete_due_files(self) -> None:
+        removed = await trio.to_thread.run_sync(self.manager.delete_due_files)
+        if removed:
+            self.files_deleted += removed
+            logger.info("deleted_files_removed", files=removed)
+
+    async def flush_due_logs(self) -> None:
+        # One check per log (a lock each): thousands of partitions stay off the event loop.
+        await trio.to_thread.run_sync(_flush_due, list(self.manager.all_logs()), self.clock_ms())
+
+    async def write_checkpoints(self) -> None:
+        await trio.to_thread.run_sync(self.manager.write_checkpoints)
+
+
+def _flush_due(logs: list[Any], now_ms: int) -> None:
+    for log in logs:
+        try:
+            if log.flush_needed(now_ms):
+                log.flush()
+        except Exception:
+            # A poisoned partition refuses writes until restart; others still flush.
+            logger.exception("scheduled_flush_failed", topic=log.topic, partition=log.partition)
+
+
+def _schedule(
+    scheduler: Scheduler, name: str, fn: Any, delay_ms: int, period_ms: int
+) -> ScheduledTask:
+    """Kafka's convention: a period <= 0 means run once."""
+    if period_ms <= 0:
+        return scheduler.schedule_once(name, fn, delay_ms / MS_PER_S)
+    return scheduler.schedule(name, fn, delay_ms / MS_PER_S, period_ms / MS_PER_S)
+
+
+def start_log_tasks(
+    scheduler: Scheduler,
+    manager: Any,
+    config: Any,
+    *,
+    clock_ms: Callable[[], int] = wall_clock_ms,
+) -> LogTasks:
+    """Schedule retention, delayed deletion, flush and checkpoint tasks (see the table)."""
+    tasks = LogTasks(manager, clock_ms)
+    delay_ms = config.log_initial_task_delay_ms
+    retention_ms = config.log_retention_check_interval_ms
+    schedule = tasks.scheduled
+    schedule["log-retention"] = _schedule(
+        scheduler, "log-retention", tasks.run_retention, delay_ms, retention_ms
+    )
+    schedule["delete-files"] = _schedule(
+        scheduler, "delete-files", tasks.delete_due_files, 0, FILE_DELETE_CHECK_INTERVAL_MS
+    )
+    flush_ms = min(config.log_flush_scheduler_interval_ms, FLUSH_CHECK_INTERVAL_MAX_MS)
+    schedule["log-flusher"] = _schedule(
+        scheduler, "log-flusher", tasks.flush_due_logs, delay_ms, max(flush_ms, 1)
+    )
+    checkpoint_ms = min(
+        config.log_flush_offset_checkpoint_interval_ms,
+        config.log_flush_start_offset_checkpoint_interval_ms,
+    )
+    schedule["log-checkpoint"] = _schedule(
+        scheduler, "log-checkpoint", tasks.write_checkpoints, delay_ms, checkpoint_ms
+    )
+    logger.info(
+        "log_tasks_scheduled",
+        retention_check_interval_ms=retention_ms,
+        initial_delay_ms=delay_ms,
+        flush_check_interval_ms=flush_ms,
+        checkpoint_interval_ms=checkpoint_ms,
+    )
+    return tasks
+
+
+async def explain_retention_handler(ctx: Any, body: dict[str, Any]) -> dict[str, Any]:
+    """`explain_retention`: per partition, each segment's verdict (protocol/retention_schema)."""
+    topic = body["topic"]
+    if topic not in ctx.manager.topics():
+        raise UnknownTopicOrPartition(f"unknown topic {topic!r}")
+    # Metadata only, but one stat per segment: off the event loop, like other admin work.
+    partitions = await trio.to_thread.run_sync(
+        explain_partitions, ctx.manager, topic, body["partitions"], wall_clock_ms()
+    )
+    return {"topic": topic, "partitions": partitions}
+
+
+def explain_partitions(
+    manager: Any, topic: str, wanted: list[int] | None, now_ms: int
+) -> list[dict[str, Any]]:
+    """The wire form of every requested partition's explanation at one instant."""
+    count = manager.partition_count(topic)
+    out: list[dict[str, Any]] = []
+    for partition in range(count) if wanted is None else wanted:
+        if not 0 <= partition < count:
+            message = f"{topic} has partitions 0..{count - 1}, not {partition}"
+            out.append(
+                {"partition": partition, "error": UnknownTopicOrPartition.code, "message": message}
+            )
+            continue
+        explanation = explain_log(manager.get_log(topic, partition), now_ms)
+        out.append(
+            {"partition": partition, "error": None, "message": None, **explanation.to_wire()}
+        )
+    return out
