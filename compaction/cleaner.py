@@ -1,0 +1,333 @@
+"""Cleaning one log: build the offset map over its dirty section, recopy, swap in.
+
+`Cleaner.clean` is synchronous and runs in a worker thread; one Cleaner per thread
+(it owns its offset-map budget). Steps:
+
+1. map the dirty segments `[first dirty, first uncleanable)` into an OffsetMap until
+   they end or the map is full (`mapping.MapBuilder`);
+2. group every segment below the end of the mapped range, from the log's first
+   segment on (the clean section is recopied too, so its superseded records go), by
+   `segment.bytes` and `segment.index.bytes` (`grouping`);
+3. for each group in offset order: recopy its batches by the rules of `recopy` into
+   `.cleaned` files (`writer`), then let storage swap them in crash-safely
+   (`Log.replace_segments`: `.cleaned` -> `.swap` -> old files `.deleted` -> final).
+
+Groups go in ascending order, so a crash between two groups leaves a log whose
+earlier part is cleaned and later part is not: still the latest value of every key,
+because a record is only dropped when a later record of its key exists at or after
+it, and that one is kept (or dropped only for a still later one).
+
+Appends and fetches go on meanwhile: the active segment is never cleaned, and
+storage holds its lock only for the swap itself. If retention or a truncation
+removes a segment under the cleaner, the cleaning is abandoned (CleaningAborted)
+and retried next round; that is not a failure.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from operator import itemgetter
+
+from compaction.config import CleanerConfig
+from compaction.grouping import GroupableSegment, group_segments, index_bytes_estimate
+from compaction.mapping import STAGING_KEYS_MAX, MapBuilder
+from compaction.offset_map import ENTRY_BYTES, OffsetMap
+from compaction.reader import iter_file_batches
+from compaction.recopy import UNKEYED, BatchOutcome, recopy_batch
+from compaction.throttle import Throttler
+from compaction.writer import CleanedSegmentWriter
+from protocol.batch import BatchHeader, decode_payload, max_decompressed_bytes, read_header
+from storage import failpoints
+from storage.fileio import FileIO
+from storage.files import log_path
+from storage.log import Log
+from storage.segment import SegmentInfo
+
+__all__ = ["Cleaner", "CleaningAborted", "CleaningResult"]
+
+# Bytes of batches processed between two GIL hand-overs (and stop checks): a few
+# milliseconds of cleaning, so the broker's event loop never waits long for the GIL
+# (the interpreter's 5 ms switch interval bounds it too; this hands over sooner).
+YIELD_EVERY_BYTES = 512 * 1024
+# The smallest map worth allocating; tiny logs get this, not the whole budget.
+MIN_MAP_ENTRIES = 1024
+
+_key_of = itemgetter(2)
+
+
+class CleaningAborted(Exception):
+    """The log changed under the cleaner (segments deleted or truncated): try later."""
+
+
+@dataclass(frozen=True, slots=True)
+class CleaningResult:
+    """What one cleaning did: for the `log_cleaned` event and the cleaner statistics."""
+
+    topic: str
+    partition: int
+    first_dirty_offset: int
+    end_offset: int  # the new checkpoint: first offset not covered by this cleaning
+    map_full: bool
+    bytes_read: int
+    bytes_written: int
+    records_read: int
+    records_kept: int
+    records_removed: int
+    batches_rewritten: int
+    map_entries: int
+    map_slots: int
+    map_bytes: int
+    segments_before: int
+    segments_after: int
+    duration_s: float
+    throttled_s: float
+
+    @property
+    def map_utilization(self) -> float:
+        return self.map_entries / self.map_slots if self.map_slots else 0.0
+
+
+class Cleaner:
+    """One cleaner thread's worker: owns an offset-map budget and cleans one log at a time."""
+
+    def __init__(
+        self,
+        config: CleanerConfig,
+        io: FileIO,
+        throttler: Throttler,
+        *,
+        stop: threading.Event | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.config = config
+        self._io = io
+        self._throttler = throttler
+        self._stop = stop or threading.Event()
+        self._monotonic = monotonic
+
+    def _new_map(self, dirty_offsets: int) -> OffsetMap:
+        """A map within the thread's budget, no larger than the dirty range can fill."""
+        needed = max(dirty_offsets, MIN_MAP_ENTRIES) / self.config.io_buffer_load_factor
+        memory = min(self.config.map_bytes_per_thread, int(needed * ENTRY_BYTES) + ENTRY_BYTES * 8)
+        return OffsetMap(memory, self.config.io_buffer_load_factor)
+
+    def clean(
+        self, log: Log, *, first_dirty_offset: int, first_uncleanable_offset: int, now_ms: int
+    ) -> CleaningResult:
+        """Clean `log`'s dirty range (from a `choice.cleanable_range`); see the module doc."""
+        started = self._monotonic()
+        slept_before = self._throttler.slept_s
+        segments = log.segments_info()
+        dirty = [
+            s
+            for s in segments[:-1]
+            if s.next_offset > first_dirty_offset and s.base_offset < first_uncleanable_offset
+        ]
+        offset_map = self._new_map(
+            sum(s.next_offset - max(s.base_offset, first_dirty_offset) for s in dirty)
+        )
+        counters = _Counters()
+        builder = self._build_map(log, dirty, offset_map, first_dirty_offset,
+                                  first_uncleanable_offset, counters)  # fmt: skip
+        end_offset = builder.end_offset
+        map_full = end_offset < first_uncleanable_offset
+        to_clean = [s for s in segments[:-1] if s.base_offset < end_offset]
+        groups = group_segments(
+            [
+                _groupable(segments, i, log.config.index_interval_bytes)
+                for i in range(len(to_clean))
+            ],
+            max_segment_bytes=log.config.segment_bytes,
+            max_index_bytes=log.config.segment_index_bytes,
+        )
+        by_base = {s.base_offset: s for s in to_clean}
+        recopier = _Recopier(offset_map, end_offset, now_ms, log.config.delete_retention_ms)
+        for group in groups:
+            infos = [by_base[g.base_offset] for g in group]
+            self._clean_group(log, infos, recopier, counters)
+        return CleaningResult(
+            topic=log.topic,
+            partition=log.partition,
+            first_dirty_offset=first_dirty_offset,
+            end_offset=end_offset,
+            map_full=map_full,
+            bytes_read=counters.bytes_read,
+            bytes_written=counters.bytes_written,
+            records_read=counters.records_read,
+            records_kept=recopier.kept,
+            records_removed=recopier.removed,
+            batches_rewritten=recopier.rewritten,
+            map_entries=offset_map.size,
+            map_slots=offset_map.slots,
+            map_bytes=offset_map.memory_bytes,
+            segments_before=len(segments),
+            segments_after=log.segment_count,
+            duration_s=self._monotonic() - started,
+            throttled_s=self._throttler.slept_s - slept_before,
+        )
+
+    def _batches(
+        self, log: Log, base_offset: int, counters: _Counters
+    ) -> Iterator[tuple[memoryview, BatchHeader]]:
+        path = log_path(log.directory, base_offset)
+        try:
+            for view, header in iter_file_batches(
+                self._io,
+                path,
+                chunk_bytes=self.config.io_chunk_bytes,
+                throttler=self._throttler,
+            ):
+                counters.bytes_read += header.size
+                if counters.bytes_read >= counters.next_yield:
+                    counters.next_yield = counters.bytes_read + YIELD_EVERY_BYTES
+                    if self._stop.is_set():
+                        raise CleaningAborted("the cleaner is stopping")
+                    time.sleep(0)  # hand the GIL to the event loop if it is waiting
+                yield view, header
+        except FileNotFoundError as exc:
+            raise CleaningAborted(f"{path} disappeared during the cleaning") from exc
+
+    def _build_map(
+        self,
+        log: Log,
+        dirty: Sequence[SegmentInfo],
+        offset_map: OffsetMap,
+        first_dirty_offset: int,
+        first_uncleanable_offset: int,
+        counters: _Counters,
+    ) -> MapBuilder:
+        builder = MapBuilder(offset_map, first_dirty_offset)
+        cap = max_decompressed_bytes(log.config.max_message_bytes)
+        for i, info in enumerate(dirty):
+            full = False
+            for view, header in self._batches(log, info.base_offset, counters):
+                _, records = decode_payload(view, header=header, max_decompressed=cap)
+                if not builder.add_batch(header, records):
+                    full = True
+                    break
+            if full:
+                break
+            nxt = dirty[i + 1].base_offset if i + 1 < len(dirty) else first_uncleanable_offset
+            builder.end_segment(nxt)
+        builder.finish()
+        counters.records_read = builder.records_mapped
+        return builder
+
+    def _clean_group(
+        self, log: Log, infos: list[SegmentInfo], recopier: _Recopier, counters: _Counters
+    ) -> None:
+        base = infos[0].base_offset
+        writer = CleanedSegmentWriter(
+            log.directory,
+            base,
+            self._io,
+            index_interval_bytes=log.config.index_interval_bytes,
+            index_bytes=log.config.segment_index_bytes,
+            buffer_bytes=self.config.io_chunk_bytes,
+            throttler=self._throttler,
+        )
+        cap = max_decompressed_bytes(log.config.max_message_bytes)
+        try:
+            for info in infos:
+                for view, header in self._batches(log, info.base_offset, counters):
+                    _, records = decode_payload(view, header=header, max_decompressed=cap)
+                    recopier.recopy(view, header, records, writer)
+            mtime_ns = infos[-1].mtime_ms * 1_000_000 if infos[-1].mtime_ms >= 0 else None
+            writer.finish(mtime_ns)
+            failpoints.hit("compaction.after_cleaned_fsync")
+        except BaseException:
+            writer.abort()
+            raise
+        try:
+            log.replace_segments([i.base_offset for i in infos], [base])
+        except ValueError as exc:  # checked before any rename: the segments changed
+            writer.abort()
+            raise CleaningAborted(str(exc)) from exc
+        except BaseException:
+            writer.abort()  # removes only what is still `.cleaned`; recovery handles `.swap`
+            raise
+        counters.bytes_written += writer.size
+
+
+@dataclass
+class _Counters:
+    bytes_read: int = 0
+    bytes_written: int = 0
+    records_read: int = 0
+    next_yield: int = 0
+
+
+class _Recopier:
+    """Applies the recopy rules to runs of batches, resolving keys through a bounded cache."""
+
+    def __init__(
+        self, offset_map: OffsetMap, end_offset: int, now_ms: int, delete_retention_ms: int
+    ) -> None:
+        self._map = offset_map
+        self._end = end_offset
+        self._now_ms = now_ms
+        self._retention_ms = delete_retention_ms
+        # key -> latest offset in the map (-1 when absent), at most STAGING_KEYS_MAX keys;
+        # recopy_batch raises KeyError for a key not in it.
+        self._latest: dict[bytes | None, int] = {None: UNKEYED}
+        self.kept = 0
+        self.removed = 0
+        self.rewritten = 0
+
+    def _resolve(self, records: Sequence[tuple]) -> None:
+        """Look up the batch's keys that the cache lacks, in one vectorized probe."""
+        missing = list(set(map(_key_of, records)).difference(self._latest))
+        if len(self._latest) + len(missing) > STAGING_KEYS_MAX:
+            self._latest = {None: UNKEYED}
+        offsets = self._map.get_digests(self._map.digest_keys(missing))
+        self._latest.update(zip(missing, offsets.tolist(), strict=True))
+
+    def recopy(
+        self,
+        view: memoryview,
+        header: BatchHeader,
+        records: tuple,
+        writer: CleanedSegmentWriter,
+    ) -> None:
+        """Recopy one batch into `writer` (or drop it)."""
+        try:
+            outcome = self._recopy(view, header, records)
+        except KeyError:  # a key the cache has not seen (or forgot): resolve, retry
+            self._resolve(records)
+            outcome = self._recopy(view, header, records)
+        self.kept += outcome.records_kept
+        self.removed += outcome.records_removed
+        self.rewritten += outcome.rewritten
+        if outcome.data is not None:
+            writer.append(outcome.data, _header_of(outcome, header))
+
+    def _recopy(self, view: memoryview, header: BatchHeader, records: tuple) -> BatchOutcome:
+        return recopy_batch(
+            view,
+            header,
+            records,
+            self._latest,
+            map_end_offset=self._end,
+            now_ms=self._now_ms,
+            delete_retention_ms=self._retention_ms,
+        )
+
+
+def _header_of(outcome: BatchOutcome, original: BatchHeader) -> BatchHeader:
+    """The header of the batch being written (a rewrite changes size and timestamps)."""
+    if not outcome.rewritten or outcome.data is None:
+        return original
+    return read_header(outcome.data)
+
+
+def _groupable(
+    segments: Sequence[SegmentInfo], position: int, index_interval_bytes: int
+) -> GroupableSegment:
+    """Grouping input for `segments[position]`: next segment's base, index sizes estimated."""
+    info = segments[position]
+    nxt = segments[position + 1].base_offset if position + 1 < len(segments) else info.next_offset
+    offset_index, time_index = index_bytes_estimate(info.size_bytes, index_interval_bytes)
+    return GroupableSegment(info.base_offset, nxt, info.size_bytes, offset_index, time_index)
