@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: install run test lint format bench bench-quick clean
+.PHONY: install run test lint format bench bench-quick clean soak
 
 install: $(STAMP)
 
@@ -13,7 +13,7 @@ install: $(STAMP)
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[spark,dev]'
+	$(BIN)/python -m pip install --quiet -e '.[spark,dev,bench]'
 	touch $(STAMP)
 
 run: install
@@ -21,6 +21,13 @@ run: install
 
 test: install
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# The long reliability runs (docs/reliability.md): 200 kill -9 cycles, failpoint sweeps to
+# the 5th hit, 40 power cuts, 30 min of load, 20x the fuzzing examples.
+soak: install
+	TIDELOG_SOAK_KILL_CYCLES=200 TIDELOG_SOAK_SWEEP_HITS=5 TIDELOG_SOAK_POWER_CUTS=40 \
+	TIDELOG_SOAK_LOAD_S=1800 TIDELOG_SOAK_FUZZ_EXAMPLES=6000 \
+	$(BIN)/python -m pytest tests/reliability tests/fuzz $(PYTEST_ARGS)
 
 lint: install
 	$(BIN)/ruff check .

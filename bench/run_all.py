@@ -27,6 +27,7 @@ BENCHMARKS: dict[str, list[str]] = {
     "retention_bench": ["--quick"],
     "compaction_bench": ["--quick"],
     "spark_bench": ["--quick"],
+    "compare": ["--quick"],
 }
 
 

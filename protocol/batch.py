@@ -372,11 +372,16 @@ def decode_records(
     if not records:
         return []
     deltas, ts_deltas, keys, values, headers = zip(*records, strict=True)
+    if header.timestamp_type == TimestampType.LOG_APPEND_TIME:
+        # As in Kafka: every record of a LogAppendTime batch carries the broker's time.
+        timestamps = repeat(header.max_timestamp, len(records))
+    else:
+        timestamps = map(add, ts_deltas, repeat(header.base_timestamp))
     return list(
         map(
             Record,
             map(add, deltas, repeat(header.base_offset)),
-            map(add, ts_deltas, repeat(header.base_timestamp)),
+            timestamps,
             keys,
             values,
             headers,

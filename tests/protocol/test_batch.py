@@ -118,6 +118,7 @@ def test_set_log_append_time_rewrites_type_and_crc() -> None:
     header = b.validate_batch(data)
     assert header.timestamp_type == b.TimestampType.LOG_APPEND_TIME
     assert header.max_timestamp == 9_999
+    assert [r.timestamp for r in b.decode_records(data)] == [9_999] * len(RECORDS)
 
 
 def test_iter_headers_over_back_to_back_batches() -> None:
