@@ -11,6 +11,7 @@ Thread safety: the methods keep no state (FileIO); positional reads and writes
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import shutil
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from storage import failpoints
-from storage.files import TEMP_SUFFIX
+from storage.files import TEMP_SUFFIX, capped_name
 
 
 class FileIO:
@@ -98,17 +99,23 @@ class FileIO:
 
         A crash at any step leaves either the old or the new content under `path`.
         """
-        temp = path.with_name(path.name + TEMP_SUFFIX)
+        temp = path.with_name(capped_name(path.name, TEMP_SUFFIX))
         failpoints.hit(f"{failpoint}.before_write")
-        fd = self.open(temp, create=True)
         try:
-            self.ftruncate(fd, 0)
-            self.write_all(fd, data, 0)
-            self.fsync(fd)
-        finally:
-            self.close(fd)
-        failpoints.hit(f"{failpoint}.before_rename")
-        self.rename(temp, path)
+            fd = self.open(temp, create=True)
+            try:
+                self.ftruncate(fd, 0)
+                self.write_all(fd, data, 0)
+                self.fsync(fd)
+            finally:
+                self.close(fd)
+            failpoints.hit(f"{failpoint}.before_rename")
+            self.rename(temp, path)
+        except OSError:
+            # Do not leave a half-written temp file holding space (on a full disk above all).
+            with contextlib.suppress(OSError):
+                self.unlink(temp)
+            raise
         failpoints.hit(f"{failpoint}.after_rename")
         self.fsync_dir(path.parent)
 

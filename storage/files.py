@@ -133,6 +133,16 @@ def topic_metadata_path(data_dir: Path, topic: str) -> Path:
     return data_dir / TOPICS_DIR / f"{topic}{TOPIC_METADATA_SUFFIX}"
 
 
+# Longest file name most file systems accept (ext4, xfs, tmpfs).
+NAME_MAX = 255
+
+
+def capped_name(stem: str, suffix: str) -> str:
+    """`stem + suffix`, cutting `stem` so the result fits NAME_MAX (Kafka caps its
+    `-delete` directory names the same way: a 249-character topic must still work)."""
+    return stem[: NAME_MAX - len(suffix)] + suffix
+
+
 def deleted_name(path: Path) -> Path:
     return path.with_name(path.name + DELETED_SUFFIX)
 

@@ -42,9 +42,11 @@ from storage.files import (
     LOCK_FILE,
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
+    TEMP_SUFFIX,
     TOPIC_METADATA_SUFFIX,
     TOPICS_DIR,
     DeletionQueue,
+    capped_name,
     delete_marked_files,
     parse_partition_dir_name,
     partition_dir_name,
@@ -127,6 +129,7 @@ class LogManager:
             # Gone before loading: a crash while loading is an unclean stop.
             self._io.unlink(marker)
             self._io.fsync_dir(self.data_dir)
+        self._remove_temp_files()
         recovery_points = read_checkpoint(self._io, self.data_dir / RECOVERY_POINT_CHECKPOINT)
         start_offsets = read_checkpoint(self._io, self.data_dir / LOG_START_OFFSET_CHECKPOINT)
         log.info("log_manager_opening", path=str(self.data_dir), clean=self.had_clean_shutdown)
@@ -194,6 +197,20 @@ class LogManager:
             clean=self.had_clean_shutdown,
         )
 
+    def _remove_temp_files(self) -> None:
+        """Drop the temp files of checkpoint and metadata replacements a crash interrupted.
+
+        `write_atomic` renames only a complete, fsynced temp file, so a leftover one is
+        never the current content: the file it was replacing still holds that.
+        """
+        for directory in (self.data_dir, self.data_dir / TOPICS_DIR):
+            leftovers = [name for name in os.listdir(directory) if name.endswith(TEMP_SUFFIX)]
+            for name in leftovers:
+                self._io.unlink(directory / name)
+                log.info("temp_file_deleted", path=str(directory / name))
+            if leftovers:
+                self._io.fsync_dir(directory)
+
     def _remove_stray_dirs(self) -> None:
         """Finish interrupted topic deletions; report partition dirs no topic claims."""
         for entry in os.listdir(self.data_dir):
@@ -212,7 +229,7 @@ class LogManager:
                 # Most likely a topic deletion that crashed after removing the metadata.
                 # Moved aside, not deleted (an operator may want it), so that a new topic
                 # of the same name does not resurrect its data.
-                aside = path.with_name(f"{entry}.{uuid.uuid4().hex}{STRAY_DIR_SUFFIX}")
+                aside = path.with_name(capped_name(entry, f".{uuid.uuid4().hex}{STRAY_DIR_SUFFIX}"))
                 self._io.rename(path, aside)
                 log.warning("stray_partition_dir_moved", path=str(path), moved_to=str(aside))
 
@@ -299,7 +316,9 @@ class LogManager:
         for partition, current in enumerate(topic.logs):
             current.mark_deleted()
             directory = self.data_dir / partition_dir_name(name, partition)
-            doomed = directory.with_name(f"{directory.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
+            doomed = directory.with_name(
+                capped_name(directory.name, f".{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
+            )
             self._io.rename(directory, doomed)
             self._io.rmtree(doomed)  # open descriptors stay valid for readers inside
         self._io.fsync_dir(self.data_dir)

@@ -124,10 +124,6 @@ def test_legal_edge_names(client: WireClient) -> None:
         client.create_topic(name)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="storage bug (reported): topics/<name>.json.tmp exceeds NAME_MAX for 249-char names",
-)
 def test_longest_legal_name(client: WireClient) -> None:
     client.create_topic("x" * 249)
     client.ok("delete_topic", {"topic": "x" * 249})

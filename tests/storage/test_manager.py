@@ -77,6 +77,25 @@ def test_create_topic_errors(tmp_path: Path) -> None:
     manager.close()
 
 
+def test_longest_legal_topic_name_works_end_to_end(tmp_path: Path) -> None:
+    """249 characters is legal (Kafka's limit): temp and delete names must still fit."""
+    name = "x" * 249
+    manager = opened(tmp_path)
+    manager.create_topic(name, 2)
+    manager.alter_topic_config(name, {"retention.ms": "5000"}, [])
+    manager.get_log(name, 1).append(batch(2))
+    manager.close()
+    manager = opened(tmp_path)
+    assert manager.topic_overrides(name) == {"retention.ms": "5000"}
+    assert manager.get_log(name, 1).log_end_offset == 2
+    manager.delete_topic(name)
+    assert manager.topics() == []
+    assert sorted(os.listdir(tmp_path)) == sorted(
+        entry for entry in os.listdir(tmp_path) if not entry.startswith("x")
+    )
+    manager.close()
+
+
 def test_delete_topic_removes_everything(tmp_path: Path) -> None:
     manager = opened(tmp_path)
     manager.create_topic("gone", 2)
