@@ -52,13 +52,25 @@ def register(sub: Any) -> None:
             "examples:\n"
             "  tidelog consume events -n 10\n"
             "  tidelog consume events --offset -5 --format json\n"
-            "  tidelog consume events --offset end --follow"
+            "  tidelog consume events --offset end --follow\n"
+            "  tidelog consume events --group audit -n 100   # run again to continue"
         ),
         formatter_class=HelpFormatter,
     )
     consume.add_argument("topic", metavar="TOPIC")
     consume.add_argument(
-        "--offset", "-o", default="start", metavar="WHERE", help="where to start (start)"
+        "--offset",
+        "-o",
+        default=None,
+        metavar="WHERE",
+        help="where to start (start; with --group: the group's committed position)",
+    )
+    consume.add_argument(
+        "--group",
+        "-g",
+        metavar="GROUP",
+        help="resume from GROUP's committed position and commit what was printed "
+        "(no membership or rebalancing: one reader per group)",
     )
     consume.add_argument(
         "--partition",
@@ -109,6 +121,7 @@ def run_consume(args: argparse.Namespace) -> int:
         bootstrap_servers=args.bootstrap_server,
         auto_offset_reset="earliest",
         client_id="tidelog-cli",
+        group_id=args.group,
     ) as consumer:
         entry = topic_entry(consumer.client, args.topic)
         known = {p["partition"]: p for p in entry["partitions"]}
@@ -127,15 +140,27 @@ def run_consume(args: argparse.Namespace) -> int:
                 known[tp.partition]["log_start_offset"],
                 known[tp.partition]["high_watermark"],
             )
+            ends[tp] = high
+            if args.offset is None and args.group is not None:
+                committed = consumer.committed(tp)
+                if committed is not None:
+                    consumer.seek(tp, min(max(committed, low), high))
+                    continue
             start = start_offset(
-                args.offset,
+                args.offset or "start",
                 low,
                 high,
                 lambda ms, tp=tp: consumer.client.offset_for_time(tp.topic, tp.partition, ms),
             )
             consumer.seek(tp, start)
-            ends[tp] = high
-        _print_records(consumer, partitions, ends, args)
+        # What to commit: the next offset after the last record printed (poll may have
+        # returned more than -n lets us print), else where the partition started.
+        done = {tp: consumer.position(tp) for tp in partitions}
+        try:
+            _print_records(consumer, partitions, ends, args, done)
+        finally:
+            if args.group is not None:
+                consumer.commit(done)
     return EXIT_OK
 
 
@@ -144,6 +169,7 @@ def _print_records(
     partitions: list[TopicPartition],
     ends: dict[TopicPartition, int],
     args: argparse.Namespace,
+    done: dict[TopicPartition, int],
 ) -> None:
     limit = args.num
     printed = 0
@@ -160,6 +186,8 @@ def _print_records(
             for record in records:
                 out += render(record)
             printed += len(records)
+            if records:
+                done[tp] = records[-1].offset + 1
         if out:
             write_out(bytes(out))
         if not args.follow:
