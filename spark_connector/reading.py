@@ -1,0 +1,232 @@
+"""Executor side: read the offset ranges of one task from the broker as Arrow batches.
+
+Shared by the batch and the streaming reader. Runs in Spark's Python workers, so it
+opens its own blocking connection per task and closes it when the task ends. Data
+loss (offsets below the log start offset, or never reachable) fails the task, or with
+failOnDataLoss=false is logged with the exact lost range and counted.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from protocol import calls
+from protocol.batch import iter_headers
+from protocol.calls import FetchResult
+from protocol.client import Client
+from protocol.errors import OffsetOutOfRange, TidelogError
+from spark_connector.arrow_convert import records_to_arrow
+from spark_connector.offsets import open_client
+from spark_connector.options import SourceOptions
+from spark_connector.planning import OffsetRange
+from spark_connector.pushdown import NO_BOUNDS, Bounds
+
+log = logging.getLogger("spark_connector")
+
+_TS_TYPE = pa.timestamp("us", tz="UTC")
+
+INSTRUCTION_FOR_FAIL_ON_DATA_LOSS_TRUE = (
+    "Some data may have been lost because they are not available in tidelog any more; either "
+    "the data was aged out by retention or the topic may have been deleted before all the data "
+    "in the topic was processed. If you don't want your query to fail on such cases, set the "
+    'source option "failOnDataLoss" to "false".'
+)
+
+
+class DataLossError(RuntimeError):
+    """Offsets a query needed are gone (failOnDataLoss=true)."""
+
+
+@dataclass
+class ReadStats:
+    """What one task read; `lost_offsets` counts offsets skipped with failOnDataLoss=false."""
+
+    rows: int = 0
+    fetches: int = 0
+    fetched_bytes: int = 0
+    lost_offsets: int = 0
+
+
+def report_data_loss(opts: SourceOptions, message: str, stats: ReadStats, lost: int) -> None:
+    """Fail, or log and count, naming the lost range (Kafka's reportDataLoss)."""
+    if opts.fail_on_data_loss:
+        raise DataLossError(f"{message}. {INSTRUCTION_FOR_FAIL_ON_DATA_LOSS_TRUE}")
+    stats.lost_offsets += lost
+    log.warning("%s; skipped %d offsets (failOnDataLoss=false)", message, lost)
+
+
+def _watermarks(client: Client, topic: str, partition: int) -> tuple[int, int]:
+    """(log start offset, high watermark) now."""
+    earliest = client.list_offsets(topic, partition, "earliest")
+    latest = client.list_offsets(topic, partition, "latest")
+    low = earliest.offset if earliest is not None else 0
+    high = latest.offset if latest is not None else low
+    return low, high
+
+
+def _timestamp_mask(batch: pa.RecordBatch, bounds: Bounds) -> pa.RecordBatch:
+    """Row-wise re-check of claimed timestamp bounds (CreateTime need not be monotonic)."""
+    ts = batch.column(5)
+    mask = None
+    if bounds.ts_lower_us is not None:
+        mask = pc.greater_equal(ts, pa.scalar(bounds.ts_lower_us, _TS_TYPE))
+    if bounds.ts_upper_us is not None:
+        upper = pc.less(ts, pa.scalar(bounds.ts_upper_us, _TS_TYPE))
+        mask = upper if mask is None else pc.and_(mask, upper)
+    return batch.filter(mask)
+
+
+def read_ranges(
+    opts: SourceOptions,
+    ranges: tuple[OffsetRange, ...],
+    bounds: Bounds = NO_BOUNDS,
+    stats: ReadStats | None = None,
+) -> Iterator[pa.RecordBatch]:
+    """Every row of `ranges`, in order, as non-empty Arrow batches; one connection per task."""
+    stats = stats if stats is not None else ReadStats()
+    client = open_client(opts)
+    try:
+        for rng in ranges:
+            yield from _read_range(client, opts, rng, bounds, stats)
+    finally:
+        client.close()
+        if stats.lost_offsets:
+            log.warning("task skipped %d lost offsets in total", stats.lost_offsets)
+
+
+def _bind(client: Client, rng: OffsetRange, bounds: Bounds) -> tuple[int, int]:
+    """Late-bind earliest/latest now, then apply claimed offset bounds."""
+    start, end = rng.start, rng.end
+    if rng.late_start or rng.late_end:
+        low, high = _watermarks(client, rng.topic, rng.partition)
+        start = low if rng.late_start else start
+        end = high if rng.late_end else end
+    if bounds.offset_lower is not None:
+        start = max(start, bounds.offset_lower)
+    if bounds.offset_upper is not None:
+        end = min(end, bounds.offset_upper)
+    return start, end
+
+
+class _Fetcher:
+    """One partition's fetches, pipelined: the next request is on the wire while the
+    current answer is converted, so the broker and the executor work at the same time."""
+
+    def __init__(self, client: Client, opts: SourceOptions, topic: str, partition: int) -> None:
+        self.client, self.opts = client, opts
+        self.topic, self.partition = topic, partition
+        self.pending: tuple[int, calls.Call] | None = None
+
+    def send(self, offset: int, max_wait_ms: int = 0) -> None:
+        call = calls.fetch(
+            self.topic,
+            self.partition,
+            offset,
+            max_bytes=self.opts.fetch_max_bytes,
+            max_wait_ms=max_wait_ms,
+        )
+        self.client.send(call.api, call.body)
+        self.pending = (offset, call)
+
+    def receive(self, offset: int, max_wait_ms: int = 0) -> FetchResult:
+        """The answer for `offset` (sending the request now unless it is already out)."""
+        if self.pending is not None and self.pending[0] != offset:
+            self.drain()
+        if self.pending is None:
+            self.send(offset, max_wait_ms)
+        assert self.pending is not None
+        call = self.pending[1]
+        self.pending = None
+        reply = self.client.receive(timeout_ms=self.client.request_timeout_ms + call.wait_ms)
+        return call.extract(reply.result())
+
+    def drain(self) -> None:
+        """Read and drop an answer nobody needs any more (keeps the stream in step)."""
+        if self.pending is not None:
+            self.pending = None
+            try:
+                self.client.receive().result()
+            except TidelogError:
+                pass
+
+
+def _next_fetch_offset(records: bytes, pos: int) -> int:
+    """Where the fetch after this answer starts: past its last whole batch."""
+    next_offset = pos
+    for _, header in iter_headers(records, allow_partial=True):
+        next_offset = header.next_offset
+    return next_offset
+
+
+def _read_range(
+    client: Client, opts: SourceOptions, rng: OffsetRange, bounds: Bounds, stats: ReadStats
+) -> Iterator[pa.RecordBatch]:
+    topic, partition = rng.topic, rng.partition
+    pos, end = _bind(client, rng, bounds)
+    fetcher = _Fetcher(client, opts, topic, partition)
+    waited = False
+    try:
+        while pos < end:
+            try:
+                result = fetcher.receive(pos, opts.poll_timeout_ms if waited else 0)
+            except OffsetOutOfRange:
+                low, high = _watermarks(client, topic, partition)
+                if pos < low:
+                    lost_end = min(low, end)
+                    report_data_loss(
+                        opts,
+                        f"Offsets [{pos}, {lost_end}) of {topic}-{partition} are no longer "
+                        f"available: the log start offset is now {low}",
+                        stats,
+                        lost_end - pos,
+                    )
+                    pos = lost_end
+                    continue
+                report_data_loss(
+                    opts,
+                    f"Cannot read offsets [{pos}, {end}) of {topic}-{partition}: the high "
+                    f"watermark is {high}",
+                    stats,
+                    end - pos,
+                )
+                return
+            stats.fetches += 1
+            stats.fetched_bytes += len(result.records)
+            ahead = _next_fetch_offset(result.records, pos)
+            if pos < ahead < end:
+                fetcher.send(ahead)
+            converted = records_to_arrow(
+                result.records,
+                topic=topic,
+                partition=partition,
+                start=pos,
+                end=end,
+                include_headers=opts.include_headers,
+            )
+            if converted.batch is not None:
+                batch = converted.batch
+                if bounds.has_timestamp:
+                    batch = _timestamp_mask(batch, bounds)
+                if batch.num_rows:
+                    stats.rows += batch.num_rows
+                    yield batch
+            if converted.next_offset > pos:
+                pos, waited = converted.next_offset, False
+                continue
+            if waited:
+                report_data_loss(
+                    opts,
+                    f"Cannot fetch offsets [{pos}, {end}) of {topic}-{partition} within "
+                    f"{opts.poll_timeout_ms} ms: the high watermark is {result.high_watermark}",
+                    stats,
+                    end - pos,
+                )
+                return
+            waited = True  # nothing at `pos` yet: one long poll, then give up (Kafka's poll)
+    finally:
+        fetcher.drain()

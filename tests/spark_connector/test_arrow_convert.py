@@ -1,0 +1,101 @@
+"""Fetched batches -> Arrow: exact schema, trimming to the range, gaps, headers, time types."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+from protocol.batch import TimestampType, build_batch, encode_batch, set_base_offset
+from spark_connector.arrow_convert import empty_batch, records_to_arrow
+from spark_connector.schema import arrow_schema
+
+
+def stored(base_offset: int, records: list[tuple], **kw: object) -> bytes:
+    buf = bytearray(encode_batch(records, **kw))
+    set_base_offset(buf, 0, base_offset)
+    return bytes(buf)
+
+
+def log_of(batches: int, per_batch: int) -> bytes:
+    return b"".join(
+        stored(
+            b * per_batch,
+            [
+                (b"k%d" % i, b"v%d" % (b * per_batch + i), [], 1000 + b * per_batch + i)
+                for i in range(per_batch)
+            ],
+        )
+        for b in range(batches)
+    )
+
+
+def test_rows_are_trimmed_to_the_exact_range_across_batches() -> None:
+    out = records_to_arrow(
+        log_of(3, 4), topic="t", partition=2, start=2, end=10, include_headers=False
+    )
+    assert out.batch is not None and out.batch.schema == arrow_schema(False)
+    assert out.batch.column("offset").to_pylist() == list(range(2, 10))
+    assert out.batch.column("value").to_pylist() == [b"v%d" % i for i in range(2, 10)]
+    assert set(out.batch.column("partition").to_pylist()) == {2}
+    assert set(out.batch.column("topic").to_pylist()) == {"t"}
+    assert out.next_offset == 10 and out.rows == 8 and out.last_row_offset == 9
+
+
+def test_timestamps_are_utc_microseconds_and_types_follow_the_batch() -> None:
+    buf = stored(0, [(None, b"a", [], 1_700_000_000_123)]) + stored(
+        1, [(None, b"b", [], 5)], timestamp_type=TimestampType.LOG_APPEND_TIME
+    )
+    out = records_to_arrow(buf, topic="t", partition=0, start=0, end=2, include_headers=False)
+    assert out.batch is not None
+    ts = out.batch.column("timestamp")
+    assert ts.type == pa.timestamp("us", tz="UTC")
+    assert ts.cast(pa.int64()).to_pylist() == [1_700_000_000_123_000, 5_000]
+    assert out.batch.column("timestampType").to_pylist() == [0, 1]
+    assert out.batch.column("key").to_pylist() == [None, None]
+
+
+def test_headers_are_null_when_a_record_has_none() -> None:
+    buf = stored(0, [(b"k", b"v", [("a", b"1"), ("b", None)], 1), (b"k", None, [], 2)])
+    out = records_to_arrow(buf, topic="t", partition=0, start=0, end=5, include_headers=True)
+    assert out.batch is not None and out.batch.schema == arrow_schema(True)
+    assert out.batch.column("headers").to_pylist() == [
+        [{"key": "a", "value": b"1"}, {"key": "b", "value": None}],
+        None,
+    ]
+    assert out.batch.column("value").to_pylist() == [b"v", None]
+    assert out.next_offset == 2  # the log ends before `end`
+
+
+def test_offset_gaps_after_compaction_use_the_deltas() -> None:
+    compacted = build_batch(
+        [(1, 11, b"a", b"x", []), (4, 14, b"b", b"y", [])],
+        base_offset=10,
+        base_timestamp=10,
+        attributes=0,
+        producer_id=-1,
+        producer_epoch=-1,
+        base_sequence=-1,
+    )
+    out = records_to_arrow(
+        compacted, topic="t", partition=0, start=12, end=20, include_headers=False
+    )
+    assert out.batch is not None
+    assert out.batch.column("offset").to_pylist() == [14]
+    assert out.next_offset == 15
+    nothing = records_to_arrow(
+        compacted, topic="t", partition=0, start=10, end=11, include_headers=False
+    )
+    assert nothing.batch is None and nothing.next_offset == 11
+
+
+def test_a_trailing_partial_batch_is_left_for_the_next_fetch() -> None:
+    whole = log_of(2, 3)
+    out = records_to_arrow(
+        whole[:-7], topic="t", partition=0, start=0, end=100, include_headers=False
+    )
+    assert out.batch is not None and out.batch.num_rows == 3 and out.next_offset == 3
+
+
+@pytest.mark.parametrize("include_headers", [False, True])
+def test_empty_batch_has_the_exact_schema(include_headers: bool) -> None:
+    assert empty_batch(include_headers).schema == arrow_schema(include_headers)
