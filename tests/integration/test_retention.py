@@ -50,9 +50,21 @@ BATCH_BYTES = len(one_record(0))
 
 
 def produce(client: Client, topic: str, *timestamps: int, keys: bool = False) -> None:
+    """One batch (so one small segment) per timestamp.
+
+    Retention is paused while producing: otherwise a pass that runs between two
+    appends acts on half the data, and the test's expectations (one pass over the
+    whole log) hold only when the machine is fast enough.
+    """
+    entry = client.describe_configs(topic)["retention.ms"]
+    client.alter_configs(topic, {"retention.ms": -1})
     for i, ts in enumerate(timestamps):
         key = b"key-%03d" % i if keys else b"key"
         client.produce(topic, 0, one_record(ts, key))
+    if entry["source"] == "topic":
+        client.alter_configs(topic, {"retention.ms": entry["value"]})
+    else:
+        client.alter_configs(topic, delete=["retention.ms"])
 
 
 def partition(client: Client, topic: str) -> dict[str, Any]:
