@@ -13,6 +13,9 @@ Rules (DESIGN.md "Durability", KAFKA_SEMANTICS.md §7.4 and §8):
    holding the recovery point to the end is rescanned: length, CRC-32C and
    offsets of each batch. The first bad byte at or past the recovery point
    ends the log: the file is truncated there and later segments are removed.
+   So does a rescanned segment of a non-compacted log that ends below the next
+   segment's base offset (a power cut lost its unflushed tail after a roll):
+   the later segments are removed so the log stays a gap-free prefix.
 4. A bad byte below the recovery point (or anywhere after a clean stop) is
    damage to acknowledged, flushed data: the segment is fenced from that byte
    (reads there fail with CORRUPT_MESSAGE), nothing is cut, and later segments
@@ -180,6 +183,17 @@ def _load_segment(
     return segment, False
 
 
+def _hole_after(segments: list[Segment], i: int, config: LogConfig) -> bool:
+    """True when segment `i` ends below the next segment's base on a non-compacted log.
+
+    Compaction may legitimately leave such a gap (the cleaner drops a segment's last
+    batches), so compacted logs keep their segments.
+    """
+    if i + 1 >= len(segments) or "compact" in config.cleanup_policy:
+        return False
+    return segments[i].next_offset < segments[i + 1].base_offset
+
+
 def open_log(
     directory: Path,
     topic: str,
@@ -228,6 +242,21 @@ def open_log(
         if rebuild[i] or i < tail_from:
             bound.info("index_rebuilt", base_offset=segment.base_offset)
         if result.bad_position is None:
+            if i >= tail_from and _hole_after(segments, i, config):
+                # A power cut lost this unflushed segment's tail, but the next segment's
+                # files survived: later segments can only hold data written after the lost
+                # bytes, so they go too and the log stays a gap-free prefix (P4).
+                bound.warning(
+                    "recovery_truncated",
+                    segment=str(segment.log_path),
+                    base_offset=segment.base_offset,
+                    position=segment.size,
+                    next_offset=segment.next_offset,
+                    bytes=0,
+                    reason=f"hole before the next segment at {segments[i + 1].base_offset}",
+                )
+                kept = i + 1
+                break
             continue
         if segment.fence_position is None:
             truncated_total += result.truncated_bytes
