@@ -102,6 +102,10 @@ BROKER_CONFIG_DEFS: dict[str, BrokerKeyDef] = {
         # exhausting file descriptors (RELIABILITY_NOTES BI-08).
         _K("max.connections", "max_connections", int, 1000, between(1, 1_000_000),
            "Connections beyond this are closed at once."),
+        # Kafka has no such limit either; without it a peer trickling one frame byte by
+        # byte is never idle and holds its connection slot forever (slowloris).
+        _K("socket.request.read.timeout.ms", "socket_request_read_timeout_ms", int, 30000,
+           at_least(1), "A request must arrive whole within this long of its first byte."),
         _K("log.retention.check.interval.ms", "log_retention_check_interval_ms", int, 300000,
            at_least(1), "Period of the retention task."),
         _K("log.initial.task.delay.ms", "log_initial_task_delay_ms", int, 30000, at_least(0),
@@ -228,6 +232,7 @@ class BrokerConfig:
     socket_request_max_bytes: int = 104857600
     connections_max_idle_ms: int = 600000
     max_connections: int = 1000
+    socket_request_read_timeout_ms: int = 30000
     log_retention_check_interval_ms: int = 300000
     log_initial_task_delay_ms: int = 30000
     log_flush_scheduler_interval_ms: int = LONG_MAX

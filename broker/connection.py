@@ -161,13 +161,28 @@ async def _read_frames(
 ) -> None:
     decoder = FrameDecoder(ctx.config.socket_request_max_bytes)
     idle_s = ctx.config.connections_max_idle_ms / 1000
+    # socket.request.read.timeout.ms: a request must arrive whole this soon after its
+    # first byte (slowloris); the 30 s default lets a 100 MiB frame through at ~3.5 MB/s.
+    frame_timeout_s = ctx.config.socket_request_read_timeout_ms / 1000
+    frame_started: float | None = None  # when the first byte of a partial frame came
     async with req_send:
         with state.reader_scope:
             while True:
                 # Idle = nothing in flight and no traffic either way for idle_s.
-                with trio.move_on_at(state.last_activity + idle_s) as idle:
+                deadline = state.last_activity + idle_s
+                if frame_started is not None:
+                    deadline = min(deadline, frame_started + frame_timeout_s)
+                with trio.move_on_at(deadline) as idle:
                     data = await stream.receive_some(RECV_BYTES)
                 now = trio.current_time()
+                if frame_started is not None and now >= frame_started + frame_timeout_s:
+                    state.close_reason = "slow_frame"
+                    log.warning(
+                        "client_protocol_error",
+                        reason=f"request not complete {frame_timeout_s:g}s after its first byte",
+                        buffered_bytes=decoder.buffered_bytes,
+                    )
+                    return
                 if idle.cancelled_caught:
                     if state.inflight:
                         state.last_activity = now
@@ -184,11 +199,19 @@ async def _read_frames(
                         state.close_reason = "truncated_frame"
                         log.warning("client_protocol_error", reason="truncated frame at EOF")
                     return
+                if frame_started is None:
+                    frame_started = now
+                completed = 0
                 try:
                     decoder.feed(data)
                     for obj in decoder:
+                        completed += 1
                         ctx.inflight_changed(state, +1)
                         await req_send.send(_Frame(obj, time.perf_counter()))
+                    if not decoder.buffered_bytes:
+                        frame_started = None
+                    elif completed:
+                        frame_started = now  # the leftover bytes start the next frame
                 except FrameError as exc:
                     ctx.inflight_changed(state, +1)
                     state.close_reason = "bad_frame"

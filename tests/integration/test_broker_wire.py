@@ -5,6 +5,7 @@ from __future__ import annotations
 import socket
 import struct
 import threading
+import time
 import urllib.request
 from collections.abc import Iterator
 
@@ -213,6 +214,37 @@ def test_idle_connections_are_closed(broker_factory: BrokerFactory) -> None:
         c.ok("api_versions", {})
         assert c.is_closed_by_peer()  # closed by the broker, not by a client timeout
     _assert_still_serving(broker)
+
+
+def test_a_trickled_request_is_cut_off_after_the_read_timeout(
+    broker_factory: BrokerFactory,
+) -> None:
+    """Slowloris: bytes keep coming, so the connection is never idle; the frame deadline
+    (socket.request.read.timeout.ms) still closes it, and others are served meanwhile."""
+    broker = broker_factory("socket.request.read.timeout.ms=300")
+    frame = msgpack.packb({"api": "api_versions", "v": 1, "id": 1, "body": {}})
+    wire_bytes = struct.pack(">I", len(frame)) + frame
+    with socket.create_connection(broker.address, timeout=10) as slow:
+        closed = False
+        for byte in wire_bytes[:-1]:  # one byte every 50 ms: ~1.5 s, never complete
+            try:
+                slow.sendall(bytes([byte]))
+            except (BrokenPipeError, ConnectionResetError):
+                closed = True
+                break
+            _assert_still_serving(broker)
+            time.sleep(0.05)
+        if not closed:
+            slow.settimeout(10)
+            try:
+                closed = slow.recv(1) == b""
+            except ConnectionResetError:
+                closed = True
+        assert closed
+    # A request that arrives whole, however slowly its connection started, is served.
+    with WireClient(broker.address) as c:
+        time.sleep(0.5)
+        c.ok("api_versions", {})
 
 
 def test_long_poll_outlives_the_idle_timeout(broker_factory: BrokerFactory) -> None:
