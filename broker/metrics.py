@@ -23,7 +23,7 @@ from typing import Any, Literal
 import prometheus_client
 import trio
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from broker.logging import get_logger
@@ -113,6 +113,13 @@ METRIC_DEFS: tuple[MetricDef, ...] = (
         (),
         (1, 2, 4, 8, 16, 32, 64, 128),
     ),
+    MetricDef(
+        "tidelog_event_loop_lateness_seconds",
+        "histogram",
+        "How late the event loop woke a heartbeat task (blocking work on the loop shows here).",
+        (),
+        LATENCY_BUCKETS_S,
+    ),
 )
 
 
@@ -160,6 +167,45 @@ class _PartitionCollector(Collector):
             yield family
 
 
+@dataclass(frozen=True, slots=True)
+class Sample:
+    """One series read from a component's `statistics()` at scrape time."""
+
+    name: str  # counters without `_total`: prometheus_client adds it
+    kind: Literal["counter", "gauge"]
+    doc: str
+    value: float
+    labels: tuple[tuple[str, str], ...] = ()
+
+
+class _StatisticsCollector(Collector):
+    """Turns components' `statistics()` snapshots into series at scrape time.
+
+    The components (retention, cleaner, long poll) keep their own totals, so no
+    prometheus object has to be kept in step with them, and a deleted topic's series
+    go away with the snapshot that no longer lists it.
+    """
+
+    def __init__(self, source: Callable[[], Iterable[Sample]]) -> None:
+        self._source = source
+
+    def collect(self) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
+        try:
+            samples = list(self._source())
+        except Exception:
+            log.exception("metrics_statistics_scrape_failed")
+            samples = []
+        families: dict[str, CounterMetricFamily | GaugeMetricFamily] = {}
+        for sample in samples:
+            family = families.get(sample.name)
+            if family is None:
+                cls = CounterMetricFamily if sample.kind == "counter" else GaugeMetricFamily
+                family = cls(sample.name, sample.doc, labels=[k for k, _ in sample.labels])
+                families[sample.name] = family
+            family.add_metric([v for _, v in sample.labels], sample.value)
+        yield from families.values()
+
+
 class BrokerMetrics:
     """The broker's metrics, built from `METRIC_DEFS` in a private registry."""
 
@@ -188,6 +234,10 @@ class BrokerMetrics:
     def add_partition_source(self, source: Callable[[], Iterable[PartitionStats]]) -> None:
         """Export per-partition gauges from `source`, called at every scrape."""
         self.registry.register(_PartitionCollector(source))
+
+    def add_statistics_source(self, source: Callable[[], Iterable[Sample]]) -> None:
+        """Export the `Sample`s `source` yields, called at every scrape."""
+        self.registry.register(_StatisticsCollector(source))
 
     def request_finished(self, api: str, error: str | None, duration_s: float) -> None:
         key = (api, error or "none")

@@ -27,15 +27,18 @@ from typing import Any
 
 import trio
 
+from broker.component_metrics import component_samples
 from broker.config import BrokerConfig
 from broker.connection import serve_connection
 from broker.groupcommit import GroupCommitter
 from broker.handlers import SERVER_VERSION, BrokerContext
+from broker.heartbeat import run_heartbeat
 from broker.housekeeping import start_log_tasks
 from broker.logging import configure_logging, get_logger
 from broker.longpoll import AppendNotifier
 from broker.metrics import BrokerMetrics, PartitionStats, Readiness, serve_metrics_http
 from broker.scheduler import Scheduler
+from broker.sdnotify import notify
 from compaction.config import CleanerConfig
 from compaction.service import CleanerService
 from protocol.errors import InvalidConfig, TidelogError
@@ -119,7 +122,7 @@ async def serve_broker(
         log.info("logs_loaded", topics=len(manager.topics()), duration_s=_since(started))
         # Retention, delayed file deletion, flush.ms and checkpoints (broker/housekeeping.py).
         scheduler = Scheduler(services)
-        start_log_tasks(scheduler, manager, config)
+        tasks = start_log_tasks(scheduler, manager, config)
         cleaner = start_log_cleaner(scheduler, manager, config)
         readiness.recovered = True
         metrics.add_partition_source(lambda: _partition_stats(manager))
@@ -129,6 +132,10 @@ async def serve_broker(
             notifier=AppendNotifier(),
             committer=GroupCommitter(services, on_flush=_flush_observer(metrics)),
             metrics=metrics,
+        )
+        metrics.add_statistics_source(lambda: component_samples(ctx, tasks, cleaner))
+        services.start_soon(
+            run_heartbeat, metrics.get("tidelog_event_loop_lateness_seconds").observe
         )
         try:
             await _serve(ctx, readiness, metrics_addr, shutdown, task_status)
@@ -212,6 +219,7 @@ async def _serve(
         connections.start_soon(accept)
         readiness.listening = True
         task_status.started(handle)
+        notify(f"READY=1\nSTATUS=serving on {bound_host}:{bound_port}")
         log.info(
             "broker_ready",
             listen=f"{bound_host}:{bound_port}",
@@ -224,6 +232,7 @@ async def _serve(
         await _wait_any(stop, handle.shutdown_requested)
         handle.shutdown_requested.set()
         log.info("shutdown_started", connections=len(ctx.connections))
+        notify("STOPPING=1")
         readiness.shutting_down = True
         accept_scope.cancel()
         for listener in listeners:

@@ -153,6 +153,27 @@ def test_traffic_counters_and_requests(run: tuple[BrokerProcess, dict], scraped:
     assert len(info) == 1 and next(iter(info.values())) == 1
 
 
+def test_component_statistics_are_exported(
+    run: tuple[BrokerProcess, dict], scraped: Scrape
+) -> None:
+    """Retention, cleaner, long-poll and event-loop series, read from statistics()."""
+    _, facts = run
+    first = facts["retention"]
+    assert first["topic"] == RET and first["reason"] == "size"
+    deleted = scraped.value("tidelog_retention_deleted_segments_total", topic=RET, reason="size")
+    assert deleted >= first["segments"]
+    deleted_bytes = scraped.value("tidelog_retention_deleted_bytes_total", topic=RET, reason="size")
+    assert deleted_bytes >= first["bytes"] > 0
+    assert scraped.value("tidelog_retention_passes_total") >= 1
+    assert scraped.value("tidelog_cleaner_runs_total") >= 1
+    assert scraped.value("tidelog_cleaner_records_removed_total") > 0
+    assert 0.0 <= scraped.value("tidelog_cleaner_dirty_ratio", topic=CMP, partition="0") <= 1.0
+    assert scraped.value("tidelog_cleaner_uncleanable_partitions") == 0
+    assert scraped.value("tidelog_longpoll_waiters") == 0
+    # The heartbeat has been observing the loop since startup.
+    assert scraped.value("tidelog_event_loop_lateness_seconds_count") > 0
+
+
 def test_every_sample_follows_prometheus_naming(scraped: Scrape) -> None:
     names = {name for name, _ in scraped.samples}
     assert names and all(n.startswith(("tidelog_", "process_")) for n in names), names

@@ -1,0 +1,105 @@
+"""The series read from components' `statistics()` snapshots at every scrape.
+
+Retention, the cleaner and the long-poll notifier keep their own totals (STYLE item
+11); this module names them in Prometheus terms. Series of topics that no longer
+exist are left out, so a deleted topic's series disappear.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from broker.metrics import Sample
+
+
+def component_samples(ctx: Any, tasks: Any, cleaner: Any) -> Iterator[Sample]:
+    """Every component series, for `BrokerMetrics.add_statistics_source`."""
+    topics = set(ctx.manager.topics())
+    yield Sample(
+        "tidelog_longpoll_waiters",
+        "gauge",
+        "Fetches waiting for data (long poll).",
+        ctx.notifier.waiting_count(),
+    )
+    yield from _retention_samples(tasks.retention.statistics(), topics)
+    yield from _cleaner_samples(cleaner.statistics(), topics)
+    yield Sample(
+        "tidelog_deleted_files",
+        "counter",
+        "Segment files unlinked after file.delete.delay.ms.",
+        tasks.files_deleted,
+    )
+
+
+def _retention_samples(stats: Any, topics: set[str]) -> Iterator[Sample]:
+    yield Sample("tidelog_retention_passes", "counter", "Retention passes run.", stats.passes)
+    yield Sample(
+        "tidelog_retention_failures", "counter", "Retention passes that failed.", stats.failures
+    )
+    if stats.last_pass_duration_s is not None:
+        yield Sample(
+            "tidelog_retention_last_pass_duration_seconds",
+            "gauge",
+            "Duration of the latest retention pass.",
+            stats.last_pass_duration_s,
+        )
+    for (topic, reason), count in sorted(stats.deleted_segments.items()):
+        if topic in topics:
+            labels = (("topic", topic), ("reason", reason))
+            yield Sample(
+                "tidelog_retention_deleted_segments",
+                "counter",
+                "Segments deleted by retention, by reason (time, size, log_start).",
+                count,
+                labels,
+            )
+            yield Sample(
+                "tidelog_retention_deleted_bytes",
+                "counter",
+                "Bytes of segments deleted by retention, by reason.",
+                stats.deleted_bytes.get((topic, reason), 0),
+                labels,
+            )
+
+
+_CLEANER_COUNTERS = (
+    ("tidelog_cleaner_runs", "cleanings_total", "Cleanings completed."),
+    ("tidelog_cleaner_failures", "failures_total", "Cleanings that failed."),
+    ("tidelog_cleaner_read_bytes", "bytes_read_total", "Bytes read by the cleaner."),
+    ("tidelog_cleaner_written_bytes", "bytes_written_total", "Bytes written by the cleaner."),
+    ("tidelog_cleaner_records_kept", "records_kept_total", "Records the cleaner kept."),
+    ("tidelog_cleaner_records_removed", "records_removed_total", "Records the cleaner removed."),
+)
+
+
+def _cleaner_samples(stats: Any, topics: set[str]) -> Iterator[Sample]:
+    for name, attr, doc in _CLEANER_COUNTERS:
+        yield Sample(name, "counter", doc, getattr(stats, attr))
+    yield Sample(
+        "tidelog_cleaner_last_duration_seconds",
+        "gauge",
+        "Duration of the latest cleaning.",
+        stats.last_duration_s,
+    )
+    yield Sample(
+        "tidelog_cleaner_max_compaction_delay_seconds",
+        "gauge",
+        "Longest time a cleanable record has waited for compaction.",
+        stats.max_compaction_delay_ms / 1000,
+    )
+    yield Sample(
+        "tidelog_cleaner_uncleanable_partitions",
+        "gauge",
+        "Partitions whose cleaning keeps failing (not retried in a tight loop).",
+        sum(1 for topic, _ in stats.uncleanable if topic in topics),
+    )
+    for (topic, partition), state in sorted(stats.logs.items()):
+        if topic in topics:
+            yield Sample(
+                "tidelog_cleaner_dirty_ratio",
+                "gauge",
+                "Cleanable bytes / (clean + cleanable bytes) of a compacted partition.",
+                state.dirty_ratio,
+                (("topic", topic), ("partition", str(partition))),
+            )
