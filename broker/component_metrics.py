@@ -13,9 +13,23 @@ from typing import Any
 from broker.metrics import Sample
 
 
-def component_samples(ctx: Any, tasks: Any, cleaner: Any) -> Iterator[Sample]:
+def component_samples(ctx: Any, tasks: Any, cleaner: Any, readiness: Any) -> Iterator[Sample]:
     """Every component series, for `BrokerMetrics.add_statistics_source`."""
     topics = set(ctx.manager.topics())
+    yield Sample("tidelog_ready", "gauge", "1 when /readyz answers 200.", int(readiness.ready))
+    storage = ctx.manager.statistics()
+    yield Sample(
+        "tidelog_recovery_truncated_bytes",
+        "counter",
+        "Bytes cut from torn segment tails by recovery at startup.",
+        storage.recovery_truncated_bytes,
+    )
+    yield Sample(
+        "tidelog_recovery_fenced_segments",
+        "gauge",
+        "Segments with damage below the recovery point, fenced (reads of it fail).",
+        storage.fenced_segments,
+    )
     yield Sample(
         "tidelog_longpoll_waiters",
         "gauge",
@@ -66,6 +80,7 @@ def _retention_samples(stats: Any, topics: set[str]) -> Iterator[Sample]:
 _CLEANER_COUNTERS = (
     ("tidelog_cleaner_runs", "cleanings_total", "Cleanings completed."),
     ("tidelog_cleaner_failures", "failures_total", "Cleanings that failed."),
+    ("tidelog_cleaner_aborted", "aborted_total", "Cleanings abandoned (shutdown, log changed)."),
     ("tidelog_cleaner_read_bytes", "bytes_read_total", "Bytes read by the cleaner."),
     ("tidelog_cleaner_written_bytes", "bytes_written_total", "Bytes written by the cleaner."),
     ("tidelog_cleaner_records_kept", "records_kept_total", "Records the cleaner kept."),
@@ -77,10 +92,16 @@ def _cleaner_samples(stats: Any, topics: set[str]) -> Iterator[Sample]:
     for name, attr, doc in _CLEANER_COUNTERS:
         yield Sample(name, "counter", doc, getattr(stats, attr))
     yield Sample(
-        "tidelog_cleaner_last_duration_seconds",
+        "tidelog_cleaner_last_run_duration_seconds",
         "gauge",
         "Duration of the latest cleaning.",
         stats.last_duration_s,
+    )
+    yield Sample(
+        "tidelog_cleaner_offset_map_utilization_ratio",
+        "gauge",
+        "Fill of the offset map in the latest cleaning (1.0: full, cleaning stopped early).",
+        stats.last_map_utilization,
     )
     yield Sample(
         "tidelog_cleaner_max_compaction_delay_seconds",

@@ -133,6 +133,7 @@ class PartitionStats:
     log_end_offset: int
     size_bytes: int
     segments: int
+    offline: int = 0  # 1 after a write/fsync error: writes refused until restart
 
 
 # Gauge name, help, PartitionStats attribute.
@@ -141,6 +142,7 @@ PARTITION_GAUGES: tuple[tuple[str, str, str], ...] = (
     ("tidelog_log_end_offset", "Offset the next appended record will get.", "log_end_offset"),
     ("tidelog_log_size_bytes", "Bytes in the partition's segments.", "size_bytes"),
     ("tidelog_log_segments", "Segments in the partition.", "segments"),
+    ("tidelog_log_offline", "1 when the partition refuses writes until restart.", "offline"),
 )
 
 

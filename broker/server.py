@@ -96,6 +96,7 @@ def _partition_stats(manager: Any) -> Iterator[PartitionStats]:
                     log_end_offset=plog.log_end_offset,
                     size_bytes=plog.size_bytes,
                     segments=plog.segment_count,
+                    offline=int(plog.poisoned),
                 )
         except TidelogError:
             continue  # deleted while we looked
@@ -133,7 +134,7 @@ async def serve_broker(
             committer=GroupCommitter(services, on_flush=_flush_observer(metrics)),
             metrics=metrics,
         )
-        metrics.add_statistics_source(lambda: component_samples(ctx, tasks, cleaner))
+        metrics.add_statistics_source(lambda: component_samples(ctx, tasks, cleaner, readiness))
         services.start_soon(
             run_heartbeat, metrics.get("tidelog_event_loop_lateness_seconds").observe
         )

@@ -170,6 +170,10 @@ def test_component_statistics_are_exported(
     assert 0.0 <= scraped.value("tidelog_cleaner_dirty_ratio", topic=CMP, partition="0") <= 1.0
     assert scraped.value("tidelog_cleaner_uncleanable_partitions") == 0
     assert scraped.value("tidelog_longpoll_waiters") == 0
+    assert 0.0 < scraped.value("tidelog_cleaner_offset_map_utilization_ratio") <= 1.0
+    assert scraped.value("tidelog_ready") == 1
+    assert scraped.value("tidelog_recovery_truncated_bytes_total") == 0  # clean first start
+    assert scraped.value("tidelog_log_offline", topic=RET, partition="0") == 0
     # The heartbeat has been observing the loop since startup.
     assert scraped.value("tidelog_event_loop_lateness_seconds_count") > 0
 
