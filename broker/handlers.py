@@ -29,6 +29,7 @@ from broker.housekeeping import explain_retention_handler
 from broker.logging import get_logger
 from broker.longpoll import FETCH_MAX_WAIT_MS_CAP, AppendNotifier
 from broker.metrics import BrokerMetrics
+from protocol.batch import iter_headers
 from protocol.envelope import Response, error_response, parse_request, request_id_of
 from protocol.errors import (
     InvalidPartitions,
@@ -427,8 +428,17 @@ async def fetch(ctx: BrokerContext, body: dict[str, Any]) -> dict[str, Any]:
                 by_topic, total = await _fetch_once(ctx, wanted, max_bytes)
                 break
     for topic, parts in by_topic.items():
-        ctx.metrics.fetched(topic, sum(len(r["records"]) for r in parts))
+        ctx.metrics.fetched(
+            topic,
+            sum(len(r["records"]) for r in parts),
+            sum(_record_count(r["records"]) for r in parts),
+        )
     return {"topics": [{"topic": t, "partitions": parts} for t, parts in by_topic.items()]}
+
+
+def _record_count(records: bytes) -> int:
+    """Records in fetched batches, from their headers (one struct read per batch)."""
+    return sum(header.record_count for _, header in iter_headers(records, allow_partial=True))
 
 
 def _any_error(by_topic: dict[str, list[dict[str, Any]]]) -> bool:

@@ -90,6 +90,12 @@ METRIC_DEFS: tuple[MetricDef, ...] = (
     MetricDef("tidelog_records_in", "counter", "Records appended by produce.", ("topic",)),
     MetricDef("tidelog_bytes_in", "counter", "Batch bytes appended by produce.", ("topic",)),
     MetricDef("tidelog_bytes_out", "counter", "Batch bytes returned by fetch.", ("topic",)),
+    MetricDef(
+        "tidelog_records_out",
+        "counter",
+        "Records in the batches returned by fetch (whole batches, as on disk).",
+        ("topic",),
+    ),
     MetricDef("tidelog_connections", "gauge", "Open client connections."),
     MetricDef("tidelog_connections_opened", "counter", "Client connections accepted."),
     MetricDef(
@@ -264,13 +270,19 @@ class BrokerMetrics:
         self._topic_child("tidelog_records_in", topic).inc(records)
         self._topic_child("tidelog_bytes_in", topic).inc(size_bytes)
 
-    def fetched(self, topic: str, size_bytes: int) -> None:
+    def fetched(self, topic: str, size_bytes: int, records: int = 0) -> None:
         if size_bytes:
             self._topic_child("tidelog_bytes_out", topic).inc(size_bytes)
+            self._topic_child("tidelog_records_out", topic).inc(records)
 
     def forget_topic(self, topic: str) -> None:
         """Drop a deleted topic's labelled series."""
-        for name in ("tidelog_records_in", "tidelog_bytes_in", "tidelog_bytes_out"):
+        for name in (
+            "tidelog_records_in",
+            "tidelog_bytes_in",
+            "tidelog_records_out",
+            "tidelog_bytes_out",
+        ):
             if self._topic_children.pop((name, topic), None) is not None:
                 self.get(name).remove(topic)
 

@@ -136,6 +136,7 @@ def test_traffic_counters_and_requests(run: tuple[BrokerProcess, dict], scraped:
     assert scraped.value("tidelog_records_in_total", topic=RET) == RET_BATCHES * BATCH_RECORDS
     assert scraped.value("tidelog_bytes_in_total", topic=CMP) == facts["bytes_in"][CMP]
     assert scraped.value("tidelog_bytes_out_total", topic=PLAIN) == facts["bytes_out"]
+    assert scraped.value("tidelog_records_out_total", topic=PLAIN) == BATCH_RECORDS
     assert scraped.value("tidelog_requests_total", api="create_topic", error="none") == 3
     produces = RET_BATCHES + CMP_BATCHES + 1
     assert scraped.value("tidelog_requests_total", api="produce", error="none") == produces
