@@ -180,6 +180,107 @@ ROWS: list[tuple[str, list[tuple[str, str, str, list[dict[str, str]]]]]] = [
                 "First offset still in the log (rises with retention and delete_records).",
                 [_q(f"tidelog_log_start_offset{{{TSEL}}}", "{{topic}}-{{partition}}")],
             ),
+            (
+                "Offline partitions",
+                "short",
+                "Partitions refusing writes after a write or fsync error (until restart).",
+                [_q(f"sum(tidelog_log_offline{{{SEL}}})", "offline")],
+            ),
+            (
+                "Records out / s",
+                "short",
+                "Records in the batches returned by fetch, per topic.",
+                [
+                    _q(
+                        f"sum by (topic) (rate(tidelog_records_out_total{{{TSEL}}}{RATE}))",
+                        "{{topic}}",
+                    )
+                ],
+            ),
+        ],
+    ),
+    (
+        "Retention",
+        [
+            (
+                "Segments deleted / s by reason",
+                "short",
+                "Retention deletions: time, size or log start offset (docs/retention.md).",
+                [
+                    _q(
+                        "sum by (reason) "
+                        f"(rate(tidelog_retention_deleted_segments_total{{{TSEL}}}{RATE}))",
+                        "{{reason}}",
+                    )
+                ],
+            ),
+            (
+                "Bytes deleted / s by topic",
+                "Bps",
+                "Bytes of the segments retention deleted.",
+                [
+                    _q(
+                        "sum by (topic) "
+                        f"(rate(tidelog_retention_deleted_bytes_total{{{TSEL}}}{RATE}))",
+                        "{{topic}}",
+                    )
+                ],
+            ),
+        ],
+    ),
+    (
+        "Cleaner",
+        [
+            (
+                "Cleaner bytes / s",
+                "Bps",
+                "Bytes the log cleaner read and wrote.",
+                [
+                    _q(f"sum(rate(tidelog_cleaner_read_bytes_total{{{SEL}}}{RATE}))", "read"),
+                    _q(
+                        f"sum(rate(tidelog_cleaner_written_bytes_total{{{SEL}}}{RATE}))",
+                        "written",
+                    ),
+                ],
+            ),
+            (
+                "Dirty ratio by partition",
+                "percentunit",
+                "Cleanable / (clean + cleanable) bytes; cleaned above min.cleanable.dirty.ratio.",
+                [_q(f"tidelog_cleaner_dirty_ratio{{{TSEL}}}", "{{topic}}-{{partition}}")],
+            ),
+            (
+                "Cleaner health",
+                "short",
+                "Uncleanable partitions and the longest compaction delay (s).",
+                [
+                    _q(f"sum(tidelog_cleaner_uncleanable_partitions{{{SEL}}})", "uncleanable"),
+                    _q(
+                        f"max(tidelog_cleaner_max_compaction_delay_seconds{{{SEL}}})",
+                        "max compaction delay (s)",
+                    ),
+                ],
+            ),
+        ],
+    ),
+    (
+        "Runtime",
+        [
+            (
+                "Event-loop lateness",
+                "s",
+                "How late a 100 ms heartbeat wakes: anything blocking the loop shows here.",
+                _quantiles("tidelog_event_loop_lateness_seconds", ""),
+            ),
+            (
+                "Long polls and readiness",
+                "short",
+                "Fetches waiting for data, and 1 when /readyz answers 200.",
+                [
+                    _q(f"sum(tidelog_longpoll_waiters{{{SEL}}})", "long-poll waiters"),
+                    _q(f"min(tidelog_ready{{{SEL}}})", "ready"),
+                ],
+            ),
         ],
     ),
 ]
