@@ -13,23 +13,11 @@ import pytest
 
 from protocol.batch import CRC_OFFSET, HEADER_SIZE, encode_batch
 from tests.conftest import BrokerProcess, start_broker
-from tests.integration.wire import WireClient, batch, offsets_of, values_of
+from tests.integration.wire import CONTRACT_APIS, WireClient, batch, offsets_of, values_of
 
 pytestmark = pytest.mark.integration
 
-ALL_APIS = {
-    "api_versions",
-    "create_topic",
-    "delete_topic",
-    "metadata",
-    "describe_configs",
-    "alter_configs",
-    "produce",
-    "fetch",
-    "list_offsets",
-    "offset_for_time",
-    "delete_records",
-}
+ALL_APIS = set(CONTRACT_APIS)
 
 
 @pytest.fixture(scope="module")

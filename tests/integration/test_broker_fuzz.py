@@ -17,23 +17,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import BrokerProcess, start_broker
-from tests.integration.wire import WireClient
+from tests.integration.wire import CONTRACT_APIS, WireClient
 
 pytestmark = pytest.mark.integration
 
-APIS = [
-    "api_versions",
-    "create_topic",
-    "delete_topic",
-    "metadata",
-    "describe_configs",
-    "alter_configs",
-    "produce",
-    "fetch",
-    "list_offsets",
-    "offset_for_time",
-    "delete_records",
-]
+APIS = list(CONTRACT_APIS)
 FUZZ = settings(
     max_examples=60,
     deadline=None,

@@ -20,6 +20,21 @@ LENGTH = struct.Struct(">I")
 # Socket timeout for tests: a broker that never answers fails the test, not hangs it.
 RECV_TIMEOUT_S = 60.0
 
+# The APIs of PROTOCOL.md §4, written out here rather than taken from the code under test.
+CONTRACT_APIS = (
+    "api_versions",
+    "create_topic",
+    "delete_topic",
+    "metadata",
+    "describe_configs",
+    "alter_configs",
+    "produce",
+    "fetch",
+    "list_offsets",
+    "offset_for_time",
+    "delete_records",
+)
+
 
 def batch(
     *values: bytes | None, key: bytes | None = b"k", timestamp_ms: int | None = None

@@ -16,20 +16,9 @@ from protocol.schemas import (
     validate_request_body,
     validate_response_body,
 )
+from tests.integration.wire import CONTRACT_APIS
 
-PROTOCOL_APIS = {
-    "api_versions",
-    "create_topic",
-    "delete_topic",
-    "metadata",
-    "describe_configs",
-    "alter_configs",
-    "produce",
-    "fetch",
-    "list_offsets",
-    "offset_for_time",
-    "delete_records",
-}
+PROTOCOL_APIS = set(CONTRACT_APIS)
 
 MINIMAL_REQUESTS = {
     "api_versions": {},
