@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import tempfile
 import time
 from collections.abc import Callable
@@ -44,6 +43,7 @@ from bench.peers.nats_peer import NatsPyClient, NatsServer, RawNatsClient
 from bench.peers.redis_peer import RawRedisClient, RedisPyClient, RedisServer
 from bench.peers.tidelog_peer import TidelogClient, TidelogServer
 from bench.peers.workloads import run_consume, run_paced_latency, run_produce
+from bench.run_all import machine
 
 TIDELOG = "tidelog/tidelog"
 ROOT = Path(__file__).resolve().parent.parent
@@ -322,24 +322,6 @@ def _per_million(rows: list[dict[str, Any]], key: str) -> float:
     """CPU seconds per million records (median over runs): the cost side of a figure."""
     costs = sorted(r[key] / r["records"] * 1e6 for r in rows if r["records"])
     return round(costs[len(costs) // 2], 3) if costs else 0.0
-
-
-def machine() -> dict[str, Any]:
-    cpu = platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return {
-        "cpu": cpu,
-        "cores": os.cpu_count(),
-        "memory_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1),
-        "python": platform.python_version(),
-        "platform": platform.platform(),
-    }
 
 
 def run(settings: Settings, only: set[str] | None) -> dict[str, Any]:

@@ -33,7 +33,7 @@ BENCHMARKS: dict[str, list[str]] = {
 
 def machine() -> dict[str, object]:
     """What the numbers were measured on."""
-    cpu = platform.processor() or platform.machine()
+    cpu = platform.machine()
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
@@ -44,6 +44,7 @@ def machine() -> dict[str, object]:
     return {
         "cpu": cpu,
         "cores": os.cpu_count(),
+        "memory_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1),
         "python": platform.python_version(),
         "platform": platform.platform(),
     }
