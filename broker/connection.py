@@ -29,7 +29,6 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-import msgpack
 import structlog
 import trio
 
@@ -37,7 +36,7 @@ from broker.handlers import BrokerContext, PendingResponse, handle_request
 from broker.logging import get_logger
 from protocol.envelope import UNKNOWN_ID, Response, error_response
 from protocol.errors import InvalidRequest, TidelogError, UnknownServerError
-from protocol.framing import LENGTH, FrameDecoder, FrameError
+from protocol.framing import LENGTH, FrameDecoder, FrameError, encode_body
 
 log = get_logger(component="connection")
 
@@ -285,11 +284,11 @@ async def _write_responses(
 def _encode(response: Response) -> bytes:
     """The msgpack body of a response frame (never raises: a bug becomes an error reply)."""
     try:
-        return msgpack.packb(response.to_wire(), use_bin_type=True)
+        return encode_body(response.to_wire())
     except Exception as exc:  # a handler built an unencodable body: a bug, not the peer's
         log.exception("response_encode_failed")
         failure = UnknownServerError(f"unencodable response: {exc}")
-        return msgpack.packb(error_response(response.id, failure).to_wire(), use_bin_type=True)
+        return encode_body(error_response(response.id, failure).to_wire())
 
 
 async def _send(stream: trio.abc.Stream, body: bytes) -> None:

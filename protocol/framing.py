@@ -9,6 +9,12 @@ refuses a frame longer than its `max_frame_bytes` before buffering the body, so
 a peer cannot make us allocate what it merely announces. Both directions use
 the same code: the broker decodes requests with it, the clients decode
 responses.
+
+Encoding uses msgspec: the same bytes msgpack's `packb(use_bin_type=True)` writes,
+but a large `bin` (a produce request's records, a fetch answer's batches) is
+copied once instead of several times while msgpack's buffer grows, about 40x
+cheaper per megabyte here. Decoding stays with msgpack, which gives tuples for
+arrays (see `decode_body`).
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import msgpack
+import msgspec
 
 from protocol.errors import InvalidRequest
 
@@ -54,10 +61,21 @@ class FrameDecodeError(FrameError):
     """The frame body is not exactly one valid msgpack object."""
 
 
-def encode_frame(obj: Any) -> bytes:
-    """The frame for one msgpack-able object: length header plus body."""
-    body = msgpack.packb(obj, use_bin_type=True)
-    return LENGTH.pack(len(body)) + body
+# Holds no per-call state and runs under the GIL: one encoder serves every thread.
+_ENCODER = msgspec.msgpack.Encoder()
+
+
+def encode_body(obj: Any) -> bytes:
+    """The msgpack bytes of one object (a frame without its length header)."""
+    return _ENCODER.encode(obj)
+
+
+def encode_frame(obj: Any) -> bytearray:
+    """The frame for one msgpack-able object: length header plus body, built in place."""
+    frame = bytearray(LENGTH_SIZE)
+    _ENCODER.encode_into(obj, frame, LENGTH_SIZE)
+    LENGTH.pack_into(frame, 0, len(frame) - LENGTH_SIZE)
+    return frame
 
 
 def frame_length(header: bytes | bytearray | memoryview, max_frame_bytes: int) -> int:

@@ -17,7 +17,6 @@ from operator import sub
 from typing import Any, NamedTuple
 
 import crc32c
-import msgpack
 
 from protocol.batch import (
     COMPRESSION_MASK,
@@ -27,6 +26,8 @@ from protocol.batch import (
     HEADER_SIZE,
     LOG_OVERHEAD,
     MAGIC,
+    encode_payload,
+    encode_payload_into,
 )
 from protocol.compression import Compression, compress
 
@@ -89,7 +90,7 @@ class PendingBatch:
         self.log_start_offset = -1
         self.callbacks: list[Callable[[], None]] = []
 
-    def encode(self, compression: Compression) -> bytes:
+    def encode(self, compression: Compression) -> bytearray:
         """One batch (PROTOCOL.md §3) with a single msgpack call over the columns."""
         timestamps = self.timestamps
         count = len(timestamps)
@@ -104,14 +105,17 @@ class PendingBatch:
                 strict=True,
             )
         )
-        payload = compress(compression, msgpack.packb(rows, use_bin_type=True))
-        size = HEADER_SIZE + len(payload)
-        out = bytearray(size)
+        if compression:
+            payload = compress(compression, encode_payload(rows))
+            out = bytearray(HEADER_SIZE) + payload
+        else:  # encode straight behind the header: no copy of the payload
+            out = bytearray(HEADER_SIZE)
+            encode_payload_into(rows, out, HEADER_SIZE)
         HEADER.pack_into(
             out,
             0,
             0,
-            size - LOG_OVERHEAD,
+            len(out) - LOG_OVERHEAD,
             MAGIC,
             0,
             int(compression) & COMPRESSION_MASK,
@@ -123,10 +127,9 @@ class PendingBatch:
             -1,
             count,
         )
-        out[HEADER_SIZE:] = payload
         crc = crc32c.crc32c(memoryview(out)[CRC_START:])
         out[CRC_OFFSET : CRC_OFFSET + 4] = crc.to_bytes(4, "big")
-        return bytes(out)
+        return out
 
     def resolve(
         self,

@@ -336,3 +336,77 @@ def test_any_encoded_batch_validates_and_round_trips(records, codec: Compression
         (k, v, ts) for k, v, _, ts in records
     ]
     assert [list(r.headers) for r in decoded] == [[tuple(h) for h in hs] for _, _, hs, _ in records]
+
+
+def _is_blob(value: object) -> bool:
+    return value is None or type(value) is bytes
+
+
+def _well_shaped(record: object) -> bool:
+    """PROTOCOL.md §3's record shape, written plainly as the reference."""
+    if type(record) is not list or len(record) != 5:
+        return False
+    delta, ts_delta, key, value, headers = record
+    if type(delta) is not int or type(ts_delta) is not int:
+        return False
+    if not (_is_blob(key) and _is_blob(value)) or type(headers) is not list:
+        return False
+    return all(
+        type(h) is list and len(h) == 2 and type(h[0]) is str and _is_blob(h[1]) for h in headers
+    )
+
+
+_FIELD = st.one_of(
+    st.integers(-5, 5),
+    st.booleans(),
+    st.none(),
+    st.binary(max_size=4),
+    st.text(max_size=3),
+    st.floats(allow_nan=False, width=32),
+)
+_HEADER = st.one_of(
+    st.tuples(st.text(max_size=3), st.one_of(st.none(), st.binary(max_size=3))).map(list),
+    st.lists(_FIELD, max_size=3),
+)
+_RECORD = st.one_of(
+    st.tuples(
+        st.integers(0, 3),
+        st.integers(-3, 3),
+        st.one_of(st.none(), st.binary(max_size=4)),
+        st.one_of(st.none(), st.binary(max_size=4)),
+        st.lists(_HEADER, max_size=2),
+    ).map(list),
+    st.lists(_FIELD, min_size=4, max_size=6),
+    _FIELD,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_RECORD, min_size=1, max_size=4))
+def test_typed_decoder_accepts_exactly_the_well_shaped_records(records: list) -> None:
+    """The msgspec fast path and the reference shape rule agree on every payload."""
+    data = raw_batch(records, record_count=len(records))
+    if all(map(_well_shaped, records)):
+        _, decoded = b.decode_payload(data)
+        assert decoded == tuple((d, t, k, v, tuple(map(tuple, h))) for d, t, k, v, h in records)
+    else:
+        with pytest.raises(CorruptMessage) as info:
+            b.decode_payload(data)
+        assert info.value.__cause__ is not None
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(0, 2**40),
+            st.integers(-(2**40), 2**40),
+            st.one_of(st.none(), st.binary(max_size=300)),
+            st.one_of(st.none(), st.binary(max_size=70_000)),
+            st.lists(st.tuples(st.text(max_size=40), st.none() | st.binary(max_size=40))),
+        ),
+        max_size=20,
+    )
+)
+def test_payload_encoding_is_msgpacks_byte_for_byte(rows: list) -> None:
+    assert b.encode_payload(rows) == msgpack.packb(rows, use_bin_type=True)

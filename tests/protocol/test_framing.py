@@ -176,3 +176,26 @@ def test_any_split_of_any_messages_decodes_the_same(messages: list, cuts: list[i
         got.extend(decoder)
     expected = [msgpack.unpackb(msgpack.packb(m), use_list=False, raw=False) for m in messages]
     assert got == expected
+
+
+_WIRE_VALUES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**63), max_value=2**64 - 1)
+    | st.floats(allow_nan=False)
+    | st.text(max_size=300)
+    | st.binary(max_size=70_000),
+    lambda inner: (
+        st.lists(inner, max_size=20) | st.dictionaries(st.text(max_size=20), inner, max_size=10)
+    ),
+    max_leaves=40,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(_WIRE_VALUES)
+def test_frames_are_byte_identical_to_msgpack_packb(message: object) -> None:
+    """msgspec encodes; the contract is msgpack's own encoding, byte for byte."""
+    frame = encode_frame(message)
+    assert bytes(frame[4:]) == msgpack.packb(message, use_bin_type=True)
+    assert LENGTH.unpack(frame[:4])[0] == len(frame) - 4
