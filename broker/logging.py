@@ -14,6 +14,7 @@ import sys
 from typing import Any, Literal, TextIO
 
 import structlog
+import structlog.tracebacks
 
 LogFormat = Literal["auto", "json", "console"]
 
@@ -52,6 +53,14 @@ def _renderer(fmt: LogFormat, stream: TextIO) -> Any:
     return structlog.processors.JSONRenderer(sort_keys=False)
 
 
+# Structured tracebacks without local variables: structlog's default shows them, and a
+# frame's locals can hold record keys and values or a config secret the redaction
+# processor never sees (it only looks at event keys).
+_JSON_TRACEBACKS = structlog.processors.ExceptionRenderer(
+    structlog.tracebacks.ExceptionDictTransformer(show_locals=False)
+)
+
+
 def configure_logging(
     *, fmt: LogFormat = "auto", level: str = "info", stream: TextIO | None = None
 ) -> None:
@@ -65,7 +74,7 @@ def configure_logging(
     level_no = LEVELS[level.lower()]
     renderer = _renderer(fmt, out)
     exception_processor: Any = (
-        structlog.processors.dict_tracebacks
+        _JSON_TRACEBACKS
         if isinstance(renderer, structlog.processors.JSONRenderer)
         else structlog.processors.format_exc_info
     )

@@ -47,13 +47,16 @@ def test_json_lines_with_context_and_redaction() -> None:
 def test_exceptions_become_structured_tracebacks() -> None:
     out = io.StringIO()
     configure_logging(fmt="json", stream=out)
+    record_value = b"card-number-4111"  # a local of the failing frame
     try:
-        raise ValueError("boom")
+        raise ValueError(f"boom after {len(record_value)} bytes")
     except ValueError:
         get_logger().exception("request_crashed", api="fetch")
     (event,) = _lines(out)
     assert event["event"] == "request_crashed"
     assert event["exception"][0]["exc_type"] == "ValueError"
+    assert event["exception"][0]["frames"], "the frames are kept"
+    assert "card-number" not in out.getvalue(), "locals must not reach the log"
 
 
 def test_stdlib_loggers_share_the_format_and_reconfiguring_does_not_duplicate() -> None:
