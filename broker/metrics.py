@@ -126,6 +126,13 @@ METRIC_DEFS: tuple[MetricDef, ...] = (
         (),
         LATENCY_BUCKETS_S,
     ),
+    MetricDef(
+        "tidelog_gc_pause_seconds",
+        "histogram",
+        "Duration of each garbage collection, by generation (every thread waits meanwhile).",
+        ("generation",),
+        LATENCY_BUCKETS_S,
+    ),
 )
 
 

@@ -30,6 +30,7 @@ import trio
 from broker.component_metrics import component_samples
 from broker.config import BrokerConfig
 from broker.connection import serve_connection
+from broker.gcwatch import GcWatch
 from broker.groupcommit import GroupCommitter
 from broker.handlers import SERVER_VERSION, BrokerContext
 from broker.heartbeat import run_heartbeat
@@ -138,9 +139,12 @@ async def serve_broker(
         services.start_soon(
             run_heartbeat, metrics.get("tidelog_event_loop_lateness_seconds").observe
         )
+        gc_pauses = metrics.get("tidelog_gc_pause_seconds")
+        gc_watch = GcWatch(lambda generation, s: gc_pauses.labels(str(generation)).observe(s))
         try:
             await _serve(ctx, readiness, metrics_addr, shutdown, task_status)
         finally:
+            gc_watch.close()
             with trio.CancelScope(shield=True):
                 cleaner.request_stop()  # running cleanings give up at their next chunk
                 await scheduler.aclose()  # no task may touch the logs while they close
