@@ -10,6 +10,10 @@ this one client process, with 100-byte values in batches of 1,000 records:
 - produce latency p50/p99 (send to acknowledgement, `acks: 1`) with batches
   paced at half the measured acks-1 peak.
 
+Producers use the client's defaults (Kafka's: 1 MiB `max_request_size`, 5 requests
+in flight). Bigger requests only coarsen the pipeline between the client's encoding
+and the broker's validation: 8 MiB requests measured 1.1M rec/s against 1.5-1.9M.
+
 Prints one JSON document on stdout; progress goes to stderr.
 
     .venv/bin/python -m bench.produce_fetch [--quick] [--records N]
@@ -116,7 +120,7 @@ def produce_rate(bootstrap: str, topic: str, batches: int, acks: int, producers:
 
     def run() -> None:
         try:
-            with Producer(bootstrap, acks=acks, linger_ms=0, max_request_size=8 << 20) as p:
+            with Producer(bootstrap, acks=acks, linger_ms=0) as p:
                 barrier.wait()
                 futures = [p.send_batch(topic, values, partition=0) for _ in range(batches)]
                 p.flush()
@@ -199,7 +203,7 @@ def paced_latency_ms(bootstrap: str, topic: str, rate_records_s: float, batches:
     interval_s = BATCH_RECORDS / rate_records_s
     latencies: list[float] = []
     lock = threading.Lock()
-    with Producer(bootstrap, acks=1, linger_ms=0, max_request_size=8 << 20) as p:
+    with Producer(bootstrap, acks=1, linger_ms=0) as p:
         next_send = time.perf_counter()
         for _ in range(batches):
             now = time.perf_counter()
