@@ -37,9 +37,10 @@ DEFAULT_MAX_FRAME_BYTES = 104_857_600
 # A uint32 header cannot announce more than this; also the hard cap of any limit.
 MAX_FRAME_BYTES_LIMIT = 2**32 - 1
 
-# Compact the receive buffer once this much consumed data sits at its front:
-# deleting a prefix is a memmove of what follows, so do it rarely.
-_COMPACT_BYTES = 1 << 20
+# The receive buffer starts this big, and is kept between frames up to _KEEP_BYTES:
+# a 1 MiB produce request (the client's default max_request_size) and then some.
+_MIN_BUFFER_BYTES = 64 * 1024
+_KEEP_BYTES = 4 << 20
 
 
 class FrameError(InvalidRequest):
@@ -109,6 +110,12 @@ class FrameDecoder:
     oversize header raises `FrameTooLarge` as soon as its 4 bytes are in, an
     invalid body `FrameDecodeError`; after either the stream is unusable (the
     caller closes the connection). Not thread-safe.
+
+    Received bytes go into one buffer that is kept between frames: growing a
+    fresh buffer for every megabyte frame and freeing it again cost more than
+    the copy itself (reallocations and page faults, ~0.1 ms per 1 MiB frame on
+    the broker). A buffer grown past `_KEEP_BYTES` by a huge frame is dropped
+    once it is empty, so one 100 MiB request does not pin 100 MiB.
     """
 
     def __init__(self, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
@@ -116,19 +123,34 @@ class FrameDecoder:
             raise ValueError(f"max_frame_bytes must be in 1..{MAX_FRAME_BYTES_LIMIT}")
         self.max_frame_bytes = max_frame_bytes
         self._buf = bytearray()
-        self._start = 0
+        self._start = 0  # unread data is _buf[_start:_end]
+        self._end = 0
         self._failed: FrameError | None = None
 
     def feed(self, data: bytes | bytearray | memoryview) -> None:
         """Append received bytes (they are copied)."""
         if self._failed is not None:
             raise self._failed
-        self._buf += data
+        size = len(data)
+        if self._end + size > len(self._buf):
+            self._make_room(size)
+        self._buf[self._end : self._end + size] = data
+        self._end += size
+
+    def _make_room(self, size: int) -> None:
+        """Move unread bytes to the front, and grow (at least doubling) if still short."""
+        unread = self._end - self._start
+        if self._start:
+            self._buf[:unread] = self._buf[self._start : self._end]
+            self._start, self._end = 0, unread
+        if unread + size > len(self._buf):
+            grown = max(unread + size, 2 * len(self._buf), _MIN_BUFFER_BYTES)
+            self._buf.extend(bytes(grown - len(self._buf)))
 
     @property
     def buffered_bytes(self) -> int:
         """Bytes received but not yet returned as messages."""
-        return len(self._buf) - self._start
+        return self._end - self._start
 
     def bytes_needed(self) -> int:
         """How many more bytes complete the next frame (at least 1 when nothing is buffered)."""
@@ -145,7 +167,7 @@ class FrameDecoder:
         if self._failed is not None:
             raise self._failed
         buf, start = self._buf, self._start
-        if len(buf) - start < LENGTH_SIZE:
+        if self._end - start < LENGTH_SIZE:
             return False, None
         try:
             length = frame_length(buf[start : start + LENGTH_SIZE], self.max_frame_bytes)
@@ -153,7 +175,7 @@ class FrameDecoder:
             self._failed = exc
             raise
         end = start + LENGTH_SIZE + length
-        if len(buf) < end:
+        if self._end < end:
             return False, None
         with memoryview(buf) as view:
             try:
@@ -165,14 +187,12 @@ class FrameDecoder:
         return True, obj
 
     def _consume(self, end: int) -> None:
-        if end == len(self._buf):
-            self._buf.clear()
-            self._start = 0
-        elif end >= _COMPACT_BYTES:
-            del self._buf[:end]
-            self._start = 0
-        else:
+        if end < self._end:
             self._start = end
+            return
+        self._start = self._end = 0
+        if len(self._buf) > _KEEP_BYTES:
+            self._buf = bytearray()
 
     def __iter__(self) -> Iterator[Any]:
         while True:

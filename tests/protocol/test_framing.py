@@ -199,3 +199,22 @@ def test_frames_are_byte_identical_to_msgpack_packb(message: object) -> None:
     frame = encode_frame(message)
     assert bytes(frame[4:]) == msgpack.packb(message, use_bin_type=True)
     assert LENGTH.unpack(frame[:4])[0] == len(frame) - 4
+
+
+def test_the_buffer_is_kept_for_small_frames_and_dropped_after_a_huge_one() -> None:
+    decoder = FrameDecoder()
+    small = encode_frame({"records": b"x" * 300_000})
+    for _ in range(3):
+        decoder.feed(small[:100_000])
+        decoder.feed(small[100_000:])
+        assert list(decoder) == [{"records": b"x" * 300_000}]
+    kept = decoder._buf
+    decoder.feed(small)
+    assert list(decoder) and decoder._buf is kept, "reused between frames"
+
+    huge = encode_frame({"records": b"y" * (10 << 20)})
+    decoder.feed(huge + small[:10])  # a huge frame, then the start of the next one
+    assert len(list(decoder)) == 1
+    decoder.feed(small[10:])
+    assert list(decoder) == [{"records": b"x" * 300_000}]
+    assert len(decoder._buf) == 0, "an empty buffer grown past the keep size is released"
