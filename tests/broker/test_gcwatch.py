@@ -5,25 +5,14 @@ from __future__ import annotations
 import gc
 import io
 import json
-import logging
-from collections.abc import Iterator
 
 import pytest
-import structlog
 
 from broker import gcwatch
 from broker.gcwatch import GcWatch
 from broker.logging import configure_logging
 
-
-@pytest.fixture(autouse=True)
-def _restore_logging() -> Iterator[None]:
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    yield
-    structlog.reset_defaults()
-    root.handlers[:] = handlers
-    root.setLevel(level)
+pytestmark = pytest.mark.usefixtures("restore_logging")
 
 
 def test_each_collection_is_observed_with_its_generation() -> None:
