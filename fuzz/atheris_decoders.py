@@ -51,8 +51,13 @@ def test_one_input(data: bytes) -> None:
 
 
 def main() -> None:
-    seeds = ROOT / "fuzz" / "corpus"
-    seeds.mkdir(exist_ok=True)
+    # Seeds go into the corpus directory libFuzzer is given (the first non-flag
+    # argument), so the run starts from valid inputs; fuzz/corpus by default.
+    dirs = [arg for arg in sys.argv[1:] if not arg.startswith("-")]
+    seeds = Path(dirs[0]) if dirs else ROOT / "fuzz" / "corpus"
+    if not dirs:
+        sys.argv.append(str(seeds))
+    seeds.mkdir(parents=True, exist_ok=True)
     for name, seed in (
         ("frame", b"\x00" + targets.VALID_FRAME),
         ("batch", b"\x02" + targets.VALID_BATCH),
