@@ -15,36 +15,45 @@ topics to the constructor assigns every partition of them.
 A fetch returns whole batches starting with the one that holds the position;
 records below the position are dropped, and after compaction offsets may have
 gaps, so the next position always comes from the batch header, never from a
-record count. Batches are decoded with one msgpack call each and records are
-built by C-level `map`/`zip` passes, with no Python bytecode per record.
+record count. Records are decoded by `protocol.consumer_record` (one C-level
+msgspec call per batch, no Python bytecode per record).
+
+Fetches are pipelined one ahead: as soon as an answer arrives, and while there
+is more to read, the consumer sends the next fetch (from the new positions, with
+no long-poll wait) before it decodes the answer, and a helper thread reads that
+next answer off the socket, so the broker and the network work while this
+process decodes and the application handles records. The answer is only used
+for partitions whose position is still the one it asked for: a `seek`,
+`assign` or reset in between makes it stale, and its records for those
+partitions are dropped. Before any other request (including through
+`consumer.client`) the answer is awaited and kept, so the connection is free.
 """
 
 from __future__ import annotations
 
-import gc
+import threading
 import time
-from bisect import bisect_left
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from functools import partial
-from itertools import chain, islice, repeat
-from operator import add
+from itertools import chain
 from types import TracebackType
 from typing import Any, NamedTuple
 
-from protocol.batch import (
-    TIMESTAMP_TYPE_MASK,
-    TimestampType,
-    check_crc,
-    decode_payload,
-    iter_headers,
-)
 from protocol.calls import OffsetAndTimestamp
 from protocol.client import DEFAULT_BOOTSTRAP_SERVER, DEFAULT_REQUEST_TIMEOUT_MS, Client
-from protocol.connection import DEFAULT_CLIENT_ID, BrokerProtocolError
-from protocol.errors import CorruptMessage, OffsetOutOfRange, error_from_wire
+from protocol.connection import DEFAULT_CLIENT_ID, BrokerProtocolError, Reply
+from protocol.consumer_record import ConsumerRecord, decode_fetched, next_position
+from protocol.errors import OffsetOutOfRange, TidelogError, error_from_wire
 from protocol.offsets_schema import commit_offsets, fetch_offsets
+
+__all__ = [
+    "Consumer",
+    "ConsumerRecord",
+    "NoOffsetForPartitionError",
+    "TopicPartition",
+    "decode_fetched",
+]
 
 # kafka-python's defaults.
 DEFAULT_FETCH_MAX_WAIT_MS = 500
@@ -61,89 +70,48 @@ class TopicPartition(NamedTuple):
     partition: int
 
 
-class ConsumerRecord(NamedTuple):
-    """One record, with kafka-python's field names."""
-
-    topic: str
-    partition: int
-    offset: int
-    timestamp: int
-    timestamp_type: int  # 0 CreateTime, 1 LogAppendTime
-    key: bytes | None
-    value: bytes | None
-    headers: tuple[tuple[str, bytes | None], ...]
-
-
-# Builds a ConsumerRecord from a tuple in C (namedtuple's _make runs bytecode).
-_make_record = partial(tuple.__new__, ConsumerRecord)
-
-
 class NoOffsetForPartitionError(OffsetOutOfRange):
     """The position is out of range and auto_offset_reset is "none"."""
 
 
-def decode_fetched(
-    topic: str, partition: int, data: bytes, position: int, *, check_crcs: bool = True
-) -> tuple[list[ConsumerRecord], int]:
-    """Records at or after `position` in fetched batches, and the next position.
+class _FetchAhead:
+    """A fetch sent ahead, whose answer a helper thread reads off the socket.
 
-    A trailing partial batch (possible when a byte limit cut the answer) is left
-    for the next fetch.
+    Reading while this process decodes keeps a large answer flowing: the socket
+    buffers hold only a few MiB, so otherwise the broker stalls on a full socket
+    until the consumer comes back for the answer. The thread only uses the
+    client until its answer is in, and the consumer touches the client only
+    after `wait`, so the client is never used by two threads at once. (This
+    relies on `Client.receive` copying each answer's records out of its reused
+    receive buffer, as msgpack's decode does: the answer being decoded must not
+    alias the buffer the next one is read into.)
     """
-    records: list[ConsumerRecord] = []
-    # Building many small tuples triggers collections that find no garbage;
-    # pausing the collector for one response's decode doubles its speed.
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        position = _decode_into(records, topic, partition, data, position, check_crcs)
-    finally:
-        if collecting:
-            gc.enable()
-    return records, position
 
+    def __init__(self, client: Client, positions: dict[TopicPartition, int]) -> None:
+        self.positions = positions
+        self._client = client
+        self._reply: Reply | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._receive, name="tidelog-fetch", daemon=True)
+        self._thread.start()
 
-def _decode_into(
-    records: list[ConsumerRecord],
-    topic: str,
-    partition: int,
-    data: bytes,
-    position: int,
-    check_crcs: bool,
-) -> int:
-    for pos, header in iter_headers(data, allow_partial=True):
-        if header.next_offset <= position:
-            continue
-        if check_crcs:
-            check_crc(data, pos)
-        _, raw = decode_payload(data, pos, header=header)
-        base = header.base_offset
-        if raw:
-            try:
-                deltas, ts_deltas, keys, values, headers = zip(*raw, strict=True)
-            except (TypeError, ValueError) as exc:
-                raise CorruptMessage(f"batch at offset {base}: malformed records") from exc
-            if header.attributes & TIMESTAMP_TYPE_MASK:
-                stamp_type = TimestampType.LOG_APPEND_TIME
-                timestamps: Iterable[int] = repeat(header.max_timestamp)
-            else:
-                stamp_type = TimestampType.CREATE_TIME
-                timestamps = map(add, ts_deltas, repeat(header.base_timestamp))
-            rows: Iterable[tuple] = zip(
-                repeat(topic),
-                repeat(partition),
-                map(add, deltas, repeat(base)),
-                timestamps,
-                repeat(int(stamp_type)),
-                keys,
-                values,
-                headers,
-            )
-            if base < position:
-                rows = islice(rows, bisect_left(deltas, position - base), None)
-            records.extend(map(_make_record, rows))
-        position = header.next_offset
-    return position
+    def _receive(self) -> None:
+        try:
+            self._reply = self._client.receive()
+        except BaseException as exc:  # handed to the consumer's thread by reply()
+            self._error = exc
+
+    def wait(self) -> bool:
+        """Wait for the answer; False if reading it failed (the client is closed then)."""
+        self._thread.join()
+        return self._error is None
+
+    def reply(self) -> Reply:
+        if not self.wait():
+            assert self._error is not None
+            raise self._error
+        assert self._reply is not None
+        return self._reply
 
 
 @dataclass(slots=True)
@@ -191,15 +159,23 @@ class Consumer:
         self.consumer_timeout_ms = consumer_timeout_ms
         self.check_crcs = check_crcs
         self.group_id = group_id
-        self.client = Client(
+        self._client = Client(
             bootstrap_servers, client_id=client_id, request_timeout_ms=request_timeout_ms
         )
         self._states: dict[TopicPartition, _PartitionState] = {}
         self._iter: Iterator[ConsumerRecord] = iter(())
+        self._ahead: _FetchAhead | None = None  # the fetch sent ahead, if any
         if topics:
             self.assign(
                 TopicPartition(topic, p) for topic in topics for p in self.partitions_for(topic)
             )
+
+    @property
+    def client(self) -> Client:
+        """The connection, free for a blocking request (waits for the fetch sent ahead)."""
+        if self._ahead is not None and not self._ahead.wait():
+            self._ahead = None  # it failed and the client closed itself: fetch those again
+        return self._client
 
     # -- assignment and positions -------------------------------------------------
 
@@ -378,40 +354,115 @@ class Consumer:
         return taken
 
     def _fetch(self, max_wait_ms: int) -> None:
-        """One fetch for every assigned partition with nothing buffered."""
-        wanted: dict[str, list[dict[str, Any]]] = {}
+        """Fetch for every assigned partition with nothing buffered (taking the answer
+        of the fetch sent ahead, if it brings records), then send the next one ahead."""
+        ahead = self._take_ahead()
+        if ahead is not None:
+            positions, reply = ahead
+            self._absorb(positions, reply.result())
+            if self._ahead is not None or any(state.pending() for state in self._states.values()):
+                return
+        asked: dict[TopicPartition, int] = {}
         for tp, state in self._states.items():
             if state.pending():
                 continue
             if state.fetch_position is None:
                 self._start(tp, state)
-            wanted.setdefault(tp.topic, []).append(
-                {
-                    "partition": tp.partition,
-                    "offset": state.fetch_position,
-                    "max_bytes": self.max_partition_fetch_bytes,
-                }
-            )
-        if not wanted:
+            assert state.fetch_position is not None
+            asked[tp] = state.fetch_position
+        if not asked:
             if max_wait_ms:
                 time.sleep(max_wait_ms / 1000)  # nothing assigned: behave like a quiet poll
             return
-        body = {
+        body = self._fetch_body(asked, max_wait_ms)
+        self._absorb(asked, self._client.request("fetch", body, wait_ms=max_wait_ms))
+
+    def _absorb(self, asked: Mapping[TopicPartition, int], answer: dict[str, Any]) -> None:
+        """Take a fetch answer for the partitions still at the positions it asked for;
+        send the next fetch ahead while there is more to read, then decode."""
+        fetched: list[tuple[TopicPartition, _PartitionState, bytes, int]] = []
+        error: TidelogError | None = None
+        more = False
+        for topic_entry in answer["topics"]:
+            for entry in topic_entry["partitions"]:
+                tp = TopicPartition(topic_entry["topic"], entry["partition"])
+                state = self._states.get(tp)
+                start = asked.get(tp)
+                # Not asked, stale (a seek, assign or reset since), or records to return first.
+                if (
+                    state is None
+                    or start is None
+                    or state.fetch_position != start
+                    or state.pending()
+                ):
+                    continue
+                try:
+                    data = self._accept(tp, state, entry)
+                except TidelogError as exc:
+                    error = error or exc
+                    continue
+                if data is not None:
+                    fetched.append((tp, state, data, start))
+                    high_watermark = entry["high_watermark"]  # nil only beside an error
+                    if high_watermark is not None and state.fetch_position < high_watermark:
+                        more = True
+        try:
+            if more and error is None:
+                self._send_ahead()
+        finally:
+            for tp, state, data, start in fetched:
+                try:
+                    state.buffer, _ = decode_fetched(
+                        tp.topic, tp.partition, data, start, check_crcs=self.check_crcs
+                    )
+                except TidelogError as exc:
+                    state.fetch_position = start  # read it again (and fail again) next time
+                    error = error or exc
+                state.index = 0
+        if error is not None:
+            raise error
+
+    def _fetch_body(self, positions: Mapping[TopicPartition, int], max_wait_ms: int) -> dict:
+        wanted: dict[str, list[dict[str, Any]]] = {}
+        for tp, position in positions.items():
+            wanted.setdefault(tp.topic, []).append(
+                {
+                    "partition": tp.partition,
+                    "offset": position,
+                    "max_bytes": self.max_partition_fetch_bytes,
+                }
+            )
+        return {
             "max_wait_ms": max_wait_ms,
             "min_bytes": self.fetch_min_bytes,
             "max_bytes": self.fetch_max_bytes,
             "topics": [{"topic": t, "partitions": parts} for t, parts in wanted.items()],
         }
-        answer = self.client.request("fetch", body, wait_ms=max_wait_ms)
-        for topic_entry in answer["topics"]:
-            for entry in topic_entry["partitions"]:
-                tp = TopicPartition(topic_entry["topic"], entry["partition"])
-                state = self._states.get(tp)
-                if state is None or state.fetch_position is None:
-                    continue
-                self._absorb(tp, state, entry)
 
-    def _absorb(self, tp: TopicPartition, state: _PartitionState, entry: dict[str, Any]) -> None:
+    def _send_ahead(self) -> None:
+        """Ask for what follows every known position, not waiting for new records."""
+        positions = {
+            tp: state.fetch_position
+            for tp, state in self._states.items()
+            if state.fetch_position is not None
+        }
+        try:
+            self._client.send("fetch", self._fetch_body(positions, 0))
+        except OSError:  # the client closed itself; the next fetch reconnects
+            return
+        self._ahead = _FetchAhead(self._client, positions)
+
+    def _take_ahead(self) -> tuple[dict[TopicPartition, int], Reply] | None:
+        ahead, self._ahead = self._ahead, None
+        if ahead is None:
+            return None
+        return ahead.positions, ahead.reply()
+
+    def _accept(
+        self, tp: TopicPartition, state: _PartitionState, entry: dict[str, Any]
+    ) -> bytes | None:
+        """One partition's answer: its error handled, its position moved past the
+        whole batches it holds; the records, still to decode."""
         error = entry["error"]
         if error == OffsetOutOfRange.code:
             if self.auto_offset_reset == "none":
@@ -421,18 +472,13 @@ class Consumer:
                     f"high watermark {entry['high_watermark']})"
                 )
             self._reset(tp, state)
-            return
+            return None
         if error is not None:
             raise error_from_wire(error, entry.get("message"))
         assert state.fetch_position is not None
-        records, state.fetch_position = decode_fetched(
-            tp.topic,
-            tp.partition,
-            entry["records"] or b"",
-            state.fetch_position,
-            check_crcs=self.check_crcs,
-        )
-        state.buffer, state.index = records, 0
+        data = entry["records"] or b""
+        state.fetch_position = next_position(data, state.fetch_position)
+        return data
 
     def __iter__(self) -> Iterator[ConsumerRecord]:
         """Records as they come; ends after `consumer_timeout_ms` without one."""
@@ -465,7 +511,10 @@ class Consumer:
             self._fetch(int(min(remaining_s * 1000, self.fetch_max_wait_ms)))
 
     def close(self) -> None:
-        self.client.close()
+        ahead, self._ahead = self._ahead, None
+        self._client.close()  # (wakes the thread reading the fetch sent ahead)
+        if ahead is not None:
+            ahead.wait()
 
     def __enter__(self) -> Consumer:
         return self

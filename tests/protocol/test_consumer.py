@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 
@@ -15,6 +17,7 @@ from protocol.batch import (
 )
 from protocol.calls import OffsetAndTimestamp
 from protocol.client import Client
+from protocol.connection import BrokerProtocolError
 from protocol.consumer import (
     Consumer,
     ConsumerRecord,
@@ -95,8 +98,9 @@ def test_crc_mismatch_is_corrupt() -> None:
 
 
 @pytest.fixture
-def broker() -> FakeBroker:
-    return FakeBroker()
+def broker(request: pytest.FixtureRequest) -> FakeBroker:
+    """A FakeBroker, or the subclass a test passes with indirect parametrization."""
+    return getattr(request, "param", FakeBroker)()
 
 
 @pytest.fixture
@@ -229,3 +233,159 @@ def test_poll_honours_max_records_across_partitions(address: str) -> None:
             assert sum(map(len, polled.values())) <= 4
             got.extend(r for records in polled.values() for r in records)
         assert len(got) == 6 and c.poll(timeout_ms=0) == {}
+
+
+# -- fetching one ahead ---------------------------------------------------------------
+
+
+def fetches(broker: FakeBroker) -> list[tuple[int, int]]:
+    """(max_wait_ms, offset) of every fetch of partition 0 the broker has answered."""
+    return [
+        (r["body"]["max_wait_ms"], p["offset"])
+        for r in broker.requests
+        if r["api"] == "fetch"
+        for t in r["body"]["topics"]
+        for p in t["partitions"]
+        if p["partition"] == 0
+    ]
+
+
+def one_batch_per_fetch(address: str, **options: object) -> Consumer:
+    c = consumer(address, auto_offset_reset="earliest", max_partition_fetch_bytes=1, **options)
+    c.assign([TP])
+    return c
+
+
+def test_the_next_fetch_goes_out_before_the_records_are_returned(
+    address: str, broker: FakeBroker
+) -> None:
+    with one_batch_per_fetch(address) as c:
+        assert [r.offset for r in c.poll(timeout_ms=1_000)[TP]] == [0]
+        # Another request first receives the answer to the fetch sent ahead, and keeps it.
+        assert c.end_offsets([TP]) == {TP: 5}
+        assert fetches(broker) == [(10, 0), (0, 1)]
+        assert [r.offset for r in c.poll(timeout_ms=0)[TP]] == [1]
+        assert c.client.metadata(["t"])[0]["topic"] == "t"  # free for a blocking request
+        assert fetches(broker) == [(10, 0), (0, 1), (0, 2)]  # offset 1 was asked once
+
+
+def test_no_fetch_is_sent_ahead_at_the_end_of_the_log(address: str, broker: FakeBroker) -> None:
+    with one_batch_per_fetch(address) as c:
+        for offset in range(5):
+            assert [r.offset for r in c.poll(timeout_ms=1_000)[TP]] == [offset]
+        assert c.end_offsets([TP]) == {TP: 5}
+        assert fetches(broker) == [(10, 0), (0, 1), (0, 2), (0, 3), (0, 4)]
+        assert c.poll(timeout_ms=0) == {}
+
+
+def test_seek_makes_the_fetch_sent_ahead_stale(address: str) -> None:
+    with one_batch_per_fetch(address) as c:
+        assert [r.offset for r in c.poll(timeout_ms=1_000)[TP]] == [0]
+        c.seek(TP, 3)
+        # The answer for offset 1 is dropped; even a poll that does not wait reads from 3.
+        assert [r.offset for r in c.poll(timeout_ms=0)[TP]] == [3]
+        assert [r.offset for r in c.poll(timeout_ms=0)[TP]] == [4]
+        assert c.position(TP) == 5
+
+
+def test_seek_to_the_position_asked_ahead_uses_its_answer(address: str, broker: FakeBroker) -> None:
+    with one_batch_per_fetch(address) as c:
+        assert [r.offset for r in c.poll(timeout_ms=1_000)[TP]] == [0]
+        c.seek(TP, 1)
+        assert [r.offset for r in c.poll(timeout_ms=0)[TP]] == [1]
+        assert c.end_offsets([TP]) == {TP: 5}  # (received the fetch sent ahead)
+        assert [offset for _, offset in fetches(broker)] == [0, 1, 2]
+
+
+def test_position_and_seek_in_the_middle_of_iteration_with_fetches_ahead(address: str) -> None:
+    with one_batch_per_fetch(address) as c:
+        it = iter(c)
+        assert [next(it).offset, next(it).offset] == [0, 1]
+        assert c.position(TP) == 2
+        c.seek(TP, 0)
+        assert [r.offset for r in it] == [0, 1, 2, 3, 4]
+
+
+def test_reassigned_partitions_ignore_the_answer_asked_for_the_old_ones(address: str) -> None:
+    with one_batch_per_fetch(address) as c:
+        assert [r.offset for r in c.poll(timeout_ms=1_000)[TP]] == [0]
+        c.assign([TopicPartition("t", 1)])
+        assert [(r.partition, r.value) for r in c] == [(1, b"p1")]
+
+
+def test_a_corrupt_batch_is_reported_every_time_without_skipping_it(
+    address: str, broker: FakeBroker
+) -> None:
+    batches = broker.topics["t"][0].batches
+    batches[2] = batches[2].replace(b"2", b"9")  # the value; the CRC no longer matches
+    with one_batch_per_fetch(address) as c:
+        assert [r.offset for r in c.poll(timeout_ms=1_000)[TP]] == [0]
+        assert [r.offset for r in c.poll(timeout_ms=1_000)[TP]] == [1]
+        for _ in range(2):
+            with pytest.raises(CorruptMessage, match="CRC"):
+                c.poll(timeout_ms=1_000)
+            assert c.position(TP) == 2
+        c.seek(TP, 3)
+        assert [r.value for r in c] == [b"3", b"4"]
+
+
+class AheadAnswersGarbage(FakeBroker):
+    """Answers every fetch sent ahead (max_wait_ms 0) with a body that breaks the contract."""
+
+    def handle(self, obj: object) -> dict[str, Any] | None:
+        response = super().handle(obj)
+        if is_fetch_ahead(obj) and response is not None:
+            return response | {"body": {"topics": "garbage"}}
+        return response
+
+
+class AheadAnswersLate(FakeBroker):
+    """Holds every fetch sent ahead until `release` is set."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = threading.Event()
+        self.answered_ahead = False
+
+    def handle(self, obj: object) -> dict[str, Any] | None:
+        if is_fetch_ahead(obj):
+            self.release.wait(timeout=30)
+            self.answered_ahead = True
+        return super().handle(obj)
+
+
+def is_fetch_ahead(obj: object) -> bool:
+    return isinstance(obj, dict) and obj.get("api") == "fetch" and obj["body"]["max_wait_ms"] == 0
+
+
+@pytest.mark.parametrize("broker", [AheadAnswersGarbage], indirect=True)
+def test_a_failed_fetch_ahead_is_read_again_before_another_request(address: str) -> None:
+    with one_batch_per_fetch(address) as c:
+        assert [r.offset for r in c.poll(timeout_ms=1_000)[TP]] == [0]
+        assert c.end_offsets([TP]) == {TP: 5}  # on a new connection
+        assert [r.offset for r in c.poll(timeout_ms=1_000)[TP]] == [1]
+
+
+@pytest.mark.parametrize("broker", [AheadAnswersGarbage], indirect=True)
+def test_a_failed_fetch_ahead_fails_the_poll_that_needs_it_once(address: str) -> None:
+    with one_batch_per_fetch(address) as c:
+        assert [r.offset for r in c.poll(timeout_ms=1_000)[TP]] == [0]
+        with pytest.raises(BrokerProtocolError, match="malformed fetch response"):
+            c.poll(timeout_ms=1_000)
+        assert c.position(TP) == 1
+        assert [r.offset for r in c.poll(timeout_ms=1_000)[TP]] == [1]
+
+
+@pytest.mark.parametrize("broker", [AheadAnswersLate], indirect=True)
+def test_close_does_not_wait_for_the_fetch_sent_ahead(
+    address: str, broker: AheadAnswersLate
+) -> None:
+    try:
+        c = one_batch_per_fetch(address)
+        assert [r.offset for r in c.poll(timeout_ms=1_000)[TP]] == [0]
+        assert "tidelog-fetch" in {t.name for t in threading.enumerate()}
+        c.close()
+        assert "tidelog-fetch" not in {t.name for t in threading.enumerate()}
+        assert not broker.answered_ahead
+    finally:
+        broker.release.set()

@@ -1,0 +1,220 @@
+"""`ConsumerRecord` and `decode_fetched`: fetched batches straight into records.
+
+A fetch answer holds whole batches; the consumer turns every record into a
+`ConsumerRecord` with kafka-python's attributes (topic, partition, offset,
+timestamp, timestamp_type, key, value, headers). That is the client's hot path,
+so records are built by msgspec's C decoder directly from each batch's payload,
+one call per batch, with no Python bytecode and no intermediate tuples per record:
+
+- `ConsumerRecord` is an array-like msgspec Struct whose first five fields are the
+  payload's `[offset_delta, timestamp_delta, key, value, headers]`, in wire order.
+- Its sixth field, the batch's `_BatchOrigin` (topic, partition, base offset and
+  timestamps), is not on the wire: the decoder fills it from a default factory
+  that reads the batch being decoded (a one-item cell, set under a lock).
+- `offset` and `timestamp` are properties (base + delta, or the broker's time
+  for a LogAppendTime batch); topic, partition and timestamp_type read the origin.
+
+Records are untracked by the garbage collector (`gc=False`: their fields are
+ints, bytes, str and tuples, never cycles), so decoding millions of them triggers
+no collections. A record is immutable, hashable, picklable, and equal to another
+when all eight attributes are; it is not a tuple (no indexing or unpacking).
+"""
+
+from __future__ import annotations
+
+import threading
+from bisect import bisect_left
+from collections.abc import Iterable
+from functools import partial
+from operator import attrgetter, getitem
+from typing import Any
+
+import msgspec
+
+from protocol.batch import (
+    DEFAULT_MAX_DECOMPRESSED_BYTES,
+    HEADER_SIZE,
+    TIMESTAMP_TYPE_MASK,
+    BatchHeader,
+    TimestampType,
+    check_crc,
+    decode_payload,
+    iter_headers,
+)
+from protocol.compression import decompress
+from protocol.errors import CorruptMessage
+
+Headers = tuple[tuple[str, bytes | None], ...]
+
+
+class _BatchOrigin:
+    """What every record of one batch shares: where it was read and its time base.
+
+    A plain class on purpose: msgspec cannot decode one from msgpack, so a record
+    array with a sixth item is refused instead of overriding the origin.
+    """
+
+    __slots__ = ("base_offset", "base_timestamp", "partition", "timestamp_type", "topic")
+
+    def __init__(
+        self,
+        topic: str,
+        partition: int,
+        base_offset: int,
+        base_timestamp: int,
+        timestamp_type: int,
+    ) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.base_offset = base_offset
+        # LogAppendTime: the broker's time (max_timestamp), the same for every record.
+        self.base_timestamp = base_timestamp
+        self.timestamp_type = timestamp_type
+
+
+# The origin of the batch being decoded; only read while _DECODING is held.
+_current_origin: list[_BatchOrigin | None] = [None]
+_DECODING = threading.Lock()
+
+
+class _RecordMeta(msgspec.StructMeta):
+    """Builds a record from kafka-python's eight attributes (the decoder bypasses it)."""
+
+    def __call__(
+        cls,
+        topic: str,
+        partition: int,
+        offset: int,
+        timestamp: int,
+        timestamp_type: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Iterable[Iterable[Any]] = (),
+    ) -> Any:
+        origin = _BatchOrigin(topic, partition, offset, timestamp, int(timestamp_type))
+        return super().__call__(0, 0, key, value, tuple(map(tuple, headers)), origin)
+
+
+class ConsumerRecord(msgspec.Struct, metaclass=_RecordMeta, frozen=True, gc=False, array_like=True):
+    """One record: `ConsumerRecord(topic, partition, offset, timestamp, timestamp_type,
+    key, value, headers)`, kafka-python's attributes in its order."""
+
+    _offset_delta: int
+    _timestamp_delta: int
+    key: bytes | None
+    value: bytes | None
+    headers: Headers
+    _origin: _BatchOrigin = msgspec.field(default_factory=partial(getitem, _current_origin, 0))
+
+    topic = property(attrgetter("_origin.topic"))
+    partition = property(attrgetter("_origin.partition"))
+    timestamp_type = property(attrgetter("_origin.timestamp_type"))  # 0 CreateTime, 1 LogAppend
+
+    @property
+    def offset(self) -> int:
+        return self._origin.base_offset + self._offset_delta
+
+    @property
+    def timestamp(self) -> int:
+        origin = self._origin
+        if origin.timestamp_type:  # LogAppendTime: the broker's time for the whole batch
+            return origin.base_timestamp
+        return origin.base_timestamp + self._timestamp_delta
+
+    def _attributes(self) -> tuple:
+        return (
+            self.topic,
+            self.partition,
+            self.offset,
+            self.timestamp,
+            self.timestamp_type,
+            self.key,
+            self.value,
+            self.headers,
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ConsumerRecord):
+            return NotImplemented
+        return self._attributes() == other._attributes()
+
+    def __hash__(self) -> int:
+        return hash(self._attributes())
+
+    def __reduce__(self) -> tuple[type[ConsumerRecord], tuple]:
+        return ConsumerRecord, self._attributes()
+
+    def __repr__(self) -> str:
+        return (
+            f"ConsumerRecord(topic={self.topic!r}, partition={self.partition}, "
+            f"offset={self.offset}, timestamp={self.timestamp}, "
+            f"timestamp_type={self.timestamp_type}, key={self.key!r}, value={self.value!r}, "
+            f"headers={self.headers!r})"
+        )
+
+
+_RECORDS = msgspec.msgpack.Decoder(list[ConsumerRecord])
+_OFFSET_DELTA = attrgetter("_offset_delta")
+
+
+def decode_fetched(
+    topic: str, partition: int, data: bytes, position: int, *, check_crcs: bool = True
+) -> tuple[list[ConsumerRecord], int]:
+    """Records at or after `position` in fetched batches, and the next position.
+
+    A trailing partial batch (possible when a byte limit cut the answer) is left
+    for the next fetch. After compaction offsets may have gaps, so the next
+    position comes from the batch header, never from a record count.
+    """
+    records: list[ConsumerRecord] = []
+    for pos, header in iter_headers(data, allow_partial=True):
+        if header.next_offset <= position:
+            continue
+        if check_crcs:
+            check_crc(data, pos)
+        batch = decode_batch(topic, partition, data, pos, header)
+        if header.base_offset < position:
+            del batch[: bisect_left(batch, position - header.base_offset, key=_OFFSET_DELTA)]
+        records += batch
+        position = header.next_offset
+    return records, position
+
+
+def decode_batch(
+    topic: str, partition: int, data: bytes, pos: int, header: BatchHeader
+) -> list[ConsumerRecord]:
+    """Every record of the batch at `pos` (its CRC is the caller's to check)."""
+    if header.attributes & TIMESTAMP_TYPE_MASK:
+        stamp_type, time_base = TimestampType.LOG_APPEND_TIME, header.max_timestamp
+    else:
+        stamp_type, time_base = TimestampType.CREATE_TIME, header.base_timestamp
+    origin = _BatchOrigin(topic, partition, header.base_offset, time_base, int(stamp_type))
+    payload: bytes | memoryview = memoryview(data)[pos + HEADER_SIZE : pos + header.size]
+    if header.compression:
+        payload = decompress(header.compression, payload, DEFAULT_MAX_DECOMPRESSED_BYTES)
+    try:
+        with _DECODING:
+            _current_origin[0] = origin
+            try:
+                records = _RECORDS.decode(payload)
+            finally:
+                _current_origin[0] = None
+    except msgspec.MsgspecError as exc:
+        decode_payload(data, pos, header=header)  # raises CorruptMessage saying what is wrong
+        raise CorruptMessage(
+            f"batch at offset {header.base_offset}: malformed records ({exc})"
+        ) from exc
+    if len(records) != header.record_count:
+        raise CorruptMessage(
+            f"batch at offset {header.base_offset}: header says {header.record_count} records, "
+            f"payload holds {len(records)}"
+        )
+    return records
+
+
+def next_position(data: bytes, position: int) -> int:
+    """Where reading continues after the whole batches of `data` (a fetch answer
+    read from `position`), without decoding their records."""
+    for _, header in iter_headers(data, allow_partial=True):
+        position = max(position, header.next_offset)
+    return position
