@@ -5,11 +5,12 @@ It imports `storage` and `protocol` only; the broker schedules it and runs the
 cleaning in a worker thread.
 
 Modules, each one job: `choice` (clean/cleanable sections, dirty ratio, filthiest
-log), `offset_map` (numpy map of key digests to latest offsets), `mapping` (building
-the map over the dirty section), `recopy` (which records of a batch survive),
-`grouping` (segments per cleaned segment), `reader` / `writer` (segment files),
-`cleaner` (one cleaning), `manager` (choice, checkpoint, failures, statistics),
-`service` (the workers the broker runs), `throttle`, `config`. docs/compaction.md
+log), `offset_map` (numpy map of key digests to latest offsets), `keys` (decoding
+only offset deltas and keys), `mapping` (building the map over the dirty section),
+`recopy` (which records of a batch survive), `grouping` (segments per cleaned
+segment), `reader` / `writer` (segment files), `cleaner` (one cleaning), `manager`
+(choice, checkpoint, failures, statistics), `service` (the workers the broker
+runs), `throttle`, `config`. docs/compaction.md
 explains the rules.
 """
 

@@ -9,7 +9,8 @@
    segment on (the clean section is recopied too, so its superseded records go), by
    `segment.bytes` and `segment.index.bytes` (`grouping`);
 3. for each group in offset order: recopy its batches by the rules of `recopy` into
-   `.cleaned` files (`writer`), then let storage swap them in crash-safely
+   `.cleaned` files (`writer`; past the first dirty offset, survivors are found from
+   the map's sorted offsets, see `_Recopier`), then let storage swap them in crash-safely
    (`Log.replace_segments`: `.cleaned` -> `.swap` -> old files `.deleted` -> final).
 
 Groups go in ascending order, so a crash between two groups leaves a log whose
@@ -31,15 +32,36 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from operator import itemgetter
 
+import numpy as np
+
 from compaction.config import CleanerConfig
 from compaction.grouping import GroupableSegment, group_segments, index_bytes_estimate
+from compaction.keys import decode_keys
 from compaction.mapping import STAGING_KEYS_MAX, MapBuilder
 from compaction.offset_map import ENTRY_BYTES, OffsetMap
-from compaction.reader import iter_file_batches
-from compaction.recopy import UNKEYED, BatchOutcome, recopy_batch
+from compaction.reader import (
+    F_ATTRIBUTES,
+    F_BASE_OFFSET,
+    F_LAST_OFFSET_DELTA,
+    F_RECORD_COUNT,
+    iter_batch_fields,
+)
+from compaction.recopy import (
+    UNKEYED,
+    BatchOutcome,
+    recopy_batch,
+    recopy_survivors,
+    tombstones_retained,
+)
 from compaction.throttle import Throttler
 from compaction.writer import CleanedSegmentWriter
-from protocol.batch import BatchHeader, decode_payload, max_decompressed_bytes, read_header
+from protocol.batch import (
+    COMPRESSION_MASK,
+    BatchHeader,
+    decode_payload,
+    max_decompressed_bytes,
+    read_header,
+)
 from storage import failpoints
 from storage.fileio import FileIO
 from storage.files import log_path
@@ -48,14 +70,19 @@ from storage.segment import SegmentInfo
 
 __all__ = ["Cleaner", "CleaningAborted", "CleaningResult"]
 
-# Bytes of batches processed between two GIL hand-overs (and stop checks): a few
-# milliseconds of cleaning, so the broker's event loop never waits long for the GIL
-# (the interpreter's 5 ms switch interval bounds it too; this hands over sooner).
-YIELD_EVERY_BYTES = 512 * 1024
+# Work between two GIL hand-overs (and stop checks), in seconds of wall time: the
+# broker's event loop waits at most about this long for the GIL, sooner than the
+# interpreter's 5 ms switch interval would force it (and under CPU contention the
+# forced switch often comes much later). Timed rather than counted in bytes because a
+# byte costs very different work in the two passes; a hand-over (`time.sleep(0)`) costs
+# about 80 us, so 2 ms keeps it near 4% of the cleaning.
+YIELD_INTERVAL_S = 0.002
 # The smallest map worth allocating; tiny logs get this, not the whole budget.
 MIN_MAP_ENTRIES = 1024
 
 _key_of = itemgetter(2)
+# Above every offset: "no map offset left" for `_Recopier._next_surviving`.
+_PAST_ALL = 2**63
 
 
 class CleaningAborted(Exception):
@@ -144,7 +171,14 @@ class Cleaner:
             max_index_bytes=log.config.segment_index_bytes,
         )
         by_base = {s.base_offset: s for s in to_clean}
-        recopier = _Recopier(offset_map, end_offset, now_ms, log.config.delete_retention_ms)
+        recopier = _Recopier(
+            offset_map,
+            first_dirty_offset=first_dirty_offset,
+            end_offset=end_offset,
+            now_ms=now_ms,
+            delete_retention_ms=log.config.delete_retention_ms,
+            max_decompressed=max_decompressed_bytes(log.config.max_message_bytes),
+        )
         for group in groups:
             infos = [by_base[g.base_offset] for g in group]
             self._clean_group(log, infos, recopier, counters)
@@ -171,22 +205,23 @@ class Cleaner:
 
     def _batches(
         self, log: Log, base_offset: int, counters: _Counters
-    ) -> Iterator[tuple[memoryview, BatchHeader]]:
+    ) -> Iterator[tuple[memoryview, tuple[int, ...]]]:
+        """(bytes, raw header fields) of each batch of a segment (`reader.F_*` index them)."""
         path = log_path(log.directory, base_offset)
         try:
-            for view, header in iter_file_batches(
+            for view, fields in iter_batch_fields(
                 self._io,
                 path,
                 chunk_bytes=self.config.io_chunk_bytes,
                 throttler=self._throttler,
             ):
-                counters.bytes_read += header.size
-                if counters.bytes_read >= counters.next_yield:
-                    counters.next_yield = counters.bytes_read + YIELD_EVERY_BYTES
+                counters.bytes_read += len(view)
+                if time.monotonic() >= counters.next_yield_s:
                     if self._stop.is_set():
                         raise CleaningAborted("the cleaner is stopping")
                     time.sleep(0)  # hand the GIL to the event loop if it is waiting
-                yield view, header
+                    counters.next_yield_s = time.monotonic() + YIELD_INTERVAL_S
+                yield view, fields
         except FileNotFoundError as exc:
             raise CleaningAborted(f"{path} disappeared during the cleaning") from exc
 
@@ -203,9 +238,15 @@ class Cleaner:
         cap = max_decompressed_bytes(log.config.max_message_bytes)
         for i, info in enumerate(dirty):
             full = False
-            for view, header in self._batches(log, info.base_offset, counters):
-                _, records = decode_payload(view, header=header, max_decompressed=cap)
-                if not builder.add_batch(header, records):
+            for view, fields in self._batches(log, info.base_offset, counters):
+                base = fields[F_BASE_OFFSET]
+                records = decode_keys(
+                    view,
+                    compression=fields[F_ATTRIBUTES] & COMPRESSION_MASK,
+                    base_offset=base,
+                    max_decompressed=cap,
+                )
+                if not builder.add_records(base, base + fields[F_LAST_OFFSET_DELTA], records):
                     full = True
                     break
             if full:
@@ -229,12 +270,10 @@ class Cleaner:
             buffer_bytes=self.config.io_chunk_bytes,
             throttler=self._throttler,
         )
-        cap = max_decompressed_bytes(log.config.max_message_bytes)
         try:
             for info in infos:
-                for view, header in self._batches(log, info.base_offset, counters):
-                    _, records = decode_payload(view, header=header, max_decompressed=cap)
-                    recopier.recopy(view, header, records, writer)
+                for view, fields in self._batches(log, info.base_offset, counters):
+                    recopier.recopy(view, fields, writer)
             mtime_ns = infos[-1].mtime_ms * 1_000_000 if infos[-1].mtime_ms >= 0 else None
             writer.finish(mtime_ns)
             failpoints.hit("compaction.after_cleaned_fsync")
@@ -257,25 +296,127 @@ class _Counters:
     bytes_read: int = 0
     bytes_written: int = 0
     records_read: int = 0
-    next_yield: int = 0
+    next_yield_s: float = 0.0  # time.monotonic() of the next GIL hand-over
 
 
 class _Recopier:
-    """Applies the recopy rules to runs of batches, resolving keys through a bounded cache."""
+    """Applies the recopy rules to the batches of a cleaning, in offset order.
+
+    Batches below the first dirty offset (the clean section, and the batch holding
+    the first dirty offset) need their keys looked up in the map: they are decoded
+    and resolved through a bounded cache of key -> latest offset. From the first
+    batch at or past the first dirty offset on, no key is looked up again: the map is
+    turned into its sorted offsets (`OffsetMap.take_sorted_offsets`), and a batch's
+    survivors are the map offsets within its offset range (one comparison with the
+    next map offset settles most batches, a binary search the rest). A batch without
+    survivors is dropped and a batch whose records all survive (tombstones kept,
+    horizon already set) is copied, both without decoding a record; only the batches
+    that keep some records are decoded and rebuilt.
+    """
 
     def __init__(
-        self, offset_map: OffsetMap, end_offset: int, now_ms: int, delete_retention_ms: int
+        self,
+        offset_map: OffsetMap,
+        *,
+        first_dirty_offset: int,
+        end_offset: int,
+        now_ms: int,
+        delete_retention_ms: int,
+        max_decompressed: int,
     ) -> None:
         self._map = offset_map
+        self._first_dirty = first_dirty_offset
         self._end = end_offset
         self._now_ms = now_ms
         self._retention_ms = delete_retention_ms
+        self._cap = max_decompressed
         # key -> latest offset in the map (-1 when absent), at most STAGING_KEYS_MAX keys;
         # recopy_batch raises KeyError for a key not in it.
         self._latest: dict[bytes | None, int] = {None: UNKEYED}
+        # The map's offsets in ascending order, once the clean section is done, and the
+        # smallest of them past every batch seen so far.
+        self._surviving: np.ndarray | None = None
+        self._next_surviving = _PAST_ALL
         self.kept = 0
         self.removed = 0
         self.rewritten = 0
+
+    def recopy(
+        self, view: memoryview, fields: tuple[int, ...], writer: CleanedSegmentWriter
+    ) -> None:
+        """Recopy one batch (its bytes and raw header fields) into `writer`, or drop it."""
+        base = fields[F_BASE_OFFSET]
+        last = base + fields[F_LAST_OFFSET_DELTA]
+        if base >= self._first_dirty and self._surely_dropped(base, last):
+            self.removed += fields[F_RECORD_COUNT]
+            return
+        header = BatchHeader(*fields)
+        if base < self._first_dirty:
+            outcome = self._recopy_by_key(view, header)
+        else:
+            outcome = self._recopy_by_offset(view, header)
+        self.kept += outcome.records_kept
+        self.removed += outcome.records_removed
+        self.rewritten += outcome.rewritten
+        if outcome.data is not None:
+            writer.append(outcome.data, _header_of(outcome, header))
+
+    def _surely_dropped(self, base: int, last: int) -> bool:
+        """True when the batch at `base`..`last` (past the first dirty offset) has no map
+        offset and lies below the end: nothing of it survives.
+
+        Batches come in offset order, so comparing with the smallest map offset not yet
+        passed settles most batches without a numpy call. The first call (the first
+        batch past the first dirty offset) turns the map into its sorted offsets.
+        """
+        if self._surviving is None:  # the clean section is done: no more key lookups
+            self._latest = {}
+            self._surviving = self._map.take_sorted_offsets()
+            self._advance(int(self._surviving.searchsorted(base)))
+        return last < self._end and self._next_surviving > last
+
+    def _recopy_by_offset(self, view: memoryview, header: BatchHeader) -> BatchOutcome:
+        surviving = self._surviving
+        assert surviving is not None  # set by _surely_dropped
+        last = header.last_offset
+        # The map's offsets within this batch (records at or past the end are all kept).
+        first = int(surviving.searchsorted(header.base_offset))
+        count = int(surviving.searchsorted(min(last, self._end - 1), "right")) - first
+        self._advance(first + count)
+        if last < self._end and count == 0:
+            return BatchOutcome(None, 0, header.record_count, rewritten=False)
+        if (
+            last < self._end
+            and count == header.record_count
+            and header.has_delete_horizon
+            and tombstones_retained(header, self._now_ms)
+        ):
+            # Every record is its key's latest, tombstones stay, no horizon to set.
+            return BatchOutcome(view, count, 0, rewritten=False)
+        _, records = decode_payload(view, header=header, max_decompressed=self._cap)
+        return recopy_survivors(
+            view,
+            header,
+            records,
+            frozenset(surviving[first : first + count].tolist()),
+            map_end_offset=self._end,
+            now_ms=self._now_ms,
+            delete_retention_ms=self._retention_ms,
+        )
+
+    def _advance(self, position: int) -> None:
+        """Note the first map offset not yet passed (batches come in offset order)."""
+        surviving = self._surviving
+        assert surviving is not None
+        self._next_surviving = int(surviving[position]) if position < len(surviving) else _PAST_ALL
+
+    def _recopy_by_key(self, view: memoryview, header: BatchHeader) -> BatchOutcome:
+        _, records = decode_payload(view, header=header, max_decompressed=self._cap)
+        try:
+            return self._recopy(view, header, records)
+        except KeyError:  # a key the cache has not seen (or forgot): resolve, retry
+            self._resolve(records)
+            return self._recopy(view, header, records)
 
     def _resolve(self, records: Sequence[tuple]) -> None:
         """Look up the batch's keys that the cache lacks, in one vectorized probe."""
@@ -284,25 +425,6 @@ class _Recopier:
             self._latest = {None: UNKEYED}
         offsets = self._map.get_digests(self._map.digest_keys(missing))
         self._latest.update(zip(missing, offsets.tolist(), strict=True))
-
-    def recopy(
-        self,
-        view: memoryview,
-        header: BatchHeader,
-        records: tuple,
-        writer: CleanedSegmentWriter,
-    ) -> None:
-        """Recopy one batch into `writer` (or drop it)."""
-        try:
-            outcome = self._recopy(view, header, records)
-        except KeyError:  # a key the cache has not seen (or forgot): resolve, retry
-            self._resolve(records)
-            outcome = self._recopy(view, header, records)
-        self.kept += outcome.records_kept
-        self.removed += outcome.records_removed
-        self.rewritten += outcome.rewritten
-        if outcome.data is not None:
-            writer.append(outcome.data, _header_of(outcome, header))
 
     def _recopy(self, view: memoryview, header: BatchHeader, records: tuple) -> BatchOutcome:
         return recopy_batch(

@@ -20,11 +20,12 @@ Thread safety: none; one cleaner thread owns one builder.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from itertools import compress, repeat
-from operator import add, ge, itemgetter
+from itertools import compress, islice, repeat
+from operator import add, attrgetter, ge, itemgetter
 
 import numpy as np
 
+from compaction.keys import KeyedRecord
 from compaction.offset_map import OffsetMap
 from protocol.batch import BatchHeader
 
@@ -33,11 +34,17 @@ __all__ = ["STAGING_KEYS_MAX", "MapBuilder", "OffsetMapTooSmall"]
 # Distinct keys held as Python objects before digesting: bounds the staging dict to
 # ~40 MiB with short keys while letting a log with up to 262,144 hot keys hash each once.
 STAGING_KEYS_MAX = 1 << 18
+# Staged keys digested per step of a flush: each step's C calls (a set update, numpy
+# passes) then hold the GIL for a millisecond or so, not the 20 ms a whole staging
+# area's worth takes on this machine, so the broker's event loop is not held up.
+FLUSH_CHUNK_KEYS = 1 << 14
 
 
 # Fields of a raw record tuple (protocol.batch: [offset_delta, ts_delta, key, value, headers]).
 _DELTA = itemgetter(0)
 _KEY = itemgetter(2)
+_DELTA_OF = attrgetter("offset_delta")
+_KEY_OF = attrgetter("key")
 
 
 class OffsetMapTooSmall(Exception):
@@ -69,21 +76,49 @@ class MapBuilder:
     def add_batch(self, header: BatchHeader, records: Sequence[tuple]) -> bool:
         """Map one batch; False (and nothing changed) when the map is full.
 
-        `records` are the raw record tuples of the batch.
+        `records` are the raw record tuples of the batch (`decode_payload`).
         """
-        if header.last_offset < self.first_dirty_offset:
+        return self.add_keys(
+            header.base_offset, header.last_offset, map(_DELTA, records), map(_KEY, records)
+        )
+
+    def add_records(
+        self, base_offset: int, last_offset: int, records: Sequence[KeyedRecord]
+    ) -> bool:
+        """`add_batch` for the records of `keys.decode_keys` (what the cleaner feeds)."""
+        if base_offset >= self.first_dirty_offset and self._surely_fits(len(records)):
+            # The common case as one C-level pass, without intermediate containers.
+            offsets = map(add, map(_DELTA_OF, records), repeat(base_offset))
+            self._stage_all(zip(map(_KEY_OF, records), offsets, strict=True))
+            self.records_mapped += len(records)
+            self.map.latest_offset = max(self.map.latest_offset, last_offset)
             return True
-        if records:
-            keys = tuple(map(_KEY, records))
-            offsets = list(map(add, map(_DELTA, records), repeat(header.base_offset)))
-            if header.base_offset < self.first_dirty_offset:
+        return self.add_keys(
+            base_offset, last_offset, map(_DELTA_OF, records), map(_KEY_OF, records)
+        )
+
+    def add_keys(
+        self,
+        base_offset: int,
+        last_offset: int,
+        deltas: Iterable[int],
+        keys: Iterable[bytes | None],
+    ) -> bool:
+        """Map the batch at `base_offset`..`last_offset` from its records' offset deltas
+        and keys, in record order."""
+        if last_offset < self.first_dirty_offset:
+            return True
+        keyed = tuple(keys)
+        if keyed:
+            offsets = list(map(add, deltas, repeat(base_offset)))
+            if base_offset < self.first_dirty_offset:
                 dirty = list(map(ge, offsets, repeat(self.first_dirty_offset)))
-                keys = tuple(compress(keys, dirty))
+                keyed = tuple(compress(keyed, dirty))
                 offsets = list(compress(offsets, dirty))
-            if not self._stage(keys, offsets):
+            if not self._stage(keyed, offsets):
                 return False
             self.records_mapped += len(offsets)
-        self.map.latest_offset = max(self.map.latest_offset, header.last_offset)
+        self.map.latest_offset = max(self.map.latest_offset, last_offset)
         return True
 
     def end_segment(self, next_offset: int) -> None:
@@ -98,14 +133,8 @@ class MapBuilder:
         """Stage a batch's keys if the map can surely take them; else flush and count exactly."""
         staging = self._staging
         if not self._tight:
-            if self.map.size + self._staged_new + len(keys) <= self.map.max_entries:
-                # Plenty of room even if every key is new: no set arithmetic needed, and
-                # `_staged_new` may overcount (keys already in the map count as new).
-                before = len(staging)
-                staging.update(zip(keys, offsets, strict=True))
-                self._staged_new += len(staging) - before
-                if len(staging) >= STAGING_KEYS_MAX:
-                    self._flush()
+            if self._surely_fits(len(keys)):
+                self._stage_all(zip(keys, offsets, strict=True))
                 return True
             # Near the fill limit from now on: count exactly, so known keys never force
             # a flush (each flush hashes every staged key).
@@ -125,14 +154,30 @@ class MapBuilder:
             self._flush()
         return True
 
+    def _surely_fits(self, count: int) -> bool:
+        """Room for `count` more keys even if all are new (no set arithmetic needed)."""
+        return not self._tight and self.map.size + self._staged_new + count <= self.map.max_entries
+
+    def _stage_all(self, pairs: Iterable[tuple[bytes | None, int]]) -> None:
+        """Stage (key, offset) pairs known to fit; `_staged_new` may overcount (keys
+        already in the map count as new), which only makes a flush come sooner."""
+        staging = self._staging
+        before = len(staging)
+        staging.update(pairs)
+        self._staged_new += len(staging) - before
+        if len(staging) >= STAGING_KEYS_MAX:
+            self._flush()
+
     def _flush(self) -> None:
+        """Digest the staged keys into the map, `FLUSH_CHUNK_KEYS` at a time."""
         staging = self._staging
         staging.pop(None, None)
-        if staging:
-            offsets = np.fromiter(staging.values(), dtype=np.int64, count=len(staging))
-            self.map.put_digests(self.map.digest_keys(staging.keys()), offsets, distinct=True)
-            self._remember(staging.keys())
-            staging.clear()
+        keys, values = iter(staging.keys()), iter(staging.values())  # same order
+        while chunk := list(islice(keys, FLUSH_CHUNK_KEYS)):
+            offsets = np.fromiter(islice(values, len(chunk)), dtype=np.int64, count=len(chunk))
+            self.map.put_digests(self.map.digest_keys(chunk), offsets, distinct=True)
+            self._remember(chunk)
+        staging.clear()
         self._staged_new = 0
 
     def _remember(self, keys: Iterable[bytes | None]) -> None:

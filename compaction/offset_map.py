@@ -46,6 +46,9 @@ MIN_SLOTS = 3
 # Salt length accepted by blake2b's `key` parameter (at most 64); 16 bytes is plenty.
 SALT_BYTES = 16
 _EMPTY = np.uint64(0)
+# Slots scanned per numpy call in take_sorted_offsets: bounds its temporaries (a mask
+# and a copy of one span's offsets, 9 MiB) and how long one call holds the GIL.
+_SCAN_SLOTS = 1 << 20
 
 
 class OffsetMapFull(Exception):
@@ -92,6 +95,8 @@ class OffsetMap:
         self.size = 0
         # Last offset covered by the map (Kafka's latestOffset); -1 when empty.
         self.latest_offset = -1
+        # Set by take_sorted_offsets(): the arrays no longer form a map.
+        self._taken = False
 
     @property
     def memory_bytes(self) -> int:
@@ -115,6 +120,7 @@ class OffsetMap:
         self._salt = os.urandom(SALT_BYTES)
         self.size = 0
         self.latest_offset = -1
+        self._taken = False
 
     def digest_keys(self, keys: Iterable[bytes]) -> np.ndarray:
         """(n, 2) uint64 digests of `keys` (salted BLAKE2b-128, low word bit 0 set)."""
@@ -141,6 +147,7 @@ class OffsetMap:
         OffsetMapFull (and changes nothing) when the new keys could exceed
         `max_entries`: the caller checks `free_entries` first.
         """
+        self._check_not_taken()
         o = np.asarray(offsets, dtype=np.int64)
         d = digests
         if len(d) == 0:
@@ -193,6 +200,7 @@ class OffsetMap:
 
     def _probe(self, digests: np.ndarray) -> np.ndarray:
         """Slot of each digest, or -1 when absent."""
+        self._check_not_taken()
         found = np.full(len(digests), -1, dtype=np.int64)
         if len(digests) == 0:
             return found
@@ -220,6 +228,37 @@ class OffsetMap:
         hit = slot >= 0
         out[hit] = self._offset[slot[hit]]
         return out
+
+    def take_sorted_offsets(self) -> np.ndarray:
+        """Every mapped offset in ascending order (`size` of them); consumes the map.
+
+        Each offset in the map is the latest of its key, so once the map is complete
+        this array says which records survive without looking any key up: a mapped
+        record survives iff its offset is in it. The offsets are gathered and sorted
+        in place at the front of the map's own offset array (no second array of the
+        map's size), so the slots no longer match their digests: every put or lookup
+        afterwards raises, while `size`, `slots` and `memory_bytes` keep their values
+        for the statistics. `clear()` makes the map usable again.
+        """
+        offsets = self._offset
+        filled = 0
+        # Move the occupied slots' offsets to the front, a bounded span at a time (the
+        # copy of one span is the only extra memory), then sort just those: a map sized
+        # for a long dirty range may hold far fewer keys than it has slots.
+        for start in range(0, self.slots, _SCAN_SLOTS):
+            part = slice(start, start + _SCAN_SLOTS)
+            found = offsets[part][self._lo[part] != _EMPTY]
+            offsets[filled : filled + len(found)] = found
+            filled += len(found)
+        assert filled == self.size, f"{filled} occupied slots, {self.size} entries"
+        taken = offsets[:filled]
+        taken.sort()  # numpy sorts without the GIL
+        self._taken = True
+        return taken
+
+    def _check_not_taken(self) -> None:
+        if self._taken:
+            raise RuntimeError("the offset map was consumed by take_sorted_offsets()")
 
     def put(self, key: bytes, offset: int) -> None:
         """Put one key (convenience for tests and small callers)."""

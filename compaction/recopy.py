@@ -20,7 +20,7 @@ for byte; a batch with no survivors is dropped.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Container, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import repeat
 from operator import add, ge, itemgetter
@@ -32,7 +32,13 @@ from protocol.batch import (
     build_batch,
 )
 
-__all__ = ["UNKEYED", "BatchOutcome", "recopy_batch", "tombstones_retained"]
+__all__ = [
+    "UNKEYED",
+    "BatchOutcome",
+    "recopy_batch",
+    "recopy_survivors",
+    "tombstones_retained",
+]
 
 # Fields of a raw record tuple (protocol.batch: [offset_delta, ts_delta, key, value, headers]).
 _DELTA = itemgetter(0)
@@ -55,7 +61,7 @@ class BatchOutcome:
     when no record survives.
     """
 
-    data: bytes | None
+    data: bytes | memoryview | None
     records_kept: int
     records_removed: int
     rewritten: bool
@@ -95,6 +101,44 @@ def recopy_batch(
             )
             for delta, _, key, value, _ in records
         ]
+    return _outcome(batch, header, records, keep, now_ms + delete_retention_ms)
+
+
+def recopy_survivors(
+    batch: bytes | memoryview,
+    header: BatchHeader,
+    records: Sequence[tuple],
+    surviving: Container[int],
+    *,
+    map_end_offset: int,
+    now_ms: int,
+    delete_retention_ms: int,
+) -> BatchOutcome:
+    """`recopy_batch` for a batch at or past the first dirty offset, without key lookups.
+
+    Every record of such a batch below `map_end_offset` was mapped, so it is the
+    latest of its key iff its offset is one of the map's offsets: `surviving` holds
+    those of this batch (`OffsetMap.take_sorted_offsets`). An unkeyed record was not
+    mapped, so its offset is not there and it is dropped, as rule 2 says.
+    """
+    base = header.base_offset
+    keep_tombstones = tombstones_retained(header, now_ms)
+    keep = [
+        base + delta >= map_end_offset
+        or (base + delta in surviving and (value is not None or keep_tombstones))
+        for delta, _, _, value, _ in records
+    ]
+    return _outcome(batch, header, records, keep, now_ms + delete_retention_ms)
+
+
+def _outcome(
+    batch: bytes | memoryview,
+    header: BatchHeader,
+    records: Sequence[tuple],
+    keep: list[bool],
+    horizon_ms: int,
+) -> BatchOutcome:
+    """The batch to write given which records survive: dropped, copied, or rebuilt."""
     kept = keep.count(True)
     removed = len(keep) - kept
     if kept == 0:
@@ -105,7 +149,7 @@ def recopy_batch(
     if removed == 0 and not set_horizon:
         return BatchOutcome(bytes(batch), kept, 0, rewritten=False)
     return BatchOutcome(
-        _rebuild(header, survivors, set_horizon, now_ms + delete_retention_ms),
+        _rebuild(header, survivors, set_horizon, horizon_ms),
         kept,
         removed,
         rewritten=True,

@@ -318,3 +318,52 @@ def test_max_compaction_lag_forces_a_cleaning_and_rolls(logs, clock):
     assert cleaners.clean_one(make_cleaner()) is not None
     assert cleaners.statistics().max_compaction_delay_ms >= 0
     assert [r.offset for r in read_all(log)][:5] == [5, 6, 7, 8, 9]
+
+
+def test_dirty_batches_dropped_copied_or_rebuilt_by_their_survivors(logs, clock):
+    """Past the first dirty offset survivors come from the map's offsets: a batch whose
+    records all survive is copied byte for byte, one with none is dropped, one with some
+    is rebuilt; a tombstone batch gets its horizon once, then is copied as it is."""
+    logs.create_topic("t", 1, COMPACT)
+    log = logs.get_log("t", 0)
+    whole = append(log, [(b"a", b"1"), (b"b", b"2")], clock())
+    tomb = append(log, [(b"c", None), (b"d", b"4")], clock())
+    append(log, [(b"e", b"old")], clock())
+    append(log, [(b"f", b"1"), (b"f", b"2"), (b"g", b"3")], clock())
+    append(log, [(b"e", b"new")], clock())
+    log.roll()
+    whole_bytes = bytes(log.read(whole, 1).records)
+    end = log.log_end_offset
+    cleaner = make_cleaner()
+
+    def clean():
+        return cleaner.clean(
+            log, first_dirty_offset=0, first_uncleanable_offset=end, now_ms=clock()
+        )
+
+    result = clean()
+    assert [(r.offset, r.key, r.value) for r in read_all(log)] == [
+        (0, b"a", b"1"),
+        (1, b"b", b"2"),
+        (2, b"c", None),
+        (3, b"d", b"4"),
+        (6, b"f", b"2"),
+        (7, b"g", b"3"),
+        (8, b"e", b"new"),
+    ]
+    assert (result.records_kept, result.records_removed, result.batches_rewritten) == (7, 2, 2)
+    assert bytes(log.read(whole, 1).records)[: len(whole_bytes)] == whole_bytes
+    tomb_header = read_header(log.read(tomb, 1).records)
+    assert tomb_header.has_delete_horizon
+    assert tomb_header.base_timestamp == clock() + 1000
+    # The whole log again (as after a lost checkpoint), before the horizon: nothing changes.
+    before = bytes(log.read(0, 1 << 20).records)
+    clock.advance(999)
+    again = clean()
+    assert (again.records_kept, again.records_removed, again.batches_rewritten) == (7, 0, 0)
+    assert bytes(log.read(0, 1 << 20).records) == before
+    # At the horizon the tombstone goes; its batch is rebuilt around the survivor.
+    clock.advance(1)
+    last = clean()
+    assert (last.records_kept, last.records_removed, last.batches_rewritten) == (6, 1, 1)
+    assert [r.offset for r in read_all(log)] == [0, 1, 3, 6, 7, 8]

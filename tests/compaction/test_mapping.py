@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from compaction import mapping as mapping_module
+from compaction.keys import decode_keys
 from compaction.mapping import MapBuilder, OffsetMapTooSmall
 from compaction.offset_map import ENTRY_BYTES, OffsetMap
 from protocol.batch import decode_payload, encode_batch, read_header, set_base_offset
@@ -62,3 +64,41 @@ def test_a_map_too_small_for_the_first_batch():
     builder = MapBuilder(m, first_dirty_offset=0)
     with pytest.raises(OffsetMapTooSmall):
         builder.add_batch(*batch(0, [b"a", b"b", b"c"]))
+
+
+def test_records_from_the_key_decoder_map_like_full_records():
+    """The cleaner feeds `decode_keys` records; the map must come out the same."""
+    batches = [(0, [b"a", b"b", None, b"a"]), (4, [b"c", b"a"]), (6, [None, b"b"])]
+    full, keys_only = OffsetMap(ENTRY_BYTES * 50, 0.9), OffsetMap(ENTRY_BYTES * 50, 0.9)
+    by_batch, by_records = MapBuilder(full, 1), MapBuilder(keys_only, 1)
+    for base, keys in batches:
+        header, records = batch(base, keys)
+        data = bytearray(encode_batch([(k, b"v", None, 1000) for k in keys]))
+        set_base_offset(data, 0, base)
+        assert by_batch.add_batch(header, records)
+        records = decode_keys(
+            bytes(data),
+            compression=header.compression,
+            base_offset=base,
+            max_decompressed=1 << 20,
+        )
+        assert by_records.add_records(base, header.last_offset, records)
+    by_batch.finish()
+    by_records.finish()
+    probe = [b"a", b"b", b"c", b"x"]
+    assert [full.get(k) for k in probe] == [keys_only.get(k) for k in probe] == [5, 7, 4, -1]
+    assert by_batch.records_mapped == by_records.records_mapped == 7
+    assert by_batch.end_offset == by_records.end_offset == 8
+
+
+def test_flush_in_steps_maps_every_staged_key(monkeypatch):
+    monkeypatch.setattr(mapping_module, "FLUSH_CHUNK_KEYS", 3)
+    m = OffsetMap(ENTRY_BYTES * 100, 0.9)
+    builder = MapBuilder(m, first_dirty_offset=0)
+    keys = [b"k%d" % i for i in range(10)]
+    assert builder.add_batch(*batch(0, keys))
+    assert builder.add_batch(*batch(10, keys[::2]))
+    builder.finish()
+    expected = [10 + i // 2 if i % 2 == 0 else i for i in range(10)]
+    assert [m.get(k) for k in keys] == expected
+    assert m.size == 10

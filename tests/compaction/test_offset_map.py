@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from compaction import offset_map as offset_map_module
 from compaction.offset_map import ENTRY_BYTES, OffsetMap, OffsetMapFull
 
 
@@ -131,3 +132,53 @@ def test_matches_a_dict_model(ops, chunk):
     probe = [*model, b"never-put-key"]
     got = m.get_digests(m.digest_keys(probe)).tolist()
     assert got == [*model.values(), -1]
+
+
+def test_take_sorted_offsets_gives_every_latest_offset_then_refuses_lookups():
+    m = OffsetMap(ENTRY_BYTES * 100, 0.9)
+    for key, offset in [(b"a", 7), (b"b", 0), (b"a", 9), (b"c", 3)]:
+        m.put(key, offset)
+    slots, memory = m.slots, m.memory_bytes
+    taken = m.take_sorted_offsets()
+    # Offset 0 is a real entry, not mistaken for an empty slot; a's older offset is gone.
+    assert taken.tolist() == [0, 3, 9]
+    assert (m.size, m.slots, m.memory_bytes) == (3, slots, memory)
+    with pytest.raises(RuntimeError):
+        m.get(b"a")
+    with pytest.raises(RuntimeError):
+        m.put(b"d", 1)
+    m.clear()
+    m.put(b"d", 1)
+    assert (m.get(b"d"), m.get(b"a"), m.size) == (1, -1, 1)
+
+
+def test_take_sorted_offsets_of_an_empty_map():
+    m = OffsetMap(ENTRY_BYTES * 10, 0.9)
+    assert m.take_sorted_offsets().tolist() == []
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    ops=st.lists(
+        st.tuples(st.binary(max_size=3), st.integers(min_value=0, max_value=10**12)),
+        max_size=150,
+    )
+)
+def test_take_sorted_offsets_matches_a_dict_model(ops):
+    m = OffsetMap(ENTRY_BYTES * 400, 0.9)
+    model: dict[bytes, int] = {}
+    for key, offset in ops:
+        model[key] = max(model.get(key, -1), offset)
+    if ops:
+        keys = [k for k, _ in ops]
+        m.put_digests(m.digest_keys(keys), np.array([o for _, o in ops], dtype=np.int64))
+    assert m.take_sorted_offsets().tolist() == sorted(model.values())
+
+
+def test_take_sorted_offsets_scans_in_spans(monkeypatch):
+    monkeypatch.setattr(offset_map_module, "_SCAN_SLOTS", 7)
+    m = OffsetMap(ENTRY_BYTES * 200, 0.9)
+    keys = [b"key-%d" % i for i in range(150)]
+    offsets = np.arange(1000, 1150, dtype=np.int64)[::-1].copy()
+    m.put_digests(m.digest_keys(keys), offsets)
+    assert m.take_sorted_offsets().tolist() == list(range(1000, 1150))

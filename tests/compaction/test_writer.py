@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 
+from compaction import writer as writer_module
 from compaction.writer import CleanedSegmentWriter
 from protocol.batch import encode_batch, iter_headers, read_header, set_base_offset
 from storage.fileio import FileIO
@@ -64,3 +65,22 @@ def test_abort_removes_every_cleaned_file(tmp_path):
     writer.append(batch(0, 1), read_header(batch(0, 1)))
     writer.abort()
     assert list(tmp_path.iterdir()) == []
+
+
+def test_indexes_larger_than_one_conversion_step(tmp_path, monkeypatch):
+    """Index entries are converted and written in steps; the files hold every entry in
+    order across the step boundaries."""
+    monkeypatch.setattr(writer_module, "INDEX_CHUNK_ENTRIES", 7)
+    batches = [batch(100 + 3 * i, 1000 + i) for i in range(40)]
+    write(tmp_path, batches, interval=0)
+    _, index_path, time_index_path = segment_paths(tmp_path, 100, CLEANED_SUFFIX)
+    data = b"".join(batches)
+    offsets = OffsetIndex(index_path, 100, FileIO())
+    offsets.sanity_check(len(data))
+    assert offsets.entries == 39  # every batch after the first
+    for i in range(1, 40):
+        assert offsets.lookup(100 + 3 * i + 2) == (100 + 3 * i + 2, len(batches[0]) * i)
+    times = TimeIndex(time_index_path, 100, FileIO())
+    times.sanity_check(220)
+    assert times.entries == 39  # one per batch after the first (each a new largest)
+    assert times.last_entry() == (1039, 219)
