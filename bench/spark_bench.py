@@ -6,8 +6,13 @@ over the same rows, measured in the same run.
 
 Starts a real broker (`python -m broker.server`) on free loopback ports with a fresh
 data directory, produces the records (batches of 1,000, pipelined), then times each
-read materialising every column through Spark's `noop` sink (best of `--repeat` runs
-after one warm-up). Prints one JSON document on stdout; progress goes to stderr.
+read materialising every column through Spark's `noop` sink: one warm-up of each, then
+`--repeat` rounds that time one tidelog read and one Parquet read each, alternately, so
+both see the same machine load. Both reads run in the same Spark session with the same
+settings (Spark's defaults, plus `local[2]` and 2 GiB of driver memory). Reported: best
+and median seconds, and the CPU seconds each read cost, split into the Spark JVM, its
+Python workers and the broker (on a shared machine, CPU time is steadier than wall
+time). Prints one JSON document on stdout; progress goes to stderr.
 
     .venv/bin/python -m bench.spark_bench [--quick] [--records N] [--repeat R]
 """
@@ -17,11 +22,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -115,37 +122,86 @@ def load(bootstrap: str, topic: str, records: int) -> float:
     return time.perf_counter() - started
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process (Linux /proc), to show the broker's share."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+def _proc_stats() -> dict[int, tuple[int, str, float]]:
+    """pid -> (parent pid, command, CPU seconds incl. reaped children) of every process."""
+    tick = os.sysconf("SC_CLK_TCK")
+    stats = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            text = (entry / "stat").read_text()
+        except OSError:
+            continue  # exited meanwhile
+        command = text[text.index("(") + 1 : text.rindex(")")]
+        fields = text.rsplit(")", 1)[1].split()
+        # utime, stime, cutime, cstime: a worker that exited is counted in its parent.
+        cpu = sum(int(f) for f in fields[11:15]) / tick
+        stats[int(entry.name)] = (int(fields[1]), command, cpu)
+    return stats
 
 
-def best_rate(run: object, rows: int, repeat: int) -> dict[str, Any]:
-    """Warm up once, then the best of `repeat` timed runs."""
-    run()  # type: ignore[operator]
-    times = []
-    for _ in range(repeat):
-        started = time.perf_counter()
-        run()  # type: ignore[operator]
-        times.append(time.perf_counter() - started)
-    best = min(times)
+def cpu_by_role(broker_pid: int) -> dict[str, float]:
+    """CPU seconds so far of the Spark JVM, of its Python workers, and of the broker.
+
+    The JVM is a child of this process and the workers its descendants, so the whole
+    tree below this process is summed (by command name) plus the broker.
+    """
+    stats = _proc_stats()
+    children: dict[int, list[int]] = {}
+    for pid, (parent, _, _) in stats.items():
+        children.setdefault(parent, []).append(pid)
+    totals = {"jvm": 0.0, "python_workers": 0.0, "broker": 0.0}
+    stack = [p for p in children.get(os.getpid(), []) if p != broker_pid]
+    while stack:
+        pid = stack.pop()
+        _, command, cpu = stats[pid]
+        role = "jvm" if command == "java" else "python_workers"
+        totals[role] += cpu
+        stack.extend(children.get(pid, []))
+    if broker_pid in stats:
+        totals["broker"] = stats[broker_pid][2]
+    return totals
+
+
+def timed(run: Callable[[], object], broker_pid: int) -> tuple[float, dict[str, float]]:
+    """Wall seconds of one run and the CPU seconds it cost, by role."""
+    before = cpu_by_role(broker_pid)
+    started = time.perf_counter()
+    run()
+    wall = time.perf_counter() - started
+    after = cpu_by_role(broker_pid)
+    return wall, {role: after[role] - before[role] for role in after}
+
+
+def summary(rows: int, runs: list[tuple[float, dict[str, float]]]) -> dict[str, Any]:
+    """Best and median of the timed runs, and the median CPU cost of one read by role."""
+    walls = [wall for wall, _ in runs]
+    best, median = min(walls), statistics.median(walls)
+    cpu = {
+        role: round(statistics.median(c[role] for _, c in runs), 2)
+        for role in runs[0][1]
+        if any(c[role] for _, c in runs)
+    }
     return {
         "best_s": round(best, 3),
+        "median_s": round(median, 3),
         "rows_per_s": round(rows / best),
-        "runs_s": [round(t, 3) for t in times],
+        "median_rows_per_s": round(rows / median),
+        "runs_s": [round(w, 3) for w in walls],
+        "cpu_s_per_read": cpu,
     }
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="1,000,000 records, 2 runs")
+    parser.add_argument("--quick", action="store_true", help="1,000,000 records, 3 rounds")
     parser.add_argument("--records", type=int, default=None)
     parser.add_argument("--repeat", type=int, default=None)
     parser.add_argument("--fetch-max-bytes", type=int, default=None, help="connector option")
     opts = parser.parse_args(argv)
     records = opts.records or (1_000_000 if opts.quick else 5_000_000)
-    repeat = opts.repeat or (2 if opts.quick else 3)
+    repeat = opts.repeat or (3 if opts.quick else 5)
     extra = {"fetch.max.bytes": str(opts.fetch_max_bytes)} if opts.fetch_max_bytes else {}
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ["PYTHONPATH"] = os.pathsep.join(
@@ -180,27 +236,26 @@ def main(argv: list[str] | None = None) -> int:
             df.write.parquet(parquet_path)
             counted = spark.read.parquet(parquet_path).count()
             assert counted == records, (counted, records)
-            log("timing the tidelog read ...")
-            broker_cpu_before = cpu_seconds(proc.pid)
-            tidelog = best_rate(
-                lambda: df.write.format("noop").mode("overwrite").save(), records, repeat
-            )
-            tidelog["broker_cpu_s_per_read"] = round(
-                (cpu_seconds(proc.pid) - broker_cpu_before) / (repeat + 1), 3
-            )
-            log("timing the parquet read ...")
-            parquet = best_rate(
-                lambda: (
+            reads = {
+                "tidelog": lambda: df.write.format("noop").mode("overwrite").save(),
+                "parquet": lambda: (
                     spark.read.parquet(parquet_path).write.format("noop").mode("overwrite").save()
                 ),
-                records,
-                repeat,
-            )
+            }
+            for run in reads.values():
+                run()  # warm-up: JIT, Python workers, page cache
+            runs: dict[str, list[tuple[float, dict[str, float]]]] = {name: [] for name in reads}
+            for round_number in range(repeat):
+                log(f"round {round_number + 1}/{repeat}: tidelog, then parquet ...")
+                for name, run in reads.items():
+                    runs[name].append(timed(run, proc.pid))
+            tidelog, parquet = (summary(records, runs[name]) for name in reads)
             spark.stop()
         finally:
             proc.terminate()
             proc.wait(timeout=30)
     ratio = tidelog["rows_per_s"] / parquet["rows_per_s"]
+    median_ratio = tidelog["median_rows_per_s"] / parquet["median_rows_per_s"]
     print(
         json.dumps(
             {
@@ -212,6 +267,8 @@ def main(argv: list[str] | None = None) -> int:
                 "tidelog": tidelog,
                 "parquet": parquet,
                 "parquet_ratio": round(ratio, 3),
+                "median_parquet_ratio": round(median_ratio, 3),
+                "load_average_1m": round(os.getloadavg()[0], 2),
                 "goal_rows_per_s": GOAL_ROWS_PER_S,
                 "goal_parquet_ratio": GOAL_PARQUET_RATIO,
                 "meets_goal": tidelog["rows_per_s"] >= GOAL_ROWS_PER_S

@@ -1,10 +1,13 @@
-"""Fetched record batches -> one Arrow RecordBatch, by column transposition.
+"""Fetched record batches -> one Arrow RecordBatch, without a Python object per record.
 
-Each stored batch is decoded with one C-level msgpack call and transposed with
-`zip(*records)`; offsets and timestamps are computed with numpy, and the exact offset
-range is cut with `searchsorted` over the (possibly gapped, after compaction) offsets.
-There is no per-record Python loop, except building the `headers` column when it is
-asked for (a record without headers must be null, not an empty list, as in Kafka).
+The fast path (`record_scan`) locates every record's fields in the fetched bytes with
+numpy and has Arrow copy keys and values straight out of them; offsets and timestamps
+are numpy arithmetic over the batch headers, and the exact offset range is cut with
+`searchsorted` over the (possibly gapped, after compaction) offsets. Records the scan
+does not cover (headers wanted and present, or bytes outside the record grammar) are
+decoded instead: one C-level msgspec call per stored batch, transposed with
+`zip(*records)`, with the `headers` column built per record (a record without headers
+must be null, not an empty list, as in Kafka).
 """
 
 from __future__ import annotations
@@ -12,16 +15,34 @@ from __future__ import annotations
 import gc
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import lru_cache
 
 import numpy as np
 import pyarrow as pa
 
-from protocol.batch import BatchHeader, TimestampType, decode_payload, iter_headers
+from protocol.batch import (
+    DEFAULT_MAX_DECOMPRESSED_BYTES,
+    HEADER_SIZE,
+    BatchHeader,
+    TimestampType,
+    decode_payload,
+    iter_headers,
+)
+from protocol.compression import decompress
+from spark_connector.record_scan import Payload, array_header, binary_column, scan_records
 from spark_connector.schema import HEADER_ARROW_TYPE, arrow_schema
 
 _TIMESTAMP_TYPE = pa.timestamp("us", tz="UTC")
 _US_PER_MS = 1000
+# Fetched bytes converted into one Arrow batch. The scan reads its chunk about eight
+# times over; a chunk that stays in a core's L2 cache converts about a third faster
+# than an 8 MiB fetch answer (measured: 66-70 against 98 ns a row), and still makes
+# batches of ~18,000 100-byte records, past the 10,000 rows Spark's Arrow path likes.
+CONVERT_CHUNK_BYTES = 2 * 1024 * 1024
+# (topic, partition, size) column pairs kept: a task reads a few partitions, and batch
+# sizes round to a few powers of two.
+CONSTANT_COLUMNS_CACHED = 32
 
 
 @dataclass(slots=True)
@@ -82,6 +103,59 @@ def collector_paused() -> Iterator[None]:
             gc.enable()
 
 
+@dataclass(frozen=True, slots=True)
+class Selection:
+    """The whole batches of a fetch answer holding offsets in [start, end), as
+    (position, header) pairs, and `next_offset`: where the next fetch starts.
+
+    That is past the last whole batch seen, or `end` once a batch reaching `end` was
+    seen. Batches entirely below `start` (the fetch returns the batch containing
+    `start`) and past `end` are left out.
+    """
+
+    batches: tuple[tuple[int, BatchHeader], ...]
+    start: int
+    end: int
+    next_offset: int
+
+
+def select_batches(buf: bytes | memoryview, start: int, end: int) -> Selection:
+    """One pass over the batch headers of a fetch answer (no payload is read)."""
+    selected: list[tuple[int, BatchHeader]] = []
+    next_offset = start
+    for pos, header in iter_headers(buf, allow_partial=True):
+        if header.base_offset >= end:
+            next_offset = max(next_offset, end)
+            break
+        next_offset = max(next_offset, header.next_offset)
+        if header.next_offset <= start:
+            continue
+        selected.append((pos, header))
+        if header.next_offset >= end:
+            next_offset = max(next_offset, end)
+            break
+    return Selection(tuple(selected), start, end, min(next_offset, end))
+
+
+def split_selection(
+    selection: Selection, chunk_bytes: int = CONVERT_CHUNK_BYTES
+) -> list[Selection]:
+    """Consecutive groups of the selected batches of up to `chunk_bytes` each (a bigger
+    batch alone), to convert one at a time; each keeps the whole selection's bounds."""
+    groups: list[Selection] = []
+    group: list[tuple[int, BatchHeader]] = []
+    group_bytes = 0
+    for pos, header in selection.batches:
+        if group and group_bytes + header.size > chunk_bytes:
+            groups.append(replace(selection, batches=tuple(group)))
+            group, group_bytes = [], 0
+        group.append((pos, header))
+        group_bytes += header.size
+    if group or not groups:
+        groups.append(replace(selection, batches=tuple(group)))
+    return groups
+
+
 def records_to_arrow(
     buf: bytes | memoryview,
     *,
@@ -91,38 +165,173 @@ def records_to_arrow(
     end: int,
     include_headers: bool,
 ) -> Converted:
-    """Convert back-to-back batches (a fetch answer) to Arrow rows in [start, end).
-
-    `next_offset` is where the next fetch should start: past the last whole batch seen,
-    or `end` once a batch reaching `end` was seen. Batches entirely below `start` (the
-    fetch returns the batch containing `start`) and past `end` contribute nothing.
-    """
-    with collector_paused():
-        return _records_to_arrow(buf, topic, partition, start, end, include_headers)
+    """Convert back-to-back batches (a fetch answer) to Arrow rows in [start, end)."""
+    selection = select_batches(buf, start, end)
+    return selection_to_arrow(
+        buf, selection, topic=topic, partition=partition, include_headers=include_headers
+    )
 
 
-def _records_to_arrow(
+def selection_to_arrow(
     buf: bytes | memoryview,
+    selection: Selection,
+    *,
     topic: str,
     partition: int,
-    start: int,
-    end: int,
     include_headers: bool,
 ) -> Converted:
+    """The rows of the selected batches that fall in [selection.start, selection.end)."""
+    with collector_paused():
+        columns = _scanned_columns(buf, selection, include_headers)
+        if columns is None:
+            columns = _decoded_columns(buf, selection, include_headers)
+    if columns is None or not len(columns[0]):
+        return Converted(None, selection.next_offset, 0, None)
+    offsets, timestamps_ms, ts_types, keys, values, headers = columns
+    rows = len(offsets)
+    topic_column, partition_column = _constant_columns(topic, partition, _capacity(rows))
+    arrays = [
+        keys,
+        values,
+        topic_column.slice(0, rows),
+        partition_column.slice(0, rows),
+        pa.array(offsets),
+        pa.array(timestamps_ms * _US_PER_MS, type=_TIMESTAMP_TYPE),
+        pa.array(ts_types),
+    ]
+    if include_headers:
+        arrays.append(headers)
+    batch = pa.RecordBatch.from_arrays(arrays, schema=arrow_schema(include_headers))
+    return Converted(batch, selection.next_offset, rows, int(offsets[-1]))
+
+
+# offsets, timestamps (ms), timestamp types, keys, values, headers (None unless asked).
+_Columns = tuple[np.ndarray, np.ndarray, np.ndarray, pa.Array, pa.Array, pa.Array | None]
+# No row in range: what the scan says for batches that hold none of the wanted offsets.
+_NO_ROWS: _Columns = (
+    np.empty(0, np.int64),
+    np.empty(0, np.int64),
+    np.empty(0, np.int32),
+    pa.array([], pa.binary()),
+    pa.array([], pa.binary()),
+    None,
+)
+
+
+def _capacity(rows: int) -> int:
+    """`rows` rounded up to a power of two, so a few cached columns serve every batch."""
+    return 1 << max(rows - 1, 0).bit_length()
+
+
+@lru_cache(maxsize=CONSTANT_COLUMNS_CACHED)
+def _constant_columns(topic: str, partition: int, capacity: int) -> tuple[pa.Array, pa.Array]:
+    """The `topic` and `partition` columns of `capacity` rows, built once and sliced."""
+    return (
+        pa.repeat(pa.scalar(topic, pa.string()), capacity),
+        pa.array(np.full(capacity, partition, dtype=np.int32)),
+    )
+
+
+def _scanned_columns(
+    buf: bytes | memoryview, selection: Selection, include_headers: bool
+) -> _Columns | None:
+    """The columns by `record_scan` (`_NO_ROWS` if none is in range), or None where the
+    scan does not apply."""
+    start, end = selection.start, selection.end
+    located = _payloads(buf, selection.batches)
+    if located is None:
+        return None
+    scan_buf, payloads, headers = located
+    fields = scan_records(scan_buf, payloads, empty_headers=include_headers)
+    if fields is None:
+        return None
+    batch_of = fields.batch_index
+    base_offsets = np.fromiter((h.base_offset for h in headers), np.int64, len(headers))
+    offsets = base_offsets[batch_of] + fields.offset_deltas
+    lo = int(np.searchsorted(offsets, start, side="left"))
+    hi = int(np.searchsorted(offsets, end, side="left"))
+    if lo >= hi:
+        return _NO_ROWS
+    if lo > 0 or hi < len(offsets):
+        fields, offsets, batch_of = fields.take(lo, hi), offsets[lo:hi], batch_of[lo:hi]
+    base_ts = np.fromiter((h.base_timestamp for h in headers), np.int64, len(headers))
+    timestamps_ms = base_ts[batch_of] + fields.timestamp_deltas
+    ts_type = np.fromiter((h.timestamp_type for h in headers), np.int32, len(headers))
+    if ts_type.any():
+        # Kafka: every record of a LogAppendTime batch carries the broker's append time.
+        max_ts = np.fromiter((h.max_timestamp for h in headers), np.int64, len(headers))
+        log_append = ts_type[batch_of] == TimestampType.LOG_APPEND_TIME
+        timestamps_ms = np.where(log_append, max_ts[batch_of], timestamps_ms)
+    buffer = pa.py_buffer(scan_buf)
+    return (
+        offsets,
+        timestamps_ms,
+        ts_type[batch_of],
+        binary_column(buffer, fields.key_start, fields.key_length, fields.key_null),
+        binary_column(buffer, fields.value_start, fields.value_length, fields.value_null),
+        pa.nulls(hi - lo, HEADER_ARROW_TYPE) if include_headers else None,
+    )
+
+
+def _payloads(
+    buf: bytes | memoryview, selected: tuple[tuple[int, BatchHeader], ...]
+) -> tuple[bytes, list[Payload], list[BatchHeader]] | None:
+    """The buffer to scan (the fetch itself, or its payloads decompressed and joined),
+    where each non-empty batch's records lie in it, and those batches' headers."""
+    compressed = any(header.compression for _, header in selected)
+    parts: list[bytes | memoryview] = []
+    joined_bytes = 0
+    payloads: list[Payload] = []
+    headers: list[BatchHeader] = []
+    view = memoryview(buf)
+    for pos, header in selected:
+        if header.record_count == 0:
+            continue
+        payload = view[pos + HEADER_SIZE : pos + header.size]
+        if compressed:
+            if header.compression:
+                payload = memoryview(
+                    decompress(header.compression, payload, DEFAULT_MAX_DECOMPRESSED_BYTES)
+                )
+            parts.append(payload)
+            array_pos, joined_bytes = joined_bytes, joined_bytes + len(payload)
+        else:
+            array_pos = pos + HEADER_SIZE
+        if not payload:
+            return None
+        shape = array_header(payload, 0)
+        if shape is None or shape[0] != header.record_count:
+            return None
+        payloads.append(
+            Payload(
+                array_pos=array_pos,
+                start=array_pos + shape[1],
+                end=array_pos + len(payload),
+                count=header.record_count,
+                dense=header.record_count == header.last_offset_delta + 1,
+            )
+        )
+        headers.append(header)
+    if not payloads:
+        return None
+    scan_buf = b"".join(parts) if compressed else buf
+    if not isinstance(scan_buf, bytes):
+        scan_buf = bytes(scan_buf)
+    return scan_buf, payloads, headers
+
+
+def _decoded_columns(
+    buf: bytes | memoryview, selection: Selection, include_headers: bool
+) -> _Columns | None:
+    """The columns by decoding each batch into Python tuples (any records at all)."""
+    start, end = selection.start, selection.end
     offsets_parts: list[np.ndarray] = []
     ts_parts: list[np.ndarray] = []
     type_parts: list[np.ndarray] = []
     keys: list[bytes | None] = []
     values: list[bytes | None] = []
     headers: list[tuple] = []
-    next_offset = start
-    for pos, header in iter_headers(buf, allow_partial=True):
-        if header.base_offset >= end:
-            next_offset = max(next_offset, end)
-            break
-        next_offset = max(next_offset, header.next_offset)
-        if header.next_offset <= start:
-            continue
+    for pos, header in selection.batches:
         cols = _columns_of_batch(buf, pos, header, start, end)
         if cols is None:
             continue
@@ -134,27 +343,16 @@ def _records_to_arrow(
         values.extend(vs)
         if include_headers:
             headers.extend(hs)
-        if header.next_offset >= end:
-            next_offset = max(next_offset, end)
-            break
-    rows = len(keys)
-    if rows == 0:
-        return Converted(None, min(next_offset, end), 0, None)
-    offsets = np.concatenate(offsets_parts)
-    timestamps_us = np.concatenate(ts_parts) * _US_PER_MS
-    columns = [
+    if not keys:
+        return None
+    return (
+        np.concatenate(offsets_parts),
+        np.concatenate(ts_parts),
+        np.concatenate(type_parts),
         pa.array(keys, type=pa.binary()),
         pa.array(values, type=pa.binary()),
-        pa.repeat(pa.scalar(topic, pa.string()), rows),
-        pa.array(np.full(rows, partition, dtype=np.int32)),
-        pa.array(offsets),
-        pa.array(timestamps_us, type=_TIMESTAMP_TYPE),
-        pa.array(np.concatenate(type_parts)),
-    ]
-    if include_headers:
-        columns.append(headers_column(headers))
-    batch = pa.RecordBatch.from_arrays(columns, schema=arrow_schema(include_headers))
-    return Converted(batch, min(next_offset, end), rows, int(offsets[-1]))
+        headers_column(headers) if include_headers else None,
+    )
 
 
 def headers_column(headers: list[tuple]) -> pa.Array:

@@ -16,11 +16,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from protocol import calls
-from protocol.batch import iter_headers
 from protocol.calls import FetchResult
 from protocol.client import Client
 from protocol.errors import OffsetOutOfRange, TidelogError
-from spark_connector.arrow_convert import records_to_arrow
+from spark_connector.arrow_convert import select_batches, selection_to_arrow, split_selection
 from spark_connector.offsets import open_client
 from spark_connector.options import SourceOptions
 from spark_connector.planning import OffsetRange
@@ -155,14 +154,6 @@ class _Fetcher:
                 pass
 
 
-def _next_fetch_offset(records: bytes, pos: int) -> int:
-    """Where the fetch after this answer starts: past its last whole batch."""
-    next_offset = pos
-    for _, header in iter_headers(records, allow_partial=True):
-        next_offset = header.next_offset
-    return next_offset
-
-
 def _read_range(
     client: Client, opts: SourceOptions, rng: OffsetRange, bounds: Bounds, stats: ReadStats
 ) -> Iterator[pa.RecordBatch]:
@@ -197,26 +188,26 @@ def _read_range(
                 return
             stats.fetches += 1
             stats.fetched_bytes += len(result.records)
-            ahead = _next_fetch_offset(result.records, pos)
-            if pos < ahead < end:
-                fetcher.send(ahead)
-            converted = records_to_arrow(
-                result.records,
-                topic=topic,
-                partition=partition,
-                start=pos,
-                end=end,
-                include_headers=opts.include_headers,
-            )
-            if converted.batch is not None:
-                batch = converted.batch
-                if bounds.has_timestamp:
-                    batch = _timestamp_mask(batch, bounds)
-                if batch.num_rows:
-                    stats.rows += batch.num_rows
-                    yield batch
-            if converted.next_offset > pos:
-                pos, waited = converted.next_offset, False
+            selection = select_batches(result.records, pos, end)
+            if pos < selection.next_offset < end:
+                fetcher.send(selection.next_offset)  # on the wire while this one converts
+            for chunk in split_selection(selection):
+                converted = selection_to_arrow(
+                    result.records,
+                    chunk,
+                    topic=topic,
+                    partition=partition,
+                    include_headers=opts.include_headers,
+                )
+                if converted.batch is not None:
+                    batch = converted.batch
+                    if bounds.has_timestamp:
+                        batch = _timestamp_mask(batch, bounds)
+                    if batch.num_rows:
+                        stats.rows += batch.num_rows
+                        yield batch
+            if selection.next_offset > pos:
+                pos, waited = selection.next_offset, False
                 continue
             if waited:
                 report_data_loss(

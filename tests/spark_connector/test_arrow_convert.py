@@ -6,7 +6,14 @@ import pyarrow as pa
 import pytest
 
 from protocol.batch import TimestampType, build_batch, encode_batch, set_base_offset
-from spark_connector.arrow_convert import empty_batch, records_to_arrow
+from spark_connector.arrow_convert import (
+    Selection,
+    empty_batch,
+    records_to_arrow,
+    select_batches,
+    selection_to_arrow,
+    split_selection,
+)
 from spark_connector.schema import arrow_schema
 
 
@@ -99,3 +106,23 @@ def test_a_trailing_partial_batch_is_left_for_the_next_fetch() -> None:
 @pytest.mark.parametrize("include_headers", [False, True])
 def test_empty_batch_has_the_exact_schema(include_headers: bool) -> None:
     assert empty_batch(include_headers).schema == arrow_schema(include_headers)
+
+
+def test_a_selection_converts_the_same_in_chunks_as_whole() -> None:
+    buf = log_of(6, 50)
+    selection = select_batches(buf, 30, 280)
+    assert selection.next_offset == 280
+    sizes = [header.size for _, header in selection.batches]
+    assert 3 * min(sizes) > 2 * max(sizes)
+    chunks = split_selection(selection, chunk_bytes=2 * max(sizes))
+    assert [len(c.batches) for c in chunks] == [2, 2, 2]
+    assert [b for c in chunks for b in c.batches] == list(selection.batches)
+    assert len(split_selection(selection, chunk_bytes=1)) == 6  # a bigger batch goes alone
+
+    def rows(sel: Selection) -> list[dict]:
+        out = selection_to_arrow(buf, sel, topic="t", partition=0, include_headers=False)
+        return out.batch.to_pylist() if out.batch is not None else []
+
+    whole = rows(selection)
+    assert [r["offset"] for r in whole] == list(range(30, 280))
+    assert [r for c in chunks for r in rows(c)] == whole
