@@ -284,7 +284,10 @@ def serve_in_thread(broker: FakeBroker) -> Iterator[str]:
                 with lock:
                     out = server.receive_data(data)
                 if out:
-                    conn.sendall(out)
+                    try:
+                        conn.sendall(out)
+                    except OSError:  # the client closed first (a late answer): as a broker
+                        return
                 if server.closed:
                     return
 
