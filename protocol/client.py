@@ -44,6 +44,23 @@ DEFAULT_CONNECT_TIMEOUT_MS = 10_000
 # response gets a one-off buffer so one big fetch does not pin its memory.
 _REUSABLE_BUFFER_BYTES = 16 * 1024 * 1024
 _INITIAL_BUFFER_BYTES = 64 * 1024
+# Requests are framed into one buffer kept up to this size (a 1 MiB produce and then
+# some): memory written on every request stays touched instead of faulting in anew.
+_REUSABLE_SEND_BYTES = 4 * 1024 * 1024
+
+
+def _sendmsg_all(sock: socket.socket, buffers: list[bytes | bytearray | memoryview]) -> None:
+    """Send every byte of `buffers`, in order, with as few system calls as the kernel allows."""
+    views = [memoryview(buffer) for buffer in buffers]
+    while views:
+        sent = sock.sendmsg(views)
+        done = 0
+        while done < len(views) and sent >= len(views[done]):
+            sent -= len(views[done])
+            done += 1
+        del views[:done]
+        if views and sent:
+            views[0] = views[0][sent:]
 
 
 class Client:
@@ -67,6 +84,7 @@ class Client:
         self._conn = ClientConnection(client_id=client_id, max_response_bytes=max_response_bytes)
         self._header = bytearray(LENGTH_SIZE)
         self._buffer = bytearray(_INITIAL_BUFFER_BYTES)
+        self._send_buffer = bytearray()
 
     # -- connection lifecycle -------------------------------------------------
 
@@ -116,9 +134,39 @@ class Client:
         """Send one request without waiting; returns its correlation id."""
         self.connect()
         assert self._sock is not None
-        request_id, frame = self._conn.send_request(api, body, expect_response=expect_response)
+        request_id, frame = self._conn.send_request(
+            api, body, expect_response=expect_response, into=self._send_buffer
+        )
         try:
             self._sock.sendall(frame)
+        except OSError:
+            self.close()
+            raise
+        finally:
+            if len(frame) > _REUSABLE_SEND_BYTES:
+                self._send_buffer = bytearray()
+        return request_id
+
+    def send_with_tail(
+        self,
+        api: str,
+        body: Mapping[str, Any],
+        tail: list[bytes | bytearray | memoryview],
+        *,
+        expect_response: bool = True,
+    ) -> int:
+        """`send` for a body whose last value is `TAIL_PLACEHOLDER`, sent as `tail`'s chunks.
+
+        The chunks go to the kernel as they are (`sendmsg`): a producer's batches are
+        not copied into a frame first.
+        """
+        self.connect()
+        assert self._sock is not None
+        request_id, parts = self._conn.send_request_with_tail(
+            api, body, tail, expect_response=expect_response
+        )
+        try:
+            _sendmsg_all(self._sock, parts)
         except OSError:
             self.close()
             raise

@@ -15,7 +15,12 @@ from typing import Any
 
 from protocol.envelope import ID_MAX, parse_response
 from protocol.errors import InvalidRequest, TidelogError, UnknownServerError, error_from_wire
-from protocol.framing import FrameDecoder, FrameError, encode_frame
+from protocol.framing import (
+    FrameDecoder,
+    FrameError,
+    encode_frame,
+    encode_frame_with_tail,
+)
 from protocol.schemas import build_request, validate_response_body
 
 # Responses can be larger than requests (a fetch returns at least one whole batch
@@ -70,20 +75,51 @@ class ClientConnection:
         return len(self._pending)
 
     def send_request(
-        self, api: str, body: Mapping[str, Any], *, expect_response: bool = True
-    ) -> tuple[int, bytes]:
+        self,
+        api: str,
+        body: Mapping[str, Any],
+        *,
+        expect_response: bool = True,
+        into: bytearray | None = None,
+    ) -> tuple[int, bytearray]:
         """Validate and frame one request; returns `(id, bytes to send)`.
 
         `expect_response=False` is for `produce` with `acks: 0`, which gets no answer.
-        Raises InvalidRequest (naming the key) before anything is sent.
+        `into` is a buffer to frame into (see `encode_frame`). Raises InvalidRequest
+        (naming the key) before anything is sent.
         """
         request_id = self._next_id
         self._next_id = 0 if request_id == ID_MAX else request_id + 1
         request = build_request(api, body, request_id, client=self.client_id)
-        frame = encode_frame(request.to_wire())
+        frame = encode_frame(request.to_wire(), into)
         if expect_response:
             self._pending.append((request_id, api))
         return request_id, frame
+
+    def send_request_with_tail(
+        self,
+        api: str,
+        body: Mapping[str, Any],
+        tail: list[bytes | bytearray | memoryview],
+        *,
+        expect_response: bool = True,
+    ) -> tuple[int, list[bytes | bytearray | memoryview]]:
+        """`send_request` for a body whose last value (in schema order) is one big `bin`.
+
+        `body` holds `TAIL_PLACEHOLDER` there, and `tail` the chunks that make the
+        bin; returns the buffers to send in order (see `encode_frame_with_tail`).
+        """
+        request_id = self._next_id
+        request = build_request(api, body, request_id, client=self.client_id)
+        wire = request.to_wire()
+        wire["body"] = wire.pop("body")  # the body last, so its last value ends the frame
+        if any(not isinstance(chunk, bytes | bytearray | memoryview) for chunk in tail):
+            raise InvalidRequest("tail: every chunk must be bytes-like")
+        parts = encode_frame_with_tail(wire, tail)
+        self._next_id = 0 if request_id == ID_MAX else request_id + 1
+        if expect_response:
+            self._pending.append((request_id, api))
+        return request_id, parts
 
     def receive_data(self, data: bytes | bytearray | memoryview) -> None:
         """Feed bytes read from the socket (`b""` is not needed: the caller sees EOF)."""

@@ -60,6 +60,7 @@ class PendingBatch:
         "callbacks",
         "created",
         "done",
+        "encoded",
         "error",
         "headers",
         "keys",
@@ -83,6 +84,7 @@ class PendingBatch:
         self.timestamps: list[int] = []
         self.size_bytes = 0
         self.sealed = False
+        self.encoded: bytearray | None = None  # set when encoded before the sender takes it
         self.done = threading.Event()
         self.error: BaseException | None = None
         self.base_offset = -1
@@ -109,7 +111,10 @@ class PendingBatch:
             payload = compress(compression, encode_payload(rows))
             out = bytearray(HEADER_SIZE) + payload
         else:  # encode straight behind the header: no copy of the payload
-            out = bytearray(HEADER_SIZE)
+            # Sized up front from the buffered-bytes estimate (which exceeds the
+            # encoding): one allocation, instead of the encoder regrowing the buffer
+            # and copying it several times on the way to ~100 KB.
+            out = bytearray(HEADER_SIZE + self.size_bytes)
             encode_payload_into(rows, out, HEADER_SIZE)
         HEADER.pack_into(
             out,

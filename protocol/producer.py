@@ -33,6 +33,8 @@ from protocol.client import DEFAULT_BOOTSTRAP_SERVER, DEFAULT_REQUEST_TIMEOUT_MS
 from protocol.compression import Compression
 from protocol.connection import DEFAULT_CLIENT_ID, BrokerProtocolError, Reply
 from protocol.errors import error_from_wire
+from protocol.framing import TAIL_PLACEHOLDER
+from protocol.joiner import ChunkJoiner, Joined
 from protocol.partitioner import murmur2, partition_for_key
 from protocol.pending import (
     BatchFuture,
@@ -70,6 +72,7 @@ DEFAULT_MAX_REQUEST_SIZE = 1_048_576
 _RECORD_OVERHEAD_BYTES = 16
 
 _NO_HEADERS: tuple = ()
+_MIN_INT64, _MAX_INT64 = -(2**63), 2**63 - 1
 
 
 # What a key or value may be: anything else would fail the whole batch on the broker.
@@ -83,6 +86,16 @@ def _check_headers(headers: Sequence[tuple[str, bytes | None]]) -> tuple:
         if type(key) is not str or type(value) not in _BLOB_TYPES:
             raise TypeError(f"headers must be (str, bytes | None) pairs, got {(key, value)!r}")
     return pairs
+
+
+def _check_timestamp(timestamp_ms: int | None) -> None:
+    """TypeError or ValueError now, rather than a batch that cannot be encoded later."""
+    if timestamp_ms is None:
+        return
+    if type(timestamp_ms) is not int:
+        raise TypeError(f"timestamp_ms must be an int, got {type(timestamp_ms).__name__}")
+    if not _MIN_INT64 <= timestamp_ms <= _MAX_INT64:
+        raise ValueError(f"timestamp_ms {timestamp_ms} does not fit the batch's int64 field")
 
 
 class BufferFullError(TimeoutError):
@@ -145,6 +158,7 @@ class Producer:
         self._open: dict[tuple[str, int], PendingBatch] = {}
         self._ready: deque[PendingBatch] = deque()
         self._in_flight: deque[list[PendingBatch]] = deque()
+        self._records_buffer = ChunkJoiner()  # the sender thread's alone
         self._unresolved = 0  # batches created and not yet resolved
         self._buffered_bytes = 0
         self._flushing = 0
@@ -177,8 +191,7 @@ class Producer:
                 f"key and value must be bytes or None, got {type(key).__name__} and "
                 f"{type(value).__name__}"
             )
-        if type(timestamp_ms) not in (int, type(None)):
-            raise TypeError(f"timestamp_ms must be an int, got {type(timestamp_ms).__name__}")
+        _check_timestamp(timestamp_ms)
         if partition is None:
             partition = self._choose_partition(topic, key)
         timestamp = _now_ms() if timestamp_ms is None else timestamp_ms
@@ -237,23 +250,29 @@ class Producer:
             headers is not None and len(headers) != count
         ):
             raise ValueError("keys and headers must have one entry per value")
+        _check_timestamp(timestamp_ms)
         if partition is None:
             partition = self._choose_partition(topic, keys[0] if keys else None)
         timestamp = _now_ms() if timestamp_ms is None else timestamp_ms
         size = count * _RECORD_OVERHEAD_BYTES + sum(map(len, filter(None, values)))
         if keys is not None:
             size += sum(map(len, filter(None, keys)))
+        batch = PendingBatch(topic, partition, time.monotonic())
+        batch.values = list(values)
+        batch.keys = list(keys) if keys is not None else [None] * count
+        batch.headers = list(headers) if headers is not None else [_NO_HEADERS] * count
+        batch.timestamps = [timestamp] * count
+        batch.size_bytes = size
+        # Encoded here, in the caller's thread (as Kafka's producer does): the sender
+        # thread then only frames and sends, and the two overlap.
+        batch.encoded = batch.encode(self.compression)
+        batch.keys = batch.values = batch.headers = []  # the bytes above are what is sent
         with self._lock:
             self._wait_for_room(min(size, self.buffer_memory))
             previous = self._open.get((topic, partition))
             if previous is not None:
                 self._seal(previous)  # keep send order within the partition
-            batch = self._new_batch(topic, partition)
-            batch.values = list(values)
-            batch.keys = list(keys) if keys is not None else [None] * count
-            batch.headers = list(headers) if headers is not None else [_NO_HEADERS] * count
-            batch.timestamps = [timestamp] * count
-            batch.size_bytes = size
+            self._unresolved += 1
             self._buffered_bytes += size
             self._seal(batch)
             return BatchFuture(batch)
@@ -422,26 +441,22 @@ class Producer:
         return taken
 
     def _send_request(self, batches: list[PendingBatch]) -> None:
-        topics: dict[str, dict[int, list[bytes]]] = {}
         try:
-            for batch in batches:
-                encoded = batch.encode(self.compression)
-                topics.setdefault(batch.topic, {}).setdefault(batch.partition, []).append(encoded)
-            body = {
-                "acks": self.acks,
-                "timeout_ms": self.request_timeout_ms,
-                "topics": [
-                    {
-                        "topic": topic,
-                        "partitions": [
-                            {"partition": p, "records": b"".join(chunks)}
-                            for p, chunks in partitions.items()
-                        ],
-                    }
-                    for topic, partitions in topics.items()
-                ],
-            }
-            self._client.send("produce", body, expect_response=self.acks != 0)
+            topics = self._partition_chunks(batches)
+            expect_response = self.acks != 0
+            if len(topics) == 1 and len(partitions := next(iter(topics.values()))) == 1:
+                # One partition (the sticky partitioner's usual case): its batches go
+                # to the kernel as they are, not copied into a frame first.
+                [(topic, _)] = topics.items()
+                [(partition, chunks)] = partitions.items()
+                body = self._produce_body([(topic, [(partition, TAIL_PLACEHOLDER)])])
+                self._client.send_with_tail(
+                    "produce", body, chunks, expect_response=expect_response
+                )
+            else:
+                with self._records_buffer.join(topics) as records:
+                    body = self._produce_body(records)
+                    self._client.send("produce", body, expect_response=expect_response)
         except BaseException as exc:
             self._fail_all_in_flight(exc)
             self._finish(batches, error=exc)
@@ -451,6 +466,30 @@ class Producer:
         else:
             with self._lock:
                 self._in_flight.append(batches)
+
+    def _produce_body(self, records: Joined) -> dict[str, Any]:
+        return {
+            "acks": self.acks,
+            "timeout_ms": self.request_timeout_ms,
+            "topics": [
+                {
+                    "topic": topic,
+                    "partitions": [{"partition": p, "records": data} for p, data in partitions],
+                }
+                for topic, partitions in records
+            ],
+        }
+
+    def _partition_chunks(
+        self, batches: list[PendingBatch]
+    ) -> dict[str, dict[int, list[bytes | bytearray]]]:
+        """The encoded batches of one request by topic and partition, in send order."""
+        topics: dict[str, dict[int, list[bytes | bytearray]]] = {}
+        for batch in batches:
+            encoded = batch.encoded if batch.encoded is not None else batch.encode(self.compression)
+            batch.encoded = None  # copied into the request: free it now
+            topics.setdefault(batch.topic, {}).setdefault(batch.partition, []).append(encoded)
+        return topics
 
     def _receive_reply(self) -> None:
         try:

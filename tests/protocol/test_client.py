@@ -173,3 +173,49 @@ def test_broker_hanging_up_is_reported() -> None:
         assert not client.connected
     thread.join(5)
     listener.close()
+
+
+def test_send_with_tail_delivers_every_chunk_through_partial_sends() -> None:
+    """A tiny socket buffer makes `sendmsg` stop mid-chunk; every byte still arrives in order."""
+    from protocol.client import _sendmsg_all
+
+    left, right = socket.socketpair()
+    left.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+    left.settimeout(10)
+    chunks = [b"head", bytearray(b"a" * 50_000), b"", memoryview(b"b" * 70_001), b"z"]
+    received = bytearray()
+
+    def read_slowly() -> None:
+        while len(received) < sum(map(len, chunks)):
+            data = right.recv(1000)
+            if not data:
+                break
+            received.extend(data)
+
+    reader = threading.Thread(target=read_slowly)
+    reader.start()
+    try:
+        _sendmsg_all(left, chunks)
+        reader.join(10)
+    finally:
+        left.close()
+        right.close()
+    assert bytes(received) == b"".join(chunks)
+
+
+def test_produce_with_a_tail_appends_the_joined_batches(client: Client, broker: FakeBroker) -> None:
+    from protocol.framing import TAIL_PLACEHOLDER
+
+    client.create_topic("t", 1)
+    first, second = batch(b"one", b"two"), batch(b"three")
+    body = {
+        "acks": 1,
+        "timeout_ms": 1000,
+        "topics": [{"topic": "t", "partitions": [{"partition": 0, "records": TAIL_PLACEHOLDER}]}],
+    }
+    client.send_with_tail("produce", body, [first, bytearray(second)])
+    [partition] = client.receive().result()["topics"][0]["partitions"]
+    assert partition["error"] is None and partition["base_offset"] == 0
+    records = client.fetch("t", 0, 0).records
+    assert [r.value for r in decode_records(records)] == [b"one", b"two"]
+    assert client.list_offsets("t", 0, "latest").offset == 3

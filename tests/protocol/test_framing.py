@@ -13,10 +13,12 @@ from hypothesis import strategies as st
 from protocol.errors import InvalidRequest
 from protocol.framing import (
     LENGTH,
+    TAIL_PLACEHOLDER,
     FrameDecodeError,
     FrameDecoder,
     FrameTooLarge,
     encode_frame,
+    encode_frame_with_tail,
     frame_length,
 )
 
@@ -218,3 +220,26 @@ def test_the_buffer_is_kept_for_small_frames_and_dropped_after_a_huge_one() -> N
     decoder.feed(small[10:])
     assert list(decoder) == [{"records": b"x" * 300_000}]
     assert len(decoder._buf) == 0, "an empty buffer grown past the keep size is released"
+
+
+_CHUNKS = st.lists(st.binary(max_size=40_000), max_size=6) | st.sampled_from(
+    # bin8 / bin16 / bin32 boundaries of the tail's total length
+    [[b"a" * 255], [b"a" * 256], [b"b" * 65_535], [b"b" * 65_536], [b"c" * 70_000, b"d" * 3]]
+)
+
+
+@settings(max_examples=100, deadline=None)
+@given(_WIRE_VALUES, _CHUNKS)
+def test_a_frame_with_a_tail_is_byte_identical_to_the_joined_frame(
+    head: object, chunks: list[bytes]
+) -> None:
+    """The scatter/gather frame puts on the wire exactly what `encode_frame` would."""
+    message = {"head": head, "records": TAIL_PLACEHOLDER}
+    parts = encode_frame_with_tail(message, [bytearray(c) for c in chunks])
+    joined = {"head": head, "records": b"".join(chunks)}
+    assert b"".join(parts) == bytes(encode_frame(joined))
+
+
+def test_a_frame_with_a_tail_needs_the_placeholder_last() -> None:
+    with pytest.raises(ValueError, match="last value"):
+        encode_frame_with_tail({"records": TAIL_PLACEHOLDER, "after": 1}, [b"x"])

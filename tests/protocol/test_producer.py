@@ -272,3 +272,26 @@ def test_encoded_columns_decode_to_the_same_records(
         (k, v, tuple(h), ts) for k, v, h, ts in rows
     ]
     assert [r.offset for r in decoded] == list(range(base, base + len(rows)))
+
+
+def test_requests_with_several_partitions_keep_each_partitions_order(address: str) -> None:
+    """Batches of two partitions share requests (the joined path); order holds per partition."""
+    with Producer(address, linger_ms=1000, batch_size=200, acks=1) as producer:
+        futures = [
+            producer.send("t", b"%d" % i, partition=i % 2, timestamp_ms=1_000) for i in range(200)
+        ]
+        producer.flush()
+        metadata = [f.get(timeout=10) for f in futures]
+    for partition in (0, 1):
+        values = [r.value for r in stored(address, partition)]
+        assert values == [b"%d" % i for i in range(partition, 200, 2)]
+        offsets = [m.offset for m in metadata if m.partition == partition]
+        assert offsets == list(range(100))
+
+
+def test_send_batch_encodes_in_the_callers_thread(address: str) -> None:
+    """A batch that cannot be encoded fails in `send_batch` itself, not later in the sender."""
+    with Producer(address) as producer:
+        with pytest.raises(ValueError, match="timestamp"):
+            producer.send_batch("t", [b"x"], partition=0, timestamp_ms=2**64)
+        assert producer.send_batch("t", [b"y"], partition=0).get(timeout=10).count == 1
