@@ -458,6 +458,9 @@ class Producer:
                     body = self._produce_body(records)
                     self._client.send("produce", body, expect_response=expect_response)
         except BaseException as exc:
+            # Whatever the cause, answers already on their way could no longer be matched
+            # to their batches: drop the connection, and with it every request in flight.
+            self._client.close()
             self._fail_all_in_flight(exc)
             self._finish(batches, error=exc)
             return
