@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import threading
 import time
+import weakref
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -153,6 +154,10 @@ class _ReplyReader:
             self._work.put(None)
             thread.join(_READER_JOIN_TIMEOUT_S)
 
+    def stop(self) -> None:
+        """Tell the thread to end after its current read, without waiting (finalizer)."""
+        self._work.put(None)
+
 
 @dataclass(slots=True)
 class _PartitionState:
@@ -206,6 +211,8 @@ class Consumer:
         self._iter: Iterator[ConsumerRecord] = iter(())
         self._ahead: _FetchAhead | None = None  # the fetch sent ahead, if any
         self._reader = _ReplyReader()
+        # A consumer dropped without close() must not leave its reader thread waiting.
+        weakref.finalize(self, self._reader.stop)
         if topics:
             self.assign(
                 TopicPartition(topic, p) for topic in topics for p in self.partitions_for(topic)

@@ -389,3 +389,20 @@ def test_close_does_not_wait_for_the_fetch_sent_ahead(
         assert not broker.answered_ahead
     finally:
         broker.release.set()
+
+
+def test_a_consumer_dropped_without_close_does_not_leave_its_fetch_thread(address: str) -> None:
+    import gc
+    import time
+
+    c = one_batch_per_fetch(address)
+    assert c.poll(timeout_ms=1_000)[TP]
+    reader_threads = [t for t in threading.enumerate() if t.name == "tidelog-fetch"]
+    assert reader_threads
+    c._client.close()  # what an application's exit would do to its socket
+    del c
+    gc.collect()
+    deadline = time.monotonic() + 10
+    while any(t.is_alive() for t in reader_threads) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not any(t.is_alive() for t in reader_threads)
