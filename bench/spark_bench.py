@@ -12,9 +12,11 @@ both see the same machine load. Both reads run in the same Spark session with th
 settings (Spark's defaults, plus `local[2]` and 2 GiB of driver memory). Reported: best
 and median seconds, and the CPU seconds each read cost, split into the Spark JVM, its
 Python workers and the broker (on a shared machine, CPU time is steadier than wall
-time). Prints one JSON document on stdout; progress goes to stderr.
+time); then the executor's read code alone, outside Spark (`direct_read_min`: its CPU
+and the broker's, best of 3). Prints one JSON document on stdout; progress goes to
+stderr.
 
-    .venv/bin/python -m bench.spark_bench [--quick] [--records N] [--repeat R]
+    .venv/bin/python -m bench.spark_bench [--quick] [--records N] [--repeat R] [--conf K=V]
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +46,74 @@ BATCH_RECORDS = 1000
 # Produce requests in flight per connection while loading: enough to hide the round trip.
 PIPELINE_DEPTH = 16
 BROKER_START_TIMEOUT_S = 30.0
+
+
+# Rows per Arrow batch of the ceiling source: what the connector yields (~2 MiB of records).
+CEILING_BATCH_ROWS = 18_000
+# Rows of each partition, built once per Python worker and reused (workers are reused).
+_ceiling_cache: dict[tuple[int, int], list[Any]] = {}
+
+
+def ceiling_batches(partition: int, rows: int) -> list[Any]:
+    """The rows a tidelog read of one bench partition yields, as ready-made Arrow batches
+    (random values: the same shape, not the same bytes)."""
+    import numpy as np
+    import pyarrow as pa
+
+    from spark_connector.schema import arrow_schema
+
+    key = (partition, rows)
+    if key not in _ceiling_cache:
+        schema = arrow_schema(False)
+        values = pa.py_buffer(os.urandom(rows * VALUE_BYTES))
+        ends = np.arange(0, (rows + 1) * VALUE_BYTES, VALUE_BYTES, dtype=np.int32)
+        value = pa.Array.from_buffers(pa.binary(), rows, [None, pa.py_buffer(ends), values])
+        now_us = int(time.time() * 1_000_000)
+        columns = [
+            pa.nulls(rows, pa.binary()),
+            value,
+            pa.repeat(pa.scalar("bench", pa.string()), rows),
+            pa.array(np.full(rows, partition, dtype=np.int32)),
+            pa.array(np.arange(rows, dtype=np.int64)),
+            pa.array(np.full(rows, now_us, dtype=np.int64), pa.timestamp("us", tz="UTC")),
+            pa.array(np.zeros(rows, dtype=np.int32)),
+        ]
+        table = pa.Table.from_arrays(columns, schema=schema).combine_chunks()
+        _ceiling_cache[key] = table.to_batches(max_chunksize=CEILING_BATCH_ROWS)
+    return _ceiling_cache[key]
+
+
+def ceiling_source(records: int) -> type:
+    """A Python data source yielding ready-made Arrow batches of the tidelog schema: what
+    Spark's Python source path costs with no fetching and no conversion at all."""
+    from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+    from pyspark.sql.types import StructType
+
+    from spark_connector.schema import spark_schema
+
+    per_partition = records // PARTITIONS
+
+    class CeilingReader(DataSourceReader):
+        def partitions(self) -> list[InputPartition]:
+            return [InputPartition(p) for p in range(PARTITIONS)]
+
+        def read(self, partition: InputPartition) -> Iterator[Any]:
+            from bench.spark_bench import ceiling_batches
+
+            yield from ceiling_batches(partition.value, per_partition)
+
+    class CeilingSource(DataSource):
+        @classmethod
+        def name(cls) -> str:
+            return "arrow_ceiling"
+
+        def schema(self) -> StructType:
+            return spark_schema(False)
+
+        def reader(self, schema: StructType) -> DataSourceReader:
+            return CeilingReader()
+
+    return CeilingSource
 
 
 def log(message: str) -> None:
@@ -174,6 +244,33 @@ def timed(run: Callable[[], object], broker_pid: int) -> tuple[float, dict[str, 
     return wall, {role: after[role] - before[role] for role in after}
 
 
+def direct_read(bootstrap: str, topic: str, records: int, broker_pid: int) -> dict[str, float]:
+    """One read of every partition by the executor's code in this process, no Spark:
+    wall seconds and the CPU seconds of this reader and of the broker."""
+    from spark_connector.options import parse_source_options
+    from spark_connector.planning import OffsetRange
+    from spark_connector.reading import read_ranges
+
+    opts = parse_source_options(
+        {"bootstrap.servers": bootstrap, "subscribe": topic}, streaming=False
+    )
+    per_partition = records // PARTITIONS
+    broker_before = cpu_by_role(broker_pid)["broker"]
+    cpu_before = time.process_time()
+    started = time.perf_counter()
+    rows = 0
+    for partition in range(PARTITIONS):
+        rng = OffsetRange(topic, partition, 0, per_partition, False, False)
+        rows += sum(batch.num_rows for batch in read_ranges(opts, (rng,)))
+    wall = time.perf_counter() - started
+    assert rows == per_partition * PARTITIONS, rows
+    return {
+        "wall_s": round(wall, 3),
+        "reader_cpu_s": round(time.process_time() - cpu_before, 3),
+        "broker_cpu_s": round(cpu_by_role(broker_pid)["broker"] - broker_before, 3),
+    }
+
+
 def summary(rows: int, runs: list[tuple[float, dict[str, float]]]) -> dict[str, Any]:
     """Best and median of the timed runs, and the median CPU cost of one read by role."""
     walls = [wall for wall, _ in runs]
@@ -199,7 +296,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--records", type=int, default=None)
     parser.add_argument("--repeat", type=int, default=None)
     parser.add_argument("--fetch-max-bytes", type=int, default=None, help="connector option")
+    parser.add_argument(
+        "--ceiling",
+        action="store_true",
+        help="also time a Python source that yields ready-made Arrow batches (Spark's floor)",
+    )
+    parser.add_argument(
+        "--conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a Spark setting for the session (both reads); repeatable",
+    )
     opts = parser.parse_args(argv)
+    spark_conf = dict(item.split("=", 1) for item in opts.conf)
     records = opts.records or (1_000_000 if opts.quick else 5_000_000)
     repeat = opts.repeat or (3 if opts.quick else 5)
     extra = {"fetch.max.bytes": str(opts.fetch_max_bytes)} if opts.fetch_max_bytes else {}
@@ -215,15 +325,17 @@ def main(argv: list[str] | None = None) -> int:
         try:
             log(f"producing {records} records ...")
             load_s = load(bootstrap, "bench", records)
-            spark = (
+            builder = (
                 SparkSession.builder.master("local[2]")
                 .appName("tidelog-spark-bench")
                 .config("spark.ui.enabled", "false")
                 .config("spark.ui.showConsoleProgress", "false")
                 .config("spark.sql.shuffle.partitions", "2")
                 .config("spark.driver.memory", "2g")
-                .getOrCreate()
             )
+            for key, value in spark_conf.items():
+                builder = builder.config(key, value)
+            spark = builder.getOrCreate()
             spark.sparkContext.setLogLevel("ERROR")
             df = (
                 spark.read.format("tidelog")
@@ -242,15 +354,24 @@ def main(argv: list[str] | None = None) -> int:
                     spark.read.parquet(parquet_path).write.format("noop").mode("overwrite").save()
                 ),
             }
+            if opts.ceiling:
+                spark.dataSource.register(ceiling_source(records))
+                ceiling_df = spark.read.format("arrow_ceiling").load()
+                reads["arrow_ceiling"] = lambda: (
+                    ceiling_df.write.format("noop").mode("overwrite").save()
+                )
             for run in reads.values():
                 run()  # warm-up: JIT, Python workers, page cache
             runs: dict[str, list[tuple[float, dict[str, float]]]] = {name: [] for name in reads}
             for round_number in range(repeat):
-                log(f"round {round_number + 1}/{repeat}: tidelog, then parquet ...")
+                log(f"round {round_number + 1}/{repeat}: {', then '.join(reads)} ...")
                 for name, run in reads.items():
                     runs[name].append(timed(run, proc.pid))
-            tidelog, parquet = (summary(records, runs[name]) for name in reads)
+            tidelog, parquet = (summary(records, runs[name]) for name in ("tidelog", "parquet"))
+            ceiling = summary(records, runs["arrow_ceiling"]) if opts.ceiling else None
             spark.stop()
+            log("the executor's read path alone, no Spark ...")
+            direct = [direct_read(bootstrap, "bench", records, proc.pid) for _ in range(3)]
         finally:
             proc.terminate()
             proc.wait(timeout=30)
@@ -263,9 +384,14 @@ def main(argv: list[str] | None = None) -> int:
                 "partitions": PARTITIONS,
                 "value_bytes": VALUE_BYTES,
                 "master": "local[2]",
+                "spark_conf": spark_conf,
                 "load_s": round(load_s, 2),
                 "tidelog": tidelog,
                 "parquet": parquet,
+                **({"arrow_ceiling": ceiling} if ceiling else {}),
+                # Fetch + conversion to Arrow in this process (no Spark): the share of
+                # the Python workers' CPU that is ours, and the broker's.
+                "direct_read_min": {k: min(d[k] for d in direct) for k in direct[0]},
                 "parquet_ratio": round(ratio, 3),
                 "median_parquet_ratio": round(median_ratio, 3),
                 "load_average_1m": round(os.getloadavg()[0], 2),

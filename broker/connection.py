@@ -8,7 +8,9 @@ Three tasks joined by bounded channels:
   reading is slowed by TCP, not by our memory;
 - the handler runs requests one at a time, in arrival order (appends happen in
   the order they were sent);
-- the writer sends responses in that same order (PROTOCOL.md §1).
+- the writer sends responses in that same order (PROTOCOL.md §1). A large fetch
+  answer is framed around its records, which go from the segment file to the socket
+  with `sendfile` (`broker.fetch_send`).
 
 The only overlap: an `acks: -1` produce is appended in order, then its wait for
 the fsync runs beside the following requests (`PendingResponse`), so pipelined
@@ -32,6 +34,7 @@ from typing import Any
 import structlog
 import trio
 
+from broker.fetch_send import FrameParts, encode_parts, memory_bytes, send_parts, spans_of_fetch
 from broker.handlers import BrokerContext, PendingResponse, handle_request
 from broker.logging import get_logger
 from protocol.envelope import UNKNOWN_ID, Response, error_response
@@ -74,7 +77,7 @@ class _Slot:
 
     def __init__(self) -> None:
         self.done = trio.Event()
-        self.body: bytes | None = None
+        self.body: bytes | FrameParts | None = None
 
     async def fill(self, pending: PendingResponse) -> None:
         try:
@@ -83,9 +86,10 @@ class _Slot:
             self.done.set()
 
 
-# What the writer sends: an encoded response body, a slot still being filled,
-# a fatal error, or None (acks 0: nothing to send).
-_Outgoing = bytes | _Slot | _Fatal | None
+# What the writer sends: an encoded response body (or a whole frame in parts, when
+# records go straight from a segment file), a slot still being filled, a fatal
+# error, or None (acks 0: nothing to send).
+_Outgoing = bytes | FrameParts | _Slot | _Fatal | None
 
 
 @dataclass
@@ -246,7 +250,7 @@ async def _handle_frames(
                 continue
             body = None if result is None else _encode(result)
             if body is not None:
-                state.queued_bytes += len(body)
+                state.queued_bytes += _memory_bytes(body)
             await out_send.send(body)
             while state.queued_bytes > MAX_QUEUED_RESPONSE_BYTES:
                 state.room = trio.Event()
@@ -273,7 +277,7 @@ async def _write_responses(
             else:
                 body = item
                 if body is not None:
-                    state.queued_bytes -= len(body)
+                    state.queued_bytes -= _memory_bytes(body)
             if body is not None:
                 await _send(stream, body)
                 state.room.set()
@@ -281,9 +285,17 @@ async def _write_responses(
             ctx.inflight_changed(state, -1)
 
 
-def _encode(response: Response) -> bytes:
-    """The msgpack body of a response frame (never raises: a bug becomes an error reply)."""
+def _memory_bytes(body: bytes | FrameParts) -> int:
+    return len(body) if isinstance(body, bytes) else memory_bytes(body)
+
+
+def _encode(response: Response) -> bytes | FrameParts:
+    """The msgpack body of a response frame, or the whole frame in parts when records
+    are sent from their segment file (never raises: a bug becomes an error reply)."""
     try:
+        spans = spans_of_fetch(response.body) if response.body else []
+        if spans:
+            return encode_parts(response.to_wire(), spans)
         return encode_body(response.to_wire())
     except Exception as exc:  # a handler built an unencodable body: a bug, not the peer's
         log.exception("response_encode_failed")
@@ -291,7 +303,10 @@ def _encode(response: Response) -> bytes:
         return encode_body(error_response(response.id, failure).to_wire())
 
 
-async def _send(stream: trio.abc.Stream, body: bytes) -> None:
+async def _send(stream: trio.abc.Stream, body: bytes | FrameParts) -> None:
+    if not isinstance(body, bytes):
+        await send_parts(stream, body, SEND_TIMEOUT_S)
+        return
     with trio.fail_after(SEND_TIMEOUT_S):
         if len(body) < SPLIT_SEND_BYTES:
             await stream.send_all(LENGTH.pack(len(body)) + body)

@@ -23,6 +23,7 @@ import structlog
 import trio
 
 from broker.config import BrokerConfig, unknown_key_error
+from broker.fetch_send import RecordSpan, locate_records, record_count
 from broker.groupcommit import GroupCommitter
 from broker.handlers_offsets import OFFSETS_HANDLERS
 from broker.housekeeping import explain_retention_handler
@@ -366,8 +367,9 @@ async def _wait_durable(
 async def _read(plog: Any, offset: int, limit: int, *, min_one: bool) -> Any:
     if limit <= INLINE_READ_MAX_BYTES:
         return plog.read(offset, limit, min_one=min_one)
+    # A large answer: located in a worker thread, its records sent from the file.
     return await trio.to_thread.run_sync(
-        functools.partial(plog.read, min_one=min_one), offset, limit
+        functools.partial(locate_records, min_one=min_one), plog, offset, limit
     )
 
 
@@ -436,8 +438,11 @@ async def fetch(ctx: BrokerContext, body: dict[str, Any]) -> dict[str, Any]:
     return {"topics": [{"topic": t, "partitions": parts} for t, parts in by_topic.items()]}
 
 
-def _record_count(records: bytes) -> int:
+def _record_count(records: bytes | RecordSpan) -> int:
     """Records in fetched batches, from their headers (one struct read per batch)."""
+    counted = record_count(records)
+    if counted is not None:
+        return counted
     return sum(header.record_count for _, header in iter_headers(records, allow_partial=True))
 
 

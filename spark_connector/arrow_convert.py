@@ -247,7 +247,7 @@ def _scanned_columns(
         return None
     batch_of = fields.batch_index
     base_offsets = np.fromiter((h.base_offset for h in headers), np.int64, len(headers))
-    offsets = base_offsets[batch_of] + fields.offset_deltas
+    offsets = base_offsets.take(batch_of) + fields.offset_deltas
     lo = int(np.searchsorted(offsets, start, side="left"))
     hi = int(np.searchsorted(offsets, end, side="left"))
     if lo >= hi:
@@ -255,18 +255,18 @@ def _scanned_columns(
     if lo > 0 or hi < len(offsets):
         fields, offsets, batch_of = fields.take(lo, hi), offsets[lo:hi], batch_of[lo:hi]
     base_ts = np.fromiter((h.base_timestamp for h in headers), np.int64, len(headers))
-    timestamps_ms = base_ts[batch_of] + fields.timestamp_deltas
+    timestamps_ms = base_ts.take(batch_of) + fields.timestamp_deltas
     ts_type = np.fromiter((h.timestamp_type for h in headers), np.int32, len(headers))
     if ts_type.any():
         # Kafka: every record of a LogAppendTime batch carries the broker's append time.
         max_ts = np.fromiter((h.max_timestamp for h in headers), np.int64, len(headers))
-        log_append = ts_type[batch_of] == TimestampType.LOG_APPEND_TIME
-        timestamps_ms = np.where(log_append, max_ts[batch_of], timestamps_ms)
+        log_append = ts_type.take(batch_of) == TimestampType.LOG_APPEND_TIME
+        timestamps_ms = np.where(log_append, max_ts.take(batch_of), timestamps_ms)
     buffer = pa.py_buffer(scan_buf)
     return (
         offsets,
         timestamps_ms,
-        ts_type[batch_of],
+        ts_type.take(batch_of),
         binary_column(buffer, fields.key_start, fields.key_length, fields.key_null),
         binary_column(buffer, fields.value_start, fields.value_length, fields.value_null),
         pa.nulls(hi - lo, HEADER_ARROW_TYPE) if include_headers else None,
@@ -275,7 +275,7 @@ def _scanned_columns(
 
 def _payloads(
     buf: bytes | memoryview, selected: tuple[tuple[int, BatchHeader], ...]
-) -> tuple[bytes, list[Payload], list[BatchHeader]] | None:
+) -> tuple[bytes | memoryview, list[Payload], list[BatchHeader]] | None:
     """The buffer to scan (the fetch itself, or its payloads decompressed and joined),
     where each non-empty batch's records lie in it, and those batches' headers."""
     compressed = any(header.compression for _, header in selected)
@@ -314,9 +314,8 @@ def _payloads(
         headers.append(header)
     if not payloads:
         return None
+    # A fetch answer is scanned where it lies (a view of the receive buffer: no copy).
     scan_buf = b"".join(parts) if compressed else buf
-    if not isinstance(scan_buf, bytes):
-        scan_buf = bytes(scan_buf)
     return scan_buf, payloads, headers
 
 

@@ -17,13 +17,12 @@ import pyarrow.compute as pc
 
 from protocol import calls
 from protocol.calls import FetchResult
-from protocol.client import Client
 from protocol.errors import OffsetOutOfRange, TidelogError
 from spark_connector.arrow_convert import select_batches, selection_to_arrow, split_selection
-from spark_connector.offsets import open_client
 from spark_connector.options import SourceOptions
 from spark_connector.planning import OffsetRange
 from spark_connector.pushdown import NO_BOUNDS, Bounds
+from spark_connector.task_client import TaskClient
 
 log = logging.getLogger("spark_connector")
 
@@ -59,7 +58,13 @@ def report_data_loss(opts: SourceOptions, message: str, stats: ReadStats, lost: 
     log.warning("%s; skipped %d offsets (failOnDataLoss=false)", message, lost)
 
 
-def _watermarks(client: Client, topic: str, partition: int) -> tuple[int, int]:
+def open_task_client(opts: SourceOptions) -> TaskClient:
+    """The task's connection to the first bootstrap server (Tidelog is a single broker)."""
+    server = opts.bootstrap_servers.split(",")[0].strip()
+    return TaskClient(server, client_id=opts.client_id, request_timeout_ms=opts.request_timeout_ms)
+
+
+def _watermarks(client: TaskClient, topic: str, partition: int) -> tuple[int, int]:
     """(log start offset, high watermark) now."""
     earliest = client.list_offsets(topic, partition, "earliest")
     latest = client.list_offsets(topic, partition, "latest")
@@ -88,7 +93,7 @@ def read_ranges(
 ) -> Iterator[pa.RecordBatch]:
     """Every row of `ranges`, in order, as non-empty Arrow batches; one connection per task."""
     stats = stats if stats is not None else ReadStats()
-    client = open_client(opts)
+    client = open_task_client(opts)
     try:
         for rng in ranges:
             yield from _read_range(client, opts, rng, bounds, stats)
@@ -98,7 +103,7 @@ def read_ranges(
             log.warning("task skipped %d lost offsets in total", stats.lost_offsets)
 
 
-def _bind(client: Client, rng: OffsetRange, bounds: Bounds) -> tuple[int, int]:
+def _bind(client: TaskClient, rng: OffsetRange, bounds: Bounds) -> tuple[int, int]:
     """Late-bind earliest/latest now, then apply claimed offset bounds."""
     start, end = rng.start, rng.end
     if rng.late_start or rng.late_end:
@@ -116,7 +121,7 @@ class _Fetcher:
     """One partition's fetches, pipelined: the next request is on the wire while the
     current answer is converted, so the broker and the executor work at the same time."""
 
-    def __init__(self, client: Client, opts: SourceOptions, topic: str, partition: int) -> None:
+    def __init__(self, client: TaskClient, opts: SourceOptions, topic: str, partition: int) -> None:
         self.client, self.opts = client, opts
         self.topic, self.partition = topic, partition
         self.pending: tuple[int, calls.Call] | None = None
@@ -155,7 +160,7 @@ class _Fetcher:
 
 
 def _read_range(
-    client: Client, opts: SourceOptions, rng: OffsetRange, bounds: Bounds, stats: ReadStats
+    client: TaskClient, opts: SourceOptions, rng: OffsetRange, bounds: Bounds, stats: ReadStats
 ) -> Iterator[pa.RecordBatch]:
     topic, partition = rng.topic, rng.partition
     pos, end = _bind(client, rng, bounds)

@@ -43,9 +43,9 @@ WORD_BYTES = 8  # fields are read as one big-endian 64-bit word after their type
 # Arrow `binary` offsets are int32: buffers at least this long take the decoding path.
 MAX_SCAN_BUFFER_BYTES = 2**31 - 1
 # Offset-delta sizes of a minimal msgpack encoding: 1 byte below 128, 2 below 256,
-# 3 below 65536, 5 up to 2**32 (record counts never come near that).
-_DELTA_SIZE_BOUNDS = np.array([128, 256, 65536], dtype=np.int64)
-_DELTA_EXTRA_BYTES = np.array([0, 1, 2, 4], dtype=np.int64)
+# 3 below 65536, 5 up to 2**32 (record counts never come near that), as the bytes
+# each bound adds over the one before.
+_DELTA_EXTRA_BYTES = ((128, 1), (256, 1), (65536, 2))
 
 _RAW_RECORDS = msgspec.msgpack.Decoder(list[msgspec.Raw])
 
@@ -122,7 +122,7 @@ class RecordFields:
         return RecordFields(**arrays, exact_batches=self.exact_batches)
 
 
-def array_header(buf: bytes, pos: int) -> tuple[int, int] | None:
+def array_header(buf: bytes | memoryview, pos: int) -> tuple[int, int] | None:
     """(item count, header size) of the msgpack array at `pos`, or None if not an array."""
     first = buf[pos]
     if FIXARRAY_MIN <= first <= FIXARRAY_MAX:
@@ -141,7 +141,7 @@ class _Bytes:
     caller then rejects), so no padded copy of the buffer is needed.
     """
 
-    def __init__(self, buf: bytes) -> None:
+    def __init__(self, buf: bytes | memoryview) -> None:
         self.u8 = np.frombuffer(buf, dtype=np.uint8)
         self.last_word = len(buf) - WORD_BYTES
         # Every byte position viewed as the start of an unaligned big-endian word.
@@ -181,18 +181,18 @@ class _Parsed:
 
 def _int_values(data: _Bytes, pos: np.ndarray, types: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(values, ok) of the ints whose type bytes are at `pos`."""
-    fix = _IS_FIXINT[types]
+    fix = _IS_FIXINT.take(types)
     if fix.all():
-        return _FIXINT_VALUE[types].astype(np.int64), fix
+        return _FIXINT_VALUE.take(types).astype(np.int64), fix
     words = data.word(pos + 1)
-    shift = _INT_SHIFT[types].astype(np.uint64)
+    shift = _INT_SHIFT.take(types).astype(np.uint64)
     values = (words >> shift).view(np.int64)
-    signed = _IS_SIGNED[types]
+    signed = _IS_SIGNED.take(types)
     if signed.any():
         values = np.where(signed, words.view(np.int64) >> shift.view(np.int64), values)
-    values = np.where(fix, _FIXINT_VALUE[types], values)
+    values = np.where(fix, _FIXINT_VALUE.take(types), values)
     # A uint64 above the int64 range cannot be an offset or timestamp delta.
-    ok = (_INT_SIZE[types] > 0) & ~((types == UINT64) & (values < 0))
+    ok = (_INT_SIZE.take(types) > 0) & ~((types == UINT64) & (values < 0))
     return values, ok
 
 
@@ -206,8 +206,8 @@ def _bin_fields(
         return pos + 1, np.zeros(len(pos), dtype=np.int64), null, null
     if (types == BIN8).all():
         return pos + 2, data.byte(pos + 1).astype(np.int64), null, ~null
-    head = _BIN_HEAD[types]
-    length = (data.word(pos + 1) >> _BIN_SHIFT[types].astype(np.uint64)).view(np.int64)
+    head = _BIN_HEAD.take(types)
+    length = (data.word(pos + 1) >> _BIN_SHIFT.take(types).astype(np.uint64)).view(np.int64)
     length[null] = 0
     return pos + head, length, null, head > 0
 
@@ -217,12 +217,12 @@ def _parse(data: _Bytes, starts: np.ndarray) -> _Parsed:
     ok = data.byte(starts) == FIXARRAY_5
     offset_pos = starts + 1
     offset_type = data.byte(offset_pos)
-    ts_pos = offset_pos + _INT_SIZE[offset_type]
-    ok &= _INT_SIZE[offset_type] > 0
+    ts_pos = offset_pos + _INT_SIZE.take(offset_type)
+    ok &= _INT_SIZE.take(offset_type) > 0
     ts_type = data.byte(ts_pos)
     timestamp_deltas, ts_ok = _int_values(data, ts_pos, ts_type)
     ok &= ts_ok
-    key_start, key_length, key_null, key_ok = _bin_fields(data, ts_pos + _INT_SIZE[ts_type])
+    key_start, key_length, key_null, key_ok = _bin_fields(data, ts_pos + _INT_SIZE.take(ts_type))
     ok &= key_ok
     value_start, value_length, value_null, value_ok = _bin_fields(data, key_start + key_length)
     ok &= value_ok
@@ -241,7 +241,7 @@ def _parse(data: _Bytes, starts: np.ndarray) -> _Parsed:
     )
 
 
-def _exact_lengths(buf: bytes, payload: Payload) -> np.ndarray | None:
+def _exact_lengths(buf: bytes | memoryview, payload: Payload) -> np.ndarray | None:
     """Each record's byte length from msgspec (exact, one small object per record)."""
     try:
         raws = _RAW_RECORDS.decode(memoryview(buf)[payload.array_pos : payload.end])
@@ -253,7 +253,7 @@ def _exact_lengths(buf: bytes, payload: Payload) -> np.ndarray | None:
 
 
 def scan_records(
-    buf: bytes, payloads: Sequence[Payload], *, empty_headers: bool
+    buf: bytes | memoryview, payloads: Sequence[Payload], *, empty_headers: bool
 ) -> RecordFields | None:
     """Locate every record of `payloads` (non-empty, in buffer order) in `buf`.
 
@@ -270,7 +270,7 @@ def scan_records(
     payload_end = np.fromiter((p.end for p in payloads), dtype=np.int64, count=len(payloads))
     first_index = np.cumsum(counts) - counts
     batch_index = np.repeat(np.arange(len(payloads)), counts)
-    index_in_batch = np.arange(len(batch_index)) - first_index[batch_index]
+    index_in_batch = np.arange(len(batch_index)) - first_index.take(batch_index)
     lengths, guessed = _guessed_lengths(
         data, payloads, first_pos, first_index, batch_index, index_in_batch
     )
@@ -282,7 +282,7 @@ def scan_records(
         exact |= pending
         ends = np.cumsum(lengths)
         starts = ends - lengths
-        shift = (first_pos - starts[first_index])[batch_index]
+        shift = (first_pos - starts.take(first_index)).take(batch_index)
         starts += shift
         ends += shift
         parsed = _parse(data, starts)
@@ -308,7 +308,7 @@ def scan_records(
 
 
 def _fill_exact_lengths(
-    buf: bytes,
+    buf: bytes | memoryview,
     payloads: Sequence[Payload],
     which: np.ndarray,
     lengths: np.ndarray,
@@ -343,8 +343,9 @@ def _guessed_lengths(
     count = len(payloads)
     first = _parse(data, first_pos)
     first_length = first.headers_pos + 1 - first_pos
-    extra = _DELTA_EXTRA_BYTES[np.searchsorted(_DELTA_SIZE_BOUNDS, index_in_batch, side="right")]
-    lengths = first_length[batch_index] + extra
+    lengths = first_length.take(batch_index)
+    for bound, extra_bytes in _DELTA_EXTRA_BYTES:
+        lengths += (index_in_batch >= bound) * extra_bytes
     payload_bytes = np.fromiter((p.end - p.start for p in payloads), dtype=np.int64, count=count)
     dense = np.fromiter((p.dense for p in payloads), dtype=np.bool_, count=count)
     guessed = (

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from protocol.batch import TimestampType, build_batch, encode_batch, set_base_offset
+from protocol.batch import Compression, TimestampType, build_batch, encode_batch, set_base_offset
 from spark_connector.arrow_convert import (
     Selection,
     empty_batch,
@@ -126,3 +126,34 @@ def test_a_selection_converts_the_same_in_chunks_as_whole() -> None:
     whole = rows(selection)
     assert [r["offset"] for r in whole] == list(range(30, 280))
     assert [r for c in chunks for r in rows(c)] == whole
+
+
+@pytest.mark.parametrize("compression", list(Compression))
+@pytest.mark.parametrize("include_headers", [False, True])
+def test_a_view_of_a_reused_buffer_converts_as_bytes_and_is_not_kept(
+    compression: Compression, include_headers: bool
+) -> None:
+    """What the task's connection hands over: records in a buffer the next answer reuses."""
+    records = [
+        (b"k%d" % i, None if i % 5 == 0 else b"v" * (i % 40), [("h", b"x")] if i % 3 else [], 7 + i)
+        for i in range(300)
+    ]
+    data = stored(100, records[:150], compression=compression) + stored(
+        250, records[150:], compression=compression
+    )
+    buffer = bytearray(data)
+    expected = records_to_arrow(
+        data, topic="t", partition=1, start=120, end=400, include_headers=include_headers
+    ).batch
+    got = records_to_arrow(
+        memoryview(buffer),
+        topic="t",
+        partition=1,
+        start=120,
+        end=400,
+        include_headers=include_headers,
+    ).batch
+    assert expected is not None and got is not None
+    buffer[:] = bytes(len(buffer))  # the next answer lands here
+    assert got.equals(expected)
+    assert got.num_rows == 280

@@ -1,0 +1,360 @@
+"""Fetch answers whose records go from the segment file to the socket with `sendfile`.
+
+A fetch answer used to be read from the segment (`pread`, a copy), cut to whole
+batches (a second copy), encoded into the frame (a third) and sent (a fourth, into
+the kernel), each into freshly faulted-in pages. Here a large read becomes a
+`RecordSpan`: a descriptor of the segment file, a position and a length, found by
+reading batch headers only. The answer is framed around it (`encode_parts`: the same
+bytes as `encode_frame`, with each span's records left out), and `send_parts` hands
+the records to `os.sendfile` in bursts from a worker thread: page cache to socket, no
+copy in user space; a cold read blocks that thread, never the event loop, and the
+waits for a slow reader happen on the event loop, holding no thread.
+
+The storage primitive this needs ("where are the whole batches of this read") is not
+in `storage.log.Log`'s API yet; `locate_records` mirrors `Log.read` and
+`Segment.read` through their private fields, in this one module (see
+docs/internals.md).
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import struct
+import threading
+import weakref
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+import trio
+
+from protocol.batch import HEADER_SIZE, LOG_OVERHEAD
+from protocol.errors import CorruptMessage, OffsetOutOfRange
+from protocol.framing import LENGTH
+
+# Reads shorter than this are copied into the answer: two thread hops and a
+# sendfile cost more than copying 64 KiB.
+SENDFILE_MIN_BYTES = 64 * 1024
+# Segment descriptors held by spans not yet sent, broker-wide: 16 queued answers of
+# many partitions must not exhaust the process's descriptors (then reads copy again).
+MAX_OPEN_SPANS = 256
+# Batch headers are walked with reads of this size while batches are small; after a
+# batch bigger than a quarter of it, the next header is read alone.
+HEADER_SCAN_BYTES = 64 * 1024
+
+_BATCH_LENGTH = struct.Struct(">i")  # batch_length, at byte 8 of a batch
+_BATCH_LENGTH_AT = 8
+_RECORD_COUNT = struct.Struct(">i")  # record_count, the header's last field
+_RECORD_COUNT_AT = HEADER_SIZE - _RECORD_COUNT.size
+_TOKEN_BYTES = 16
+_BIN8_OF_TOKEN = bytes([0xC4, _TOKEN_BYTES])  # how msgpack writes a 16-byte bin
+
+_spans_lock = threading.Lock()
+_open_spans = 0
+
+
+def _span_closed() -> None:
+    global _open_spans
+    with _spans_lock:
+        _open_spans -= 1
+
+
+def _reserve_span() -> bool:
+    global _open_spans
+    with _spans_lock:
+        if _open_spans >= MAX_OPEN_SPANS:
+            return False
+        _open_spans += 1
+        return True
+
+
+def open_span_count() -> int:
+    """Spans whose descriptor is still open (tests, and a leak would show here)."""
+    return _open_spans
+
+
+def _close_fd(fd: int) -> None:
+    try:
+        os.close(fd)
+    finally:
+        _span_closed()
+
+
+class RecordSpan:
+    """Whole batches of one segment file: `length` bytes at `position` of `fd`.
+
+    `fd` is a duplicate owned by the span (the segment may be closed or deleted
+    before the answer is sent); it is closed by `close()`, or when the span is
+    dropped unsent. Made by `RecordSpan.of`, which counts it in MAX_OPEN_SPANS.
+    """
+
+    __slots__ = ("__weakref__", "_finalizer", "fd", "length", "position", "record_count", "token")
+
+    def __init__(self, fd: int, position: int, length: int, record_count: int) -> None:
+        self.fd, self.position, self.length = fd, position, length
+        self.record_count = record_count
+        self.token = os.urandom(_TOKEN_BYTES)  # marks the span's place in the encoded frame
+        self._finalizer = weakref.finalize(self, _close_fd, fd)
+
+    @classmethod
+    def of(cls, fd: int, position: int, length: int, record_count: int) -> RecordSpan | None:
+        """A span over a duplicate of `fd`; None when MAX_OPEN_SPANS are open already
+        or the descriptor cannot be duplicated (the caller copies the bytes instead)."""
+        if not _reserve_span():
+            return None
+        try:
+            own_fd = os.dup(fd)
+        except OSError:
+            _span_closed()
+            return None
+        return cls(own_fd, position, length, record_count)
+
+    def __len__(self) -> int:
+        return self.length
+
+    def close(self) -> None:
+        self._finalizer()
+
+    def read(self) -> bytes:
+        """The records themselves (for a stream that is not a socket)."""
+        data = os.pread(self.fd, self.length, self.position)
+        if len(data) != self.length:
+            raise OSError(f"segment file shorter than the span ({len(data)} < {self.length})")
+        return data
+
+
+@dataclass(frozen=True, slots=True)
+class Located:
+    """What `Log.read` answers, with the records as bytes or as a span of the file."""
+
+    records: bytes | RecordSpan
+    high_watermark: int
+    log_start_offset: int
+
+
+def record_count(records: bytes | RecordSpan) -> int | None:
+    """Records of a span (counted while locating it); None for bytes (count them)."""
+    return records.record_count if isinstance(records, RecordSpan) else None
+
+
+def locate_records(plog: Any, offset: int, max_bytes: int, *, min_one: bool = True) -> Located:
+    """`Log.read(offset, max_bytes, min_one=)`, with a large answer as a `RecordSpan`.
+
+    Same batches, same errors: OffsetOutOfRange outside [log start, high
+    watermark], CorruptMessage for a fenced range, StorageError for I/O errors.
+    """
+    segments, bases, active_size, start, hw = plog._snapshot()
+    if offset < start or offset > hw:
+        raise OffsetOutOfRange(
+            f"{plog.topic}-{plog.partition}: offset {offset} is outside [{start}, {hw}]"
+        )
+    index = max(bisect.bisect_right(bases, offset) - 1, 0)
+    last = len(segments) - 1
+    try:
+        for i in range(index, len(segments)):
+            segment = segments[i]
+            end = active_size if i == last else segment.size
+            records = _locate_in_segment(segment, offset, max_bytes, end, min_one=min_one)
+            if records is not None:
+                return Located(records, hw, start)
+    except OSError as exc:
+        raise plog._read_error(exc) from exc
+    return Located(b"", hw, start)
+
+
+def _locate_in_segment(
+    segment: Any, offset: int, max_bytes: int, end: int, *, min_one: bool
+) -> bytes | RecordSpan | None:
+    """`Segment.read`, reading only batch headers when the answer is large."""
+    found = segment.find_batch(offset, end)
+    fence = segment.fence_position
+    if found is None:
+        if fence is not None and fence < end:
+            raise CorruptMessage(
+                f"{segment.log_path}: offset {offset} lies in a damaged range fenced at byte "
+                f"{fence} ({segment.fence_reason})"
+            )
+        return None
+    if fence is not None:
+        end = min(end, fence)
+    limit = max(max_bytes, found.size) if min_one else max_bytes
+    if limit < found.size:
+        return b""
+    stop = min(end, found.position + limit)
+    fd, pread = segment._file.fd, segment._io.pread
+    if stop - found.position < SENDFILE_MIN_BYTES:
+        return _whole_prefix(pread(fd, stop - found.position, found.position), stop == end)
+    length, count = _whole_batches(pread, fd, found.position, stop)
+    span = (
+        RecordSpan.of(fd, found.position, length, count) if length >= SENDFILE_MIN_BYTES else None
+    )
+    return pread(fd, length, found.position) if span is None else span
+
+
+def _whole_prefix(data: bytes, to_end: bool) -> bytes:
+    """`data` cut to whole batches (`Segment.read` keeps a read that reaches `end` whole)."""
+    if to_end:
+        return data
+    pos = 0
+    while len(data) - pos >= LOG_OVERHEAD:
+        size = _BATCH_LENGTH.unpack_from(data, pos + _BATCH_LENGTH_AT)[0] + LOG_OVERHEAD
+        if size < HEADER_SIZE or pos + size > len(data):
+            break
+        pos += size
+    return data[:pos] if pos < len(data) else data
+
+
+def _whole_batches(pread: Any, fd: int, position: int, stop: int) -> tuple[int, int]:
+    """(bytes, records) of the whole batches from `position` up to byte `stop`.
+
+    Reads headers only: a block of small batches at a time, or one header alone
+    after a big batch, so an 8 MiB answer of 110 KB batches reads ~4 KB.
+    """
+    pos, records, read_bytes = position, 0, HEADER_SCAN_BYTES
+    while pos + HEADER_SIZE <= stop:
+        block = pread(fd, min(read_bytes, stop - pos), pos)
+        at = 0
+        while at + HEADER_SIZE <= len(block):
+            size = _BATCH_LENGTH.unpack_from(block, at + _BATCH_LENGTH_AT)[0] + LOG_OVERHEAD
+            if size < HEADER_SIZE or pos + at + size > stop:
+                return pos + at - position, records
+            records += _RECORD_COUNT.unpack_from(block, at + _RECORD_COUNT_AT)[0]
+            at += size
+        if at == 0:
+            break  # a header cut short by the file: stop before it
+        read_bytes = HEADER_SIZE if size > HEADER_SCAN_BYTES // 4 else HEADER_SCAN_BYTES
+        pos += at
+    return pos - position, records
+
+
+# --- framing ------------------------------------------------------------------
+
+# Parts of one frame, in order: bytes as they are, spans sent from their file.
+FrameParts = list[bytes | RecordSpan]
+
+
+def _span_token(obj: Any) -> bytes:
+    if isinstance(obj, RecordSpan):
+        return obj.token
+    raise NotImplementedError(f"cannot encode {type(obj).__name__}")
+
+
+_PARTS_ENCODER = msgspec.msgpack.Encoder(enc_hook=_span_token)
+
+
+def _bin_header(size: int) -> bytes:
+    if size < 1 << 8:
+        return bytes([0xC4, size])
+    if size < 1 << 16:
+        return b"\xc5" + size.to_bytes(2, "big")
+    return b"\xc6" + size.to_bytes(4, "big")
+
+
+def encode_parts(obj: Any, spans: list[RecordSpan]) -> FrameParts:
+    """The frame of `obj` (length header included) whose `spans` stand for `bin` values.
+
+    `spans` are the spans `obj` holds, in the order msgpack writes them. Joined,
+    with each span replaced by its bytes, the parts equal `encode_frame(obj)`.
+    """
+    encoded = _PARTS_ENCODER.encode(obj)
+    parts: FrameParts = []
+    body_length = len(encoded)
+    piece_start = 0
+    for span in spans:
+        at = encoded.find(span.token, piece_start)
+        if at < 2 or encoded[at - 2 : at] != _BIN8_OF_TOKEN:
+            raise ValueError("a span was not found in the encoded frame")
+        header = _bin_header(span.length)
+        parts.append(encoded[piece_start : at - 2] + header)
+        parts.append(span)
+        body_length += len(header) + span.length - len(_BIN8_OF_TOKEN) - _TOKEN_BYTES
+        piece_start = at + _TOKEN_BYTES
+    parts.append(encoded[piece_start:])
+    parts[0] = LENGTH.pack(body_length) + parts[0]
+    return [part for part in parts if not isinstance(part, bytes) or part]
+
+
+def spans_of_fetch(body: dict[str, Any]) -> list[RecordSpan]:
+    """The spans of a fetch response body, in the order they are encoded."""
+    topics = body.get("topics")
+    if not isinstance(topics, list):
+        return []
+    return [
+        part["records"]
+        for topic in topics
+        if isinstance(topic, dict)
+        for part in topic.get("partitions", ())
+        if isinstance(part, dict) and isinstance(part.get("records"), RecordSpan)
+    ]
+
+
+def memory_bytes(parts: FrameParts) -> int:
+    """Bytes the parts hold in memory (spans stay in the page cache)."""
+    return sum(len(part) for part in parts if isinstance(part, bytes))
+
+
+def close_parts(parts: FrameParts) -> None:
+    for part in parts:
+        if isinstance(part, RecordSpan):
+            part.close()
+
+
+# --- sending --------------------------------------------------------------------
+
+
+async def send_parts(stream: trio.abc.SendStream, parts: FrameParts, timeout_s: float) -> None:
+    """Send a frame's parts in order, spans with `sendfile`.
+
+    Raises trio.BrokenResourceError if the peer is gone, trio.TooSlowError if it
+    reads nothing for `timeout_s`. Every span is closed, sent or not.
+    """
+    sock = getattr(stream, "socket", None)
+    try:
+        for part in parts:
+            if isinstance(part, bytes):
+                with trio.fail_after(timeout_s):
+                    await stream.send_all(part)
+            elif sock is None:
+                data = await trio.to_thread.run_sync(part.read)
+                with trio.fail_after(timeout_s):
+                    await stream.send_all(data)
+            else:
+                await _sendfile(sock, part, timeout_s)
+    finally:
+        close_parts(parts)
+
+
+async def _sendfile(sock: Any, span: RecordSpan, timeout_s: float) -> None:
+    """`span` to the socket: bursts of `sendfile` in a worker thread (a cold page-cache
+    read blocks that thread, not the event loop), and the waits for the peer to read
+    on the event loop (a slow peer holds no thread)."""
+    position, end = span.position, span.position + span.length
+    while position < end:
+        try:
+            sent = await trio.to_thread.run_sync(
+                _sendfile_burst, sock.fileno(), span.fd, position, end - position
+            )
+        except OSError as exc:
+            raise trio.BrokenResourceError(f"sendfile failed: {exc}") from exc
+        if sent < 0:
+            raise trio.BrokenResourceError("segment file shorter than the answer")
+        position += sent
+        if position < end:
+            with trio.fail_after(timeout_s):
+                await trio.lowlevel.wait_writable(sock.fileno())
+
+
+def _sendfile_burst(sock_fd: int, file_fd: int, position: int, count: int) -> int:
+    """Send from the file until done or the socket buffer is full; the bytes sent, or
+    -1 if the file ended first (runs in a worker thread)."""
+    sent = 0
+    while sent < count:
+        try:
+            n = os.sendfile(sock_fd, file_fd, position + sent, count - sent)
+        except BlockingIOError:
+            return sent
+        if n == 0:
+            return -1
+        sent += n
+    return sent
