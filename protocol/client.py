@@ -190,8 +190,7 @@ class Client:
                 buffer = self._buffer
             body = memoryview(buffer)[:length]
             self._recv_exactly(sock, body)
-            obj = decode_body(body)
-            return self._conn.handle_message(obj)
+            return self._conn.handle_message(self._decode_answer(body))
         except FrameError as exc:
             self.close()
             raise BrokerProtocolError(f"bad response frame: {exc.message}") from exc
@@ -203,6 +202,11 @@ class Client:
         except BaseException:
             self.close()
             raise
+
+    def _decode_answer(self, body: memoryview) -> Any:
+        """One response frame's object. It must not keep views of `body`, whose buffer
+        the next answer reuses, unless the subclass documents that (Spark tasks do)."""
+        return decode_body(body)
 
     def request(self, api: str, body: Mapping[str, Any], *, wait_ms: int = 0) -> dict[str, Any]:
         """Send one request and return its body (raising a request-level error)."""

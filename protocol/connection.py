@@ -74,6 +74,11 @@ class ClientConnection:
         """Requests sent that still wait for a reply."""
         return len(self._pending)
 
+    @property
+    def next_api(self) -> str | None:
+        """The api of the request the next reply answers (None if nothing is pending)."""
+        return self._pending[0][1] if self._pending else None
+
     def send_request(
         self,
         api: str,
