@@ -244,7 +244,13 @@ def timed(run: Callable[[], object], broker_pid: int) -> tuple[float, dict[str, 
     return wall, {role: after[role] - before[role] for role in after}
 
 
-def direct_read(bootstrap: str, topic: str, records: int, broker_pid: int) -> dict[str, float]:
+def direct_read(
+    bootstrap: str,
+    topic: str,
+    records: int,
+    broker_pid: int,
+    options: dict[str, str] | None = None,
+) -> dict[str, float]:
     """One read of every partition by the executor's code in this process, no Spark:
     wall seconds and the CPU seconds of this reader and of the broker."""
     from spark_connector.options import parse_source_options
@@ -252,7 +258,7 @@ def direct_read(bootstrap: str, topic: str, records: int, broker_pid: int) -> di
     from spark_connector.reading import read_ranges
 
     opts = parse_source_options(
-        {"bootstrap.servers": bootstrap, "subscribe": topic}, streaming=False
+        {"bootstrap.servers": bootstrap, "subscribe": topic, **(options or {})}, streaming=False
     )
     per_partition = records // PARTITIONS
     broker_before = cpu_by_role(broker_pid)["broker"]
@@ -297,6 +303,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=None)
     parser.add_argument("--fetch-max-bytes", type=int, default=None, help="connector option")
     parser.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a tidelog source option for the tidelog read (e.g. localReads=false); repeatable",
+    )
+    parser.add_argument(
         "--ceiling",
         action="store_true",
         help="also time a Python source that yields ready-made Arrow batches (Spark's floor)",
@@ -313,6 +326,7 @@ def main(argv: list[str] | None = None) -> int:
     records = opts.records or (1_000_000 if opts.quick else 5_000_000)
     repeat = opts.repeat or (3 if opts.quick else 5)
     extra = {"fetch.max.bytes": str(opts.fetch_max_bytes)} if opts.fetch_max_bytes else {}
+    extra.update(item.split("=", 1) for item in opts.option)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ["PYTHONPATH"] = os.pathsep.join(
         p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p
@@ -371,7 +385,7 @@ def main(argv: list[str] | None = None) -> int:
             ceiling = summary(records, runs["arrow_ceiling"]) if opts.ceiling else None
             spark.stop()
             log("the executor's read path alone, no Spark ...")
-            direct = [direct_read(bootstrap, "bench", records, proc.pid) for _ in range(3)]
+            direct = [direct_read(bootstrap, "bench", records, proc.pid, extra) for _ in range(3)]
         finally:
             proc.terminate()
             proc.wait(timeout=30)
@@ -385,6 +399,7 @@ def main(argv: list[str] | None = None) -> int:
                 "value_bytes": VALUE_BYTES,
                 "master": "local[2]",
                 "spark_conf": spark_conf,
+                "source_options": extra,
                 "load_s": round(load_s, 2),
                 "tidelog": tidelog,
                 "parquet": parquet,
