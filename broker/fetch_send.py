@@ -89,16 +89,30 @@ class RecordSpan:
     dropped unsent. Made by `RecordSpan.of`, which counts it in MAX_OPEN_SPANS.
     """
 
-    __slots__ = ("__weakref__", "_finalizer", "fd", "length", "position", "record_count", "token")
+    __slots__ = (
+        "__weakref__",
+        "_finalizer",
+        "fd",
+        "length",
+        "path",
+        "position",
+        "record_count",
+        "token",
+    )
 
-    def __init__(self, fd: int, position: int, length: int, record_count: int) -> None:
+    def __init__(
+        self, fd: int, position: int, length: int, record_count: int, path: str = ""
+    ) -> None:
         self.fd, self.position, self.length = fd, position, length
         self.record_count = record_count
+        self.path = path  # the segment file's absolute path, for local reads
         self.token = os.urandom(_TOKEN_BYTES)  # marks the span's place in the encoded frame
         self._finalizer = weakref.finalize(self, _close_fd, fd)
 
     @classmethod
-    def of(cls, fd: int, position: int, length: int, record_count: int) -> RecordSpan | None:
+    def of(
+        cls, fd: int, position: int, length: int, record_count: int, path: str = ""
+    ) -> RecordSpan | None:
         """A span over a duplicate of `fd`; None when MAX_OPEN_SPANS are open already
         or the descriptor cannot be duplicated (the caller copies the bytes instead)."""
         if not _reserve_span():
@@ -108,13 +122,27 @@ class RecordSpan:
         except OSError:
             _span_closed()
             return None
-        return cls(own_fd, position, length, record_count)
+        return cls(own_fd, position, length, record_count, path)
 
     def __len__(self) -> int:
         return self.length
 
     def close(self) -> None:
         self._finalizer()
+
+    def local_records(self) -> dict[str, Any]:
+        """Where the records lie, for a client on this host that reads the segment file
+        itself (docs/protocol.md §9, local reads); the inode identifies the file even if
+        the path is renamed or replaced before the client opens it."""
+        stat = os.fstat(self.fd)
+        return {
+            "path": os.path.abspath(self.path),
+            "device": stat.st_dev,
+            "inode": stat.st_ino,
+            "position": self.position,
+            "length": self.length,
+            "record_count": self.record_count,
+        }
 
     def read(self) -> bytes:
         """The records themselves (for a stream that is not a socket)."""
@@ -187,7 +215,9 @@ def _locate_in_segment(
         return _whole_prefix(pread(fd, stop - found.position, found.position), stop == end)
     length, count = _whole_batches(pread, fd, found.position, stop)
     span = (
-        RecordSpan.of(fd, found.position, length, count) if length >= SENDFILE_MIN_BYTES else None
+        RecordSpan.of(fd, found.position, length, count, str(segment.log_path))
+        if length >= SENDFILE_MIN_BYTES
+        else None
     )
     return pread(fd, length, found.position) if span is None else span
 

@@ -374,9 +374,17 @@ async def _read(plog: Any, offset: int, limit: int, *, min_one: bool) -> Any:
 
 
 async def _fetch_once(
-    ctx: BrokerContext, wanted: list[tuple[str, dict[str, Any], Any]], max_bytes: int
+    ctx: BrokerContext,
+    wanted: list[tuple[str, dict[str, Any], Any]],
+    max_bytes: int,
+    *,
+    local_read: bool = False,
 ) -> tuple[dict[str, list[dict[str, Any]]], int]:
-    """Read every wanted partition once; returns results by topic and record bytes."""
+    """Read every wanted partition once; returns results by topic and record bytes.
+
+    With `local_read` (docs/protocol.md §9), records that would be sent from a segment
+    file are described instead (`local`), and `records` is empty.
+    """
     by_topic: dict[str, list[dict[str, Any]]] = {}
     remaining = max_bytes
     total = 0
@@ -396,6 +404,10 @@ async def _fetch_once(
                 res["high_watermark"] = data.high_watermark
                 res["log_start_offset"] = data.log_start_offset
                 size = len(data.records)
+                if local_read and isinstance(data.records, RecordSpan):
+                    res["local"] = data.records.local_records()
+                    res["records"] = b""
+                    data.records.close()
                 total += size
                 remaining -= size
         except Exception as exc:
@@ -409,6 +421,7 @@ async def fetch(ctx: BrokerContext, body: dict[str, Any]) -> dict[str, Any]:
     max_bytes = min(body["max_bytes"], FETCH_RESPONSE_MAX_BYTES)
     min_bytes = body["min_bytes"]
     wait_ms = min(body["max_wait_ms"], FETCH_MAX_WAIT_MS_CAP)
+    local_read = body.get("local_read", False)
     deadline = trio.current_time() + wait_ms / 1000
     wanted: list[tuple[str, dict[str, Any], Any]] = []
     for t in body["topics"]:
@@ -421,21 +434,32 @@ async def fetch(ctx: BrokerContext, body: dict[str, Any]) -> dict[str, Any]:
     logs = [plog for _, _, plog in wanted if plog is not None]
     with ctx.notifier.subscribe(logs if wait_ms > 0 and min_bytes > 0 else []) as sub:
         while True:
-            by_topic, total = await _fetch_once(ctx, wanted, max_bytes)
+            by_topic, total = await _fetch_once(ctx, wanted, max_bytes, local_read=local_read)
             if total >= min_bytes or wait_ms <= 0 or not logs or ctx.notifier.closed:
                 break
             if _any_error(by_topic):
                 break
             if not await sub.wait_until(deadline):
-                by_topic, total = await _fetch_once(ctx, wanted, max_bytes)
+                by_topic, total = await _fetch_once(ctx, wanted, max_bytes, local_read=local_read)
                 break
     for topic, parts in by_topic.items():
         ctx.metrics.fetched(
             topic,
-            sum(len(r["records"]) for r in parts),
-            sum(_record_count(r["records"]) for r in parts),
+            sum(_sent_bytes(r) for r in parts),
+            sum(_sent_records(r) for r in parts),
         )
     return {"topics": [{"topic": t, "partitions": parts} for t, parts in by_topic.items()]}
+
+
+def _sent_bytes(res: dict[str, Any]) -> int:
+    """Record bytes a partition's answer carries, or describes for a local read."""
+    local = res.get("local")
+    return local["length"] if local is not None else len(res["records"])
+
+
+def _sent_records(res: dict[str, Any]) -> int:
+    local = res.get("local")
+    return local["record_count"] if local is not None else _record_count(res["records"])
 
 
 def _record_count(records: bytes | RecordSpan) -> int:

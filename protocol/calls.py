@@ -37,11 +37,17 @@ class ProduceResult(NamedTuple):
 
 
 class FetchResult(NamedTuple):
-    """One partition's fetch answer: whole batches, as stored."""
+    """One partition's fetch answer: whole batches, as stored.
+
+    `local` is set instead of `records` when a local read was asked for and granted
+    (docs/protocol.md §9): the segment file's path, device, inode, position, length and
+    record count of those batches.
+    """
 
     records: bytes
     high_watermark: int
     log_start_offset: int
+    local: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,14 +133,18 @@ def fetch(
     max_bytes: int = DEFAULT_FETCH_MAX_BYTES,
     max_wait_ms: int = 0,
     min_bytes: int = 1,
+    local_read: bool = False,
 ) -> Call:
-    """Whole batches of one partition starting with the one holding `offset`."""
-    body = {
+    """Whole batches of one partition starting with the one holding `offset`; with
+    `local_read`, a large answer may say where they lie in the segment file instead."""
+    body: dict[str, Any] = {
         "max_wait_ms": max_wait_ms,
         "min_bytes": min_bytes,
         "max_bytes": max_bytes,
         "topics": one_partition(topic, partition, offset=offset, max_bytes=max_bytes),
     }
+    if local_read:
+        body["local_read"] = True
 
     def extract(b: dict[str, Any]) -> FetchResult:
         entry = find_partition(b, topic, partition)
@@ -142,6 +152,7 @@ def fetch(
             entry["records"] or b"",
             _int(entry["high_watermark"]),
             _int(entry["log_start_offset"]),
+            entry.get("local"),
         )
 
     return Call("fetch", body, extract, wait_ms=max_wait_ms)

@@ -85,6 +85,7 @@ class Int(Schema):
 
 
 INT32 = Int(INT32_MIN, INT32_MAX, name="int32")
+UINT64 = Int(0, 2**64 - 1, name="uint64")
 INT64 = Int()
 NON_NEGATIVE_INT32 = Int(0, INT32_MAX, name="int32")
 
@@ -109,6 +110,15 @@ class Bin(Schema):
     def check(self, value: Any) -> Any:
         if not isinstance(value, bytes | bytearray | memoryview):
             raise _Invalid(f"expected bin, got {_type_name(value)}")
+        return value
+
+
+class Bool(Schema):
+    """A msgpack bool (an int is refused: 1 is not true)."""
+
+    def check(self, value: Any) -> Any:
+        if type(value) is not bool:
+            raise _Invalid(f"expected bool, got {_type_name(value)}")
         return value
 
 
@@ -232,6 +242,15 @@ _ERROR = opt(Nullable(Str()), None)
 _MESSAGE = opt(Nullable(Str()), None)
 _NULLABLE_INT64 = opt(Nullable(INT64), None)
 _CONFIGS = opt(MapOf(Scalar()), {})
+# Where a fetch answer's records lie in a segment file (docs/protocol.md §9: local reads).
+LOCAL_RECORDS = Struct(
+    path=Str(),
+    device=UINT64,
+    inode=UINT64,
+    position=INT64,
+    length=INT64,
+    record_count=INT64,
+)
 
 _OFFSET_RESULT = Struct(
     partition=INT32,
@@ -341,6 +360,7 @@ _SCHEMAS = (
             min_bytes=NON_NEGATIVE_INT32,
             max_bytes=NON_NEGATIVE_INT32,
             topics=_topics(Struct(partition=INT32, offset=INT64, max_bytes=NON_NEGATIVE_INT32)),
+            local_read=opt(Bool(), False),  # docs/protocol.md §9: local reads
         ),
         Struct(
             topics=_topics(
@@ -351,6 +371,7 @@ _SCHEMAS = (
                     high_watermark=_NULLABLE_INT64,
                     log_start_offset=_NULLABLE_INT64,
                     records=opt(Nullable(Bin()), b""),
+                    local=opt(Nullable(LOCAL_RECORDS), None),
                 )
             )
         ),

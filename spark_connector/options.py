@@ -42,6 +42,7 @@ SOURCE_OPTIONS = (
     "maxBytesPerTrigger",
     "includeHeaders",
     "pushdown",
+    "localReads",
     "kafkaConsumer.pollTimeoutMs",
     "fetchOffset.numRetries",
     "fetchOffset.retryIntervalMs",
@@ -222,6 +223,7 @@ class SourceOptions:
     max_trigger_delay_ms: int = 15 * 60 * 1000
     max_bytes_per_trigger: int | None = None
     pushdown: str = "auto"
+    local_reads: str = "auto"
     poll_timeout_ms: int = DEFAULT_POLL_TIMEOUT_MS
     num_retries: int = DEFAULT_NUM_RETRIES
     retry_interval_ms: int = DEFAULT_RETRY_INTERVAL_MS
@@ -540,6 +542,11 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool | None) 
     pushdown = opts.get("pushdown", "auto").strip().lower()
     if pushdown not in ("auto", "true", "false"):
         raise OptionError(f"Option 'pushdown' must be 'auto', 'true' or 'false', got '{pushdown}'")
+    local_reads = opts.get("localreads", "auto").strip().lower()
+    if local_reads not in ("auto", "true", "false"):
+        raise OptionError(
+            f"Option 'localReads' must be 'auto', 'true' or 'false', got '{local_reads}'"
+        )
     return SourceOptions(
         bootstrap_servers=servers,
         subscription=subscription,
@@ -559,6 +566,7 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool | None) 
             opts, "maxbytespertrigger", "maxBytesPerTrigger", positive=True
         ),
         pushdown=pushdown,
+        local_reads=local_reads,
         poll_timeout_ms=parse_long(
             "kafkaConsumer.pollTimeoutMs",
             opts.get("kafkaconsumer.polltimeoutms", str(DEFAULT_POLL_TIMEOUT_MS)),

@@ -19,6 +19,7 @@ from protocol import calls
 from protocol.calls import FetchResult
 from protocol.errors import OffsetOutOfRange, TidelogError
 from spark_connector.arrow_convert import select_batches, selection_to_arrow, split_selection
+from spark_connector.local_read import LocalFiles, local_reads_wanted
 from spark_connector.options import SourceOptions
 from spark_connector.planning import OffsetRange
 from spark_connector.pushdown import NO_BOUNDS, Bounds
@@ -48,6 +49,8 @@ class ReadStats:
     fetches: int = 0
     fetched_bytes: int = 0
     lost_offsets: int = 0
+    local_reads: int = 0  # fetch answers read from the broker's segment files
+    local_fallbacks: int = 0  # local answers that could not be used (fetched again)
 
 
 def report_data_loss(opts: SourceOptions, message: str, stats: ReadStats, lost: int) -> None:
@@ -94,11 +97,15 @@ def read_ranges(
     """Every row of `ranges`, in order, as non-empty Arrow batches; one connection per task."""
     stats = stats if stats is not None else ReadStats()
     client = open_task_client(opts)
+    local = LocalFiles() if local_reads_wanted(opts.local_reads, opts.bootstrap_servers) else None
     try:
         for rng in ranges:
-            yield from _read_range(client, opts, rng, bounds, stats)
+            yield from _read_range(client, opts, rng, bounds, stats, local)
     finally:
         client.close()
+        if local is not None:
+            stats.local_reads, stats.local_fallbacks = local.reads, local.failures
+            local.close()
         if stats.lost_offsets:
             log.warning("task skipped %d lost offsets in total", stats.lost_offsets)
 
@@ -121,24 +128,49 @@ class _Fetcher:
     """One partition's fetches, pipelined: the next request is on the wire while the
     current answer is converted, so the broker and the executor work at the same time."""
 
-    def __init__(self, client: TaskClient, opts: SourceOptions, topic: str, partition: int) -> None:
+    def __init__(
+        self,
+        client: TaskClient,
+        opts: SourceOptions,
+        topic: str,
+        partition: int,
+        local: LocalFiles | None = None,
+    ) -> None:
         self.client, self.opts = client, opts
         self.topic, self.partition = topic, partition
+        self.local = local
         self.pending: tuple[int, calls.Call] | None = None
 
-    def send(self, offset: int, max_wait_ms: int = 0) -> None:
+    def send(self, offset: int, max_wait_ms: int = 0, *, local_read: bool | None = None) -> None:
+        if local_read is None:
+            local_read = self.local is not None and self.local.enabled
         call = calls.fetch(
             self.topic,
             self.partition,
             offset,
             max_bytes=self.opts.fetch_max_bytes,
             max_wait_ms=max_wait_ms,
+            local_read=local_read,
         )
         self.client.send(call.api, call.body)
         self.pending = (offset, call)
 
-    def receive(self, offset: int, max_wait_ms: int = 0) -> FetchResult:
-        """The answer for `offset` (sending the request now unless it is already out)."""
+    def receive(self, offset: int, max_wait_ms: int = 0) -> tuple[FetchResult, memoryview | bytes]:
+        """The answer for `offset` (sending the request now unless it is already out) and
+        its records: from the answer, or read from the segment file for a local answer."""
+        result = self._receive(offset, max_wait_ms)
+        if result.local is None:
+            return result, result.records
+        assert self.local is not None
+        records = self.local.read(result.local, offset)
+        if records is not None:
+            return result, records
+        # The file could not be used: the same offset over the wire.
+        self.send(offset, max_wait_ms, local_read=False)
+        result = self._receive(offset, max_wait_ms)
+        return result, result.records
+
+    def _receive(self, offset: int, max_wait_ms: int) -> FetchResult:
         if self.pending is not None and self.pending[0] != offset:
             self.drain()
         if self.pending is None:
@@ -160,16 +192,21 @@ class _Fetcher:
 
 
 def _read_range(
-    client: TaskClient, opts: SourceOptions, rng: OffsetRange, bounds: Bounds, stats: ReadStats
+    client: TaskClient,
+    opts: SourceOptions,
+    rng: OffsetRange,
+    bounds: Bounds,
+    stats: ReadStats,
+    local: LocalFiles | None = None,
 ) -> Iterator[pa.RecordBatch]:
     topic, partition = rng.topic, rng.partition
     pos, end = _bind(client, rng, bounds)
-    fetcher = _Fetcher(client, opts, topic, partition)
+    fetcher = _Fetcher(client, opts, topic, partition, local)
     waited = False
     try:
         while pos < end:
             try:
-                result = fetcher.receive(pos, opts.poll_timeout_ms if waited else 0)
+                result, records = fetcher.receive(pos, opts.poll_timeout_ms if waited else 0)
             except OffsetOutOfRange:
                 low, high = _watermarks(client, topic, partition)
                 if pos < low:
@@ -192,13 +229,13 @@ def _read_range(
                 )
                 return
             stats.fetches += 1
-            stats.fetched_bytes += len(result.records)
-            selection = select_batches(result.records, pos, end)
+            stats.fetched_bytes += len(records)
+            selection = select_batches(records, pos, end)
             if pos < selection.next_offset < end:
                 fetcher.send(selection.next_offset)  # on the wire while this one converts
             for chunk in split_selection(selection):
                 converted = selection_to_arrow(
-                    result.records,
+                    records,
                     chunk,
                     topic=topic,
                     partition=partition,

@@ -36,6 +36,7 @@ class _Partition(msgspec.Struct):
     high_watermark: int | msgspec.UnsetType | None = _UNSET
     log_start_offset: int | msgspec.UnsetType | None = _UNSET
     records: memoryview | msgspec.UnsetType | None = _UNSET
+    local: dict[str, Any] | msgspec.UnsetType | None = _UNSET  # a local read's answer
 
 
 class _Topic(msgspec.Struct):

@@ -108,6 +108,7 @@ def test_response_defaults_fill_nil_fields() -> None:
         "high_watermark": None,
         "log_start_offset": None,
         "records": b"",
+        "local": None,  # only a local read's answer has one (docs/protocol.md §9)
     }
 
 
@@ -131,6 +132,7 @@ def fetch_with_offset(offset: object) -> dict:
             "body.topics[0].partitions[0].offset: 9223372036854775808 is out of range",
         ),
         ("fetch", fetch_with_offset(1.0), "offset: expected int64, got float"),
+        ("fetch", {**MINIMAL_REQUESTS["fetch"], "local_read": 1}, "body.local_read: expected bool"),
         ("create_topic", {}, "body.topic: missing required key"),
         ("create_topic", {"topic": b"t"}, "body.topic: expected str, got bytes"),
         ("create_topic", {"topic": "t", "partitions": 2**31}, "body.partitions: 2147483648"),
