@@ -10,19 +10,17 @@ the records to `os.sendfile` in bursts from a worker thread: page cache to socke
 copy in user space; a cold read blocks that thread, never the event loop, and the
 waits for a slow reader happen on the event loop, holding no thread.
 
-The storage primitive this needs ("where are the whole batches of this read") is not
-in `storage.log.Log`'s API yet; `locate_records` mirrors `Log.read` and
-`Segment.read` through their private fields, in this one module (see
-docs/internals.md).
+Where a read lies comes from storage (`Log.locate`: the same checks and errors as
+`Log.read`); this module only decides between copying and a span, and sends.
 """
 
 from __future__ import annotations
 
-import bisect
 import os
 import struct
 import threading
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,8 +28,8 @@ import msgspec
 import trio
 
 from protocol.batch import HEADER_SIZE, LOG_OVERHEAD
-from protocol.errors import CorruptMessage, OffsetOutOfRange
 from protocol.framing import LENGTH
+from storage.log import Extent, Log
 
 # Reads shorter than this are copied into the answer: two thread hops and a
 # sendfile cost more than copying 64 KiB.
@@ -166,76 +164,35 @@ def record_count(records: bytes | RecordSpan) -> int | None:
     return records.record_count if isinstance(records, RecordSpan) else None
 
 
-def locate_records(plog: Any, offset: int, max_bytes: int, *, min_one: bool = True) -> Located:
+def locate_records(plog: Log, offset: int, max_bytes: int, *, min_one: bool = True) -> Located:
     """`Log.read(offset, max_bytes, min_one=)`, with a large answer as a `RecordSpan`.
 
-    Same batches, same errors: OffsetOutOfRange outside [log start, high
-    watermark], CorruptMessage for a fenced range, StorageError for I/O errors.
+    Same batches, same errors (`Log.locate` checks the range and the fences):
+    OffsetOutOfRange outside [log start, high watermark], CorruptMessage for a fenced
+    range, StorageError for I/O errors.
     """
-    segments, bases, active_size, start, hw = plog._snapshot()
-    if offset < start or offset > hw:
-        raise OffsetOutOfRange(
-            f"{plog.topic}-{plog.partition}: offset {offset} is outside [{start}, {hw}]"
-        )
-    index = max(bisect.bisect_right(bases, offset) - 1, 0)
-    last = len(segments) - 1
-    try:
-        for i in range(index, len(segments)):
-            segment = segments[i]
-            end = active_size if i == last else segment.size
-            records = _locate_in_segment(segment, offset, max_bytes, end, min_one=min_one)
-            if records is not None:
-                return Located(records, hw, start)
-    except OSError as exc:
-        raise plog._read_error(exc) from exc
-    return Located(b"", hw, start)
+    located = plog.locate(offset, max_bytes, min_one=min_one)
+    extent = located.extent
+    records: bytes | RecordSpan = b""
+    if extent is not None and extent.stop > extent.position:
+        records = _records(extent)
+    return Located(records, located.high_watermark, located.log_start_offset)
 
 
-def _locate_in_segment(
-    segment: Any, offset: int, max_bytes: int, end: int, *, min_one: bool
-) -> bytes | RecordSpan | None:
-    """`Segment.read`, reading only batch headers when the answer is large."""
-    found = segment.find_batch(offset, end)
-    fence = segment.fence_position
-    if found is None:
-        if fence is not None and fence < end:
-            raise CorruptMessage(
-                f"{segment.log_path}: offset {offset} lies in a damaged range fenced at byte "
-                f"{fence} ({segment.fence_reason})"
-            )
-        return None
-    if fence is not None:
-        end = min(end, fence)
-    limit = max(max_bytes, found.size) if min_one else max_bytes
-    if limit < found.size:
-        return b""
-    stop = min(end, found.position + limit)
-    fd, pread = segment._file.fd, segment._io.pread
-    if stop - found.position < SENDFILE_MIN_BYTES:
-        return _whole_prefix(pread(fd, stop - found.position, found.position), stop == end)
-    length, count = _whole_batches(pread, fd, found.position, stop)
+def _records(extent: Extent) -> bytes | RecordSpan:
+    """The extent's whole batches: read when small, else a span found from headers only."""
+    if extent.stop - extent.position < SENDFILE_MIN_BYTES:
+        return extent.read()
+    length, count = _whole_batches(extent.pread, extent.position, extent.stop)
     span = (
-        RecordSpan.of(fd, found.position, length, count, str(segment.log_path))
+        RecordSpan.of(extent.fd, extent.position, length, count, str(extent.path))
         if length >= SENDFILE_MIN_BYTES
         else None
     )
-    return pread(fd, length, found.position) if span is None else span
+    return extent.pread(length, extent.position) if span is None else span
 
 
-def _whole_prefix(data: bytes, to_end: bool) -> bytes:
-    """`data` cut to whole batches (`Segment.read` keeps a read that reaches `end` whole)."""
-    if to_end:
-        return data
-    pos = 0
-    while len(data) - pos >= LOG_OVERHEAD:
-        size = _BATCH_LENGTH.unpack_from(data, pos + _BATCH_LENGTH_AT)[0] + LOG_OVERHEAD
-        if size < HEADER_SIZE or pos + size > len(data):
-            break
-        pos += size
-    return data[:pos] if pos < len(data) else data
-
-
-def _whole_batches(pread: Any, fd: int, position: int, stop: int) -> tuple[int, int]:
+def _whole_batches(pread: Callable[[int, int], bytes], position: int, stop: int) -> tuple[int, int]:
     """(bytes, records) of the whole batches from `position` up to byte `stop`.
 
     Reads headers only: a block of small batches at a time, or one header alone
@@ -243,7 +200,7 @@ def _whole_batches(pread: Any, fd: int, position: int, stop: int) -> tuple[int, 
     """
     pos, records, read_bytes = position, 0, HEADER_SCAN_BYTES
     while pos + HEADER_SIZE <= stop:
-        block = pread(fd, min(read_bytes, stop - pos), pos)
+        block = pread(min(read_bytes, stop - pos), pos)
         at = 0
         while at + HEADER_SIZE <= len(block):
             size = _BATCH_LENGTH.unpack_from(block, at + _BATCH_LENGTH_AT)[0] + LOG_OVERHEAD

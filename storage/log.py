@@ -49,7 +49,7 @@ from storage import failpoints
 from storage.config import LogConfig
 from storage.fileio import FileIO
 from storage.files import DeletionQueue
-from storage.segment import Segment, SegmentInfo, TornAppendError
+from storage.segment import Segment, SegmentInfo, TornAppendError, whole_batches_length
 
 log = structlog.get_logger("tidelog.storage")
 
@@ -72,6 +72,49 @@ class AppendInfo:
 @dataclass(frozen=True, slots=True)
 class FetchData:
     records: bytes
+    high_watermark: int
+    log_start_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class Extent:
+    """Bytes [position, stop) of one segment's `.log` file where a read lies; `whole`
+    says they end on a batch boundary, else a reader cuts them to whole batches."""
+
+    log: Log
+    segment: Segment
+    position: int
+    stop: int
+    whole: bool
+
+    @property
+    def fd(self) -> int:
+        """The segment file's descriptor (see `Segment.fd`: duplicate it to keep it)."""
+        return self.segment.fd
+
+    @property
+    def path(self) -> Path:
+        return self.segment.log_path
+
+    def pread(self, length: int, position: int) -> bytes:
+        """Bytes of the segment file; a failure is the partition's StorageError."""
+        try:
+            return self.segment.pread(length, position)
+        except OSError as exc:
+            raise self.log._read_error(exc) from exc
+
+    def read(self) -> bytes:
+        """The whole batches of the extent (what `Log.read` answers)."""
+        data = self.pread(self.stop - self.position, self.position)
+        return data if self.whole else data[: whole_batches_length(data)]
+
+
+@dataclass(frozen=True, slots=True)
+class Location:
+    """`Log.locate`'s answer: the extent (None: nothing at the offset yet), and the
+    watermarks `Log.read` would report."""
+
+    extent: Extent | None
     high_watermark: int
     log_start_offset: int
 
@@ -422,6 +465,17 @@ class Log:
         above the high watermark; empty at the high watermark. CorruptMessage
         for a fenced (damaged) range.
         """
+        located = self.locate(offset, max_bytes, min_one=min_one)
+        extent = located.extent
+        records = b""
+        if extent is not None and extent.stop > extent.position:
+            records = extent.read()
+        return FetchData(records, located.high_watermark, located.log_start_offset)
+
+    def locate(self, offset: int, max_bytes: int, *, min_one: bool = True) -> Location:
+        """Where `read` would read, without reading the records: for a caller that sends
+        them from the file itself (the broker's sendfile, local reads). Same checks and
+        errors as `read`."""
         segments, bases, active_size, start, hw = self._snapshot()
         if offset < start or offset > hw:
             raise OffsetOutOfRange(
@@ -433,12 +487,12 @@ class Log:
             for i in range(index, len(segments)):
                 segment = segments[i]
                 end = active_size if i == last else segment.size
-                data = segment.read(offset, max_bytes, end, min_one=min_one)
-                if data is not None:
-                    return FetchData(data, hw, start)
+                found = segment.extent(offset, max_bytes, end, min_one=min_one)
+                if found is not None:
+                    return Location(Extent(self, segment, *found), hw, start)
         except OSError as exc:
             raise self._read_error(exc) from exc
-        return FetchData(b"", hw, start)
+        return Location(None, hw, start)
 
     def _read_error(self, exc: OSError) -> StorageError:
         self._log.error("storage_error", operation="read", errno=exc.errno)

@@ -491,8 +491,12 @@ class Segment:
     def is_fenced_at(self, position: int) -> bool:
         return self.fence_position is not None and position >= self.fence_position
 
-    def read(self, offset: int, max_bytes: int, end: int, *, min_one: bool = True) -> bytes | None:
-        """Whole batches from the one holding `offset`, at most `max_bytes` (or one batch).
+    def extent(
+        self, offset: int, max_bytes: int, end: int, *, min_one: bool = True
+    ) -> tuple[int, int, bool] | None:
+        """Where `read` reads: (position, stop, whole). Bytes [position, stop) begin with
+        the batch holding `offset`; `whole` says they end on a batch boundary (they reach
+        `end`), else they must be cut to whole batches. position == stop: nothing fits.
 
         None when no batch below `end` holds `offset` or later (look in the next
         segment). Raises CorruptMessage when the batch lies in a fenced range.
@@ -509,12 +513,34 @@ class Segment:
             end = min(end, self.fence_position)
         limit = max(max_bytes, found.size) if min_one else max_bytes
         if limit < found.size:
-            return b""
+            return found.position, found.position, False
         stop = min(end, found.position + limit)
-        data = self._io.pread(self._file.fd, stop - found.position, found.position)
-        if stop == end:
-            return data
-        return data[: _whole_batches_length(data)]
+        return found.position, stop, stop == end
+
+    def read(self, offset: int, max_bytes: int, end: int, *, min_one: bool = True) -> bytes | None:
+        """Whole batches from the one holding `offset`, at most `max_bytes` (or one batch).
+
+        None when no batch below `end` holds `offset` or later (look in the next
+        segment). Raises CorruptMessage when the batch lies in a fenced range.
+        """
+        extent = self.extent(offset, max_bytes, end, min_one=min_one)
+        if extent is None:
+            return None
+        position, stop, whole = extent
+        if stop == position:
+            return b""
+        data = self.pread(stop - position, position)
+        return data if whole else data[: whole_batches_length(data)]
+
+    def pread(self, length: int, position: int) -> bytes:
+        """`length` bytes of the `.log` file at `position` (fewer at its end)."""
+        return self._io.pread(self._file.fd, length, position)
+
+    @property
+    def fd(self) -> int:
+        """The `.log` file's descriptor: valid while the segment is open (a deleted
+        segment is closed only after file.delete.delay.ms); duplicate it to keep it."""
+        return self._file.fd
 
     def find_offset_by_timestamp(
         self, timestamp: int, start_offset: int, end_offset: int
@@ -621,7 +647,7 @@ def _check_batch(block: bytes, pos: int, expected_offset: int, base_offset: int)
     return None
 
 
-def _whole_batches_length(data: bytes) -> int:
+def whole_batches_length(data: bytes) -> int:
     """Length of the prefix of `data` made of whole batches."""
     pos = 0
     while len(data) - pos >= LOG_OVERHEAD:

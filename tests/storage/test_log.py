@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import errno
 import itertools
+import os
 import threading
 from pathlib import Path
 
@@ -145,6 +146,36 @@ def test_read_rules(tmp_path: Path) -> None:
     assert [h.base_offset for _, h in iter_headers(one)] == [2]
     two = log.read(3, sizes[0] * 2 + 5).records
     assert [h.base_offset for _, h in iter_headers(two)] == [2, 4]
+
+
+def test_locate_says_where_read_reads(tmp_path: Path) -> None:
+    # The broker sends large reads from the file (sendfile, local reads) by `locate`.
+    log = open_test_log(tmp_path, SMALL)
+    for i in range(40):
+        log.append(batch(1 + i % 4, tag=i, value_bytes=10 + 7 * (i % 5)))
+    assert log.segment_count > 2
+    high = log.high_watermark
+    for offset in range(0, high + 1, 3):
+        for max_bytes in (1, 150, 400, 10_000):
+            read = log.read(offset, max_bytes)
+            located = log.locate(offset, max_bytes)
+            assert (located.high_watermark, located.log_start_offset) == (
+                read.high_watermark,
+                read.log_start_offset,
+            )
+            extent = located.extent
+            if extent is None or extent.stop == extent.position:
+                assert read.records == b""
+                continue
+            assert extent.read() == read.records
+            assert os.fstat(extent.fd).st_ino == os.stat(extent.path).st_ino
+            raw = extent.pread(extent.stop - extent.position, extent.position)
+            assert raw.startswith(read.records)  # cut to whole batches unless `whole`
+            if extent.whole:
+                assert raw == read.records
+    for outside in (-1, high + 1):
+        with pytest.raises(OffsetOutOfRange):
+            log.locate(outside, 100)
 
 
 def test_read_continues_past_offset_gaps_into_next_segment(tmp_path: Path) -> None:
