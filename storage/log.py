@@ -49,7 +49,7 @@ from storage import failpoints
 from storage.config import LogConfig
 from storage.fileio import FileIO
 from storage.files import DeletionQueue
-from storage.segment import Segment, SegmentInfo, TornAppendError, whole_batches_length
+from storage.segment import Segment, SegmentInfo, TornAppendError
 
 log = structlog.get_logger("tidelog.storage")
 
@@ -105,8 +105,10 @@ class Extent:
 
     def read(self) -> bytes:
         """The whole batches of the extent (what `Log.read` answers)."""
-        data = self.pread(self.stop - self.position, self.position)
-        return data if self.whole else data[: whole_batches_length(data)]
+        try:
+            return self.segment.read_extent(self.position, self.stop, self.whole)
+        except OSError as exc:
+            raise self.log._read_error(exc) from exc
 
 
 @dataclass(frozen=True, slots=True)
@@ -467,9 +469,7 @@ class Log:
         """
         located = self.locate(offset, max_bytes, min_one=min_one)
         extent = located.extent
-        records = b""
-        if extent is not None and extent.stop > extent.position:
-            records = extent.read()
+        records = b"" if extent is None else extent.read()
         return FetchData(records, located.high_watermark, located.log_start_offset)
 
     def locate(self, offset: int, max_bytes: int, *, min_one: bool = True) -> Location:

@@ -494,7 +494,7 @@ class Segment:
     def extent(
         self, offset: int, max_bytes: int, end: int, *, min_one: bool = True
     ) -> tuple[int, int, bool] | None:
-        """Where `read` reads: (position, stop, whole). Bytes [position, stop) begin with
+        """Where a read lies: (position, stop, whole). Bytes [position, stop) begin with
         the batch holding `offset`; `whole` says they end on a batch boundary (they reach
         `end`), else they must be cut to whole batches. position == stop: nothing fits.
 
@@ -524,9 +524,10 @@ class Segment:
         segment). Raises CorruptMessage when the batch lies in a fenced range.
         """
         extent = self.extent(offset, max_bytes, end, min_one=min_one)
-        if extent is None:
-            return None
-        position, stop, whole = extent
+        return None if extent is None else self.read_extent(*extent)
+
+    def read_extent(self, position: int, stop: int, whole: bool) -> bytes:
+        """The whole batches of an `extent`: bytes [position, stop), cut unless `whole`."""
         if stop == position:
             return b""
         data = self.pread(stop - position, position)
