@@ -173,9 +173,7 @@ def locate_records(plog: Log, offset: int, max_bytes: int, *, min_one: bool = Tr
     """
     located = plog.locate(offset, max_bytes, min_one=min_one)
     extent = located.extent
-    records: bytes | RecordSpan = b""
-    if extent is not None and extent.stop > extent.position:
-        records = _records(extent)
+    records = b"" if extent is None else _records(extent)
     return Located(records, located.high_watermark, located.log_start_offset)
 
 

@@ -477,6 +477,14 @@ def _optional_long(opts: Mapping[str, str], key: str, name: str, **kw: object) -
     return parse_long(name, opts[key], **kw) if key in opts else None  # type: ignore[arg-type]
 
 
+def _auto_true_false(opts: Mapping[str, str], name: str) -> str:
+    """An option that is `auto` (the default), `true` or `false`."""
+    value = opts.get(name.lower(), "auto").strip().lower()
+    if value not in ("auto", "true", "false"):
+        raise OptionError(f"Option '{name}' must be 'auto', 'true' or 'false', got '{value}'")
+    return value
+
+
 def parse_source_options(options: Mapping[str, str], *, streaming: bool | None) -> SourceOptions:
     """Validate read options the way the Kafka source does for a batch or a streaming query.
 
@@ -539,14 +547,8 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool | None) 
             "Kafka option 'kafka.group.id' has been set on this query; tidelog has no consumer "
             "groups, so it is ignored (and so is groupIdPrefix)."
         )
-    pushdown = opts.get("pushdown", "auto").strip().lower()
-    if pushdown not in ("auto", "true", "false"):
-        raise OptionError(f"Option 'pushdown' must be 'auto', 'true' or 'false', got '{pushdown}'")
-    local_reads = opts.get("localreads", "auto").strip().lower()
-    if local_reads not in ("auto", "true", "false"):
-        raise OptionError(
-            f"Option 'localReads' must be 'auto', 'true' or 'false', got '{local_reads}'"
-        )
+    pushdown = _auto_true_false(opts, "pushdown")
+    local_reads = _auto_true_false(opts, "localReads")
     return SourceOptions(
         bootstrap_servers=servers,
         subscription=subscription,
