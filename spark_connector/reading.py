@@ -24,6 +24,7 @@ from spark_connector.options import SourceOptions
 from spark_connector.planning import OffsetRange
 from spark_connector.pushdown import NO_BOUNDS, Bounds
 from spark_connector.task_client import TaskClient
+from spark_connector.worker_gc import freeze_long_lived_objects
 
 log = logging.getLogger("spark_connector")
 
@@ -96,6 +97,7 @@ def read_ranges(
 ) -> Iterator[pa.RecordBatch]:
     """Every row of `ranges`, in order, as non-empty Arrow batches; one connection per task."""
     stats = stats if stats is not None else ReadStats()
+    freeze_long_lived_objects()  # Spark collects after every task: keep that cheap
     client = open_task_client(opts)
     local = LocalFiles() if local_reads_wanted(opts.local_reads, opts.bootstrap_servers) else None
     try:

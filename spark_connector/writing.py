@@ -39,6 +39,7 @@ from protocol.batch import encode_batch
 from protocol.client import Client
 from protocol.compression import Compression
 from spark_connector.options import SinkOptions
+from spark_connector.worker_gc import freeze_long_lived_objects
 
 log = logging.getLogger("spark_connector")
 
@@ -212,6 +213,7 @@ class _Producer:
 
 def write_batches(opts: SinkOptions, batches: Iterator[pa.RecordBatch]) -> TidelogCommitMessage:
     """Produce every row; return only after the broker acknowledged all of them."""
+    freeze_long_lived_objects()  # Spark collects after every task: keep that cheap
     producer = _Producer(opts)
     try:
         for batch in batches:

@@ -216,6 +216,19 @@ def test_late_binding_tolerates_retention_between_planning_and_reading(broker) -
             list(read_ranges(split, part.ranges))
 
 
+def test_read_tasks_leave_their_workers_with_frozen_long_lived_objects(spark, broker) -> None:
+    from tests.spark_connector.worker_probe import WorkerProbe
+
+    # Registered sources share one worker daemon (auto-discovered ones get their own).
+    spark.dataSource.register(TidelogDataSource)
+    spark.dataSource.register(WorkerProbe)
+    topic, _ = new_topic(broker, 4, [50, 50, 50, 50])
+    assert read(spark, broker, subscribe=topic).count() == 200
+    workers = dict(spark.read.format("worker_probe").load().collect())
+    # Spark's daemon gc.collect()s after every task; frozen objects are skipped by it.
+    assert workers and max(workers.values()) > 10_000, workers
+
+
 def test_splitting_and_coalescing_give_the_expected_task_counts(spark, broker) -> None:
     topic, _ = new_topic(broker, 4, [1000, 10, 10, 0])
     base = {"subscribe": topic}
