@@ -32,6 +32,7 @@ from protocol.batch import (
 from protocol.compression import decompress
 from spark_connector.record_scan import Payload, array_header, binary_column, scan_records
 from spark_connector.schema import HEADER_ARROW_TYPE, arrow_schema
+from spark_connector.uniform_scan import UniformFields, scan_uniform
 
 _TIMESTAMP_TYPE = pa.timestamp("us", tz="UTC")
 _US_PER_MS = 1000
@@ -235,42 +236,85 @@ def _constant_columns(topic: str, partition: int, capacity: int) -> tuple[pa.Arr
 def _scanned_columns(
     buf: bytes | memoryview, selection: Selection, include_headers: bool
 ) -> _Columns | None:
-    """The columns by `record_scan` (`_NO_ROWS` if none is in range), or None where the
-    scan does not apply."""
+    """The columns by `uniform_scan` or `record_scan` (`_NO_ROWS` if none is in range),
+    or None where neither applies."""
     start, end = selection.start, selection.end
     located = _payloads(buf, selection.batches)
     if located is None:
         return None
     scan_buf, payloads, headers = located
+    uniform = scan_uniform(scan_buf, payloads)
+    if uniform is not None:
+        return _uniform_columns(uniform, headers, start, end, include_headers)
     fields = scan_records(scan_buf, payloads, empty_headers=include_headers)
     if fields is None:
         return None
     batch_of = fields.batch_index
-    base_offsets = np.fromiter((h.base_offset for h in headers), np.int64, len(headers))
-    offsets = base_offsets.take(batch_of) + fields.offset_deltas
-    lo = int(np.searchsorted(offsets, start, side="left"))
-    hi = int(np.searchsorted(offsets, end, side="left"))
+    offsets = _header_values(headers, "base_offset").take(batch_of) + fields.offset_deltas
+    lo, hi = _cut(offsets, start, end)
     if lo >= hi:
         return _NO_ROWS
     if lo > 0 or hi < len(offsets):
         fields, offsets, batch_of = fields.take(lo, hi), offsets[lo:hi], batch_of[lo:hi]
-    base_ts = np.fromiter((h.base_timestamp for h in headers), np.int64, len(headers))
-    timestamps_ms = base_ts.take(batch_of) + fields.timestamp_deltas
-    ts_type = np.fromiter((h.timestamp_type for h in headers), np.int32, len(headers))
-    if ts_type.any():
-        # Kafka: every record of a LogAppendTime batch carries the broker's append time.
-        max_ts = np.fromiter((h.max_timestamp for h in headers), np.int64, len(headers))
-        log_append = ts_type.take(batch_of) == TimestampType.LOG_APPEND_TIME
-        timestamps_ms = np.where(log_append, max_ts.take(batch_of), timestamps_ms)
+    timestamps_ms, ts_types = _timestamps(headers, batch_of, fields.timestamp_deltas)
     buffer = pa.py_buffer(scan_buf)
     return (
         offsets,
         timestamps_ms,
-        ts_type.take(batch_of),
+        ts_types,
         binary_column(buffer, fields.key_start, fields.key_length, fields.key_null),
         binary_column(buffer, fields.value_start, fields.value_length, fields.value_null),
         pa.nulls(hi - lo, HEADER_ARROW_TYPE) if include_headers else None,
     )
+
+
+def _uniform_columns(
+    uniform: UniformFields, headers: list[BatchHeader], start: int, end: int, include_headers: bool
+) -> _Columns:
+    """The rows in [start, end) of a fixed-layout chunk (dense: deltas are indexes)."""
+    per_batch = uniform.records_per_batch
+    base_offsets = _header_values(headers, "base_offset")
+    offsets = (base_offsets[:, None] + np.arange(per_batch)).ravel()
+    lo, hi = _cut(offsets, start, end)
+    if lo >= hi:
+        return _NO_ROWS
+    batch_of = np.repeat(np.arange(uniform.batches), per_batch)[lo:hi]
+    deltas = uniform.timestamp_deltas.ravel()[lo:hi]
+    timestamps_ms, ts_types = _timestamps(headers, batch_of, deltas)
+    return (
+        offsets[lo:hi],
+        timestamps_ms,
+        ts_types,
+        uniform.keys.slice(lo, hi - lo),
+        uniform.values.slice(lo, hi - lo),
+        pa.nulls(hi - lo, HEADER_ARROW_TYPE) if include_headers else None,
+    )
+
+
+def _header_values(headers: list[BatchHeader], name: str) -> np.ndarray:
+    """One int64 per batch: the header field `name`."""
+    return np.fromiter((getattr(h, name) for h in headers), np.int64, len(headers))
+
+
+def _cut(offsets: np.ndarray, start: int, end: int) -> tuple[int, int]:
+    """Row range [lo, hi) of the increasing `offsets` that lies in [start, end)."""
+    lo = int(np.searchsorted(offsets, start, side="left"))
+    hi = int(np.searchsorted(offsets, end, side="left"))
+    return lo, hi
+
+
+def _timestamps(
+    headers: list[BatchHeader], batch_of: np.ndarray, deltas: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's timestamp (ms) and timestamp type, from its batch header and delta."""
+    timestamps_ms = _header_values(headers, "base_timestamp").take(batch_of) + deltas
+    ts_type = _header_values(headers, "timestamp_type").astype(np.int32)
+    if ts_type.any():
+        # Kafka: every record of a LogAppendTime batch carries the broker's append time.
+        max_ts = _header_values(headers, "max_timestamp")
+        log_append = ts_type.take(batch_of) == TimestampType.LOG_APPEND_TIME
+        timestamps_ms = np.where(log_append, max_ts.take(batch_of), timestamps_ms)
+    return timestamps_ms, ts_type.take(batch_of)
 
 
 def _payloads(
