@@ -197,10 +197,15 @@ def scan_uniform(buf: bytes | memoryview, payloads: Sequence[Payload]) -> Unifor
                 return None
         at += (hi - lo) * size
 
-    def strided(lo: int, hi: int, size: int, pos: int, extra: tuple[int, ...] = ()) -> np.ndarray:
-        """Byte `pos` (and `extra` more dimensions) of every record of a run."""
-        shape, steps = (batches, hi - lo, *extra), (stride, size, *([1] * len(extra)))
-        return np.ndarray(shape, np.uint8, buffer=buf, offset=run_start[lo] + pos, strides=steps)
+    def strided(lo: int, hi: int, size: int, pos: int, dtype: str = "u1") -> np.ndarray:
+        """The item of `dtype` at byte `pos` of every record of a run, as (batch, record)."""
+        return np.ndarray(
+            (batches, hi - lo),
+            dtype,
+            buffer=buf,
+            offset=run_start[lo] + pos,
+            strides=(stride, size),
+        )
 
     timestamp_deltas = np.empty((batches, count), dtype=np.int64)
     for lo, hi, width, _, size in runs:
@@ -213,9 +218,12 @@ def scan_uniform(buf: bytes | memoryview, payloads: Sequence[Payload]) -> Unifor
             continue
         if rows * item.length > _MAX_ARROW_BYTES:
             return None
-        data = np.empty((batches, count, item.length), dtype=np.uint8)
+        data = np.empty(rows * item.length, dtype=np.uint8)
+        # Each value as one opaque item: numpy copies it with one memcpy, not byte by byte.
+        item_type = f"V{item.length}"
+        values = data.view(item_type).reshape(batches, count)
         for lo, hi, width, _, size in runs:
-            data[:, lo:hi, :] = strided(lo, hi, size, item.data_at + width - 1, (item.length,))
+            values[:, lo:hi] = strided(lo, hi, size, item.data_at + width - 1, item_type)
         bounds = np.arange(rows + 1, dtype=np.int32) * np.int32(item.length)
         buffers = [None, pa.py_buffer(bounds), pa.py_buffer(data)]
         columns.append(pa.Array.from_buffers(pa.binary(), rows, buffers))
