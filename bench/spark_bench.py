@@ -5,22 +5,22 @@ Issue 7's goal: read 5,000,000 records with 100-byte values from 4 partitions on
 over the same rows, measured in the same run.
 
 Starts a real broker (`python -m broker.server`) on free loopback ports with a fresh
-data directory, produces the records (batches of 1,000, pipelined), then times each
-read materialising every column through Spark's `noop` sink: one warm-up of each, then
-`--repeat` rounds that time one tidelog read and one Parquet read each, alternately, so
-both see the same machine load. Both reads run in the same Spark session with the same
-settings (`local[2]`, 2 GiB of driver memory). All this is done once per `--settings`
-entry, each in a fresh session and a fresh JVM: Spark's defaults, then with the
-Unix-socket channel to the Python workers that docs/spark.md recommends (Parquet reads
-use no Python worker). Reported: best
-and median seconds, and the CPU seconds each read cost, split into the Spark JVM, its
-Python workers and the broker (on a shared machine, CPU time is steadier than wall
-time); then the executor's read code alone, outside Spark (`direct_read_min`: its CPU
-and the broker's, best of 3). Prints one JSON document on stdout; progress goes to
-stderr.
+data directory and produces the records (batches of 1,000, pipelined). Then, once per
+`--settings` entry, each in a fresh Spark session and a fresh JVM (Spark's defaults,
+then with the Unix-socket channel to the Python workers that docs/spark.md recommends;
+Parquet reads use no Python worker), it times each read materialising every column
+through Spark's `noop` sink: `--warmup` untimed rounds (Parquet's JVM code keeps
+getting faster through the first few), then `--repeat` rounds that time one tidelog
+read and one Parquet read each, alternately, so both see the same machine load. Both
+reads run in the same session with the same settings (`local[2]`, 2 GiB of driver
+memory). Reported: best and median seconds, and the CPU seconds each read cost, split
+into the Spark JVM, its Python workers and the broker (on a shared machine, CPU time is
+steadier than wall time); then the executor's read code alone, outside Spark
+(`direct_read_min`: its CPU and the broker's, best of 3). Prints one JSON document on
+stdout; progress goes to stderr.
 
     .venv/bin/python -m bench.spark_bench [--quick] [--records N] [--repeat R]
-        [--settings spark_defaults,unix_socket] [--ceiling] [--conf K=V]
+        [--warmup W] [--settings spark_defaults,unix_socket] [--ceiling] [--conf K=V]
 """
 
 from __future__ import annotations
@@ -333,6 +333,7 @@ def measure(
     parquet_path: str,
     records: int,
     repeat: int,
+    warmup: int,
     source_options: dict[str, str],
     ceiling: bool,
     broker_pid: int,
@@ -376,8 +377,9 @@ def measure(
             reads["arrow_ceiling"] = lambda: (
                 ceiling_df.write.format("noop").mode("overwrite").save()
             )
-        for run in reads.values():
-            run()  # warm-up: JIT, Python workers, page cache
+        for _ in range(warmup):
+            for run in reads.values():
+                run()  # JIT, Python workers, page cache
         runs: dict[str, list[tuple[float, dict[str, float]]]] = {name: [] for name in reads}
         for round_number in range(repeat):
             log(f"{name}, round {round_number + 1}/{repeat}: {', then '.join(reads)} ...")
@@ -402,7 +404,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="1,000,000 records, 3 rounds")
     parser.add_argument("--records", type=int, default=None)
-    parser.add_argument("--repeat", type=int, default=None)
+    parser.add_argument("--repeat", type=int, default=None, help="timed rounds (5; quick: 3)")
+    parser.add_argument("--warmup", type=int, default=None, help="untimed rounds (3; quick: 1)")
     parser.add_argument("--fetch-max-bytes", type=int, default=None, help="connector option")
     parser.add_argument(
         "--option",
@@ -437,6 +440,7 @@ def main(argv: list[str] | None = None) -> int:
     extra_conf = dict(item.split("=", 1) for item in opts.conf)
     records = opts.records or (1_000_000 if opts.quick else 5_000_000)
     repeat = opts.repeat or (3 if opts.quick else 5)
+    warmup = opts.warmup if opts.warmup is not None else (1 if opts.quick else 3)
     extra = {"fetch.max.bytes": str(opts.fetch_max_bytes)} if opts.fetch_max_bytes else {}
     extra.update(item.split("=", 1) for item in opts.option)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -459,6 +463,7 @@ def main(argv: list[str] | None = None) -> int:
                     parquet_path,
                     records,
                     repeat,
+                    warmup,
                     extra,
                     opts.ceiling,
                     proc.pid,
@@ -479,6 +484,8 @@ def main(argv: list[str] | None = None) -> int:
                 "master": "local[2]",
                 "source_options": extra,
                 "load_s": round(load_s, 2),
+                "warmup_rounds": warmup,
+                "timed_rounds": repeat,
                 # One fresh Spark session per setting; each times both reads.
                 "sessions": sessions,
                 # Fetch + conversion to Arrow in this process (no Spark): the share of
