@@ -352,6 +352,7 @@ def measure(
     for key, value in spark_conf.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
+    jvm_process = getattr(spark.sparkContext._gateway, "proc", None)
     try:
         spark.sparkContext.setLogLevel("ERROR")
         df = (
@@ -393,6 +394,7 @@ def measure(
     median_ratio = tidelog["median_rows_per_s"] / parquet["median_rows_per_s"]
     return {
         "spark_conf": spark_conf,
+        "jvm_pid": jvm_process.pid if jvm_process is not None else None,
         **results,
         "parquet_ratio": round(ratio, 3),
         "median_parquet_ratio": round(median_ratio, 3),
