@@ -219,11 +219,12 @@ def scan_uniform(buf: bytes | memoryview, payloads: Sequence[Payload]) -> Unifor
         if rows * item.length > _MAX_ARROW_BYTES:
             return None
         data = np.empty(rows * item.length, dtype=np.uint8)
-        # Each value as one opaque item: numpy copies it with one memcpy, not byte by byte.
-        item_type = f"V{item.length}"
-        values = data.view(item_type).reshape(batches, count)
-        for lo, hi, width, _, size in runs:
-            values[:, lo:hi] = strided(lo, hi, size, item.data_at + width - 1, item_type)
+        if item.length:  # empty values have no bytes to copy (and V0 items cannot be shaped)
+            # Each value as one opaque item: numpy copies it with one memcpy, not byte by byte.
+            item_type = f"V{item.length}"
+            values = data.view(item_type).reshape(batches, count)
+            for lo, hi, width, _, size in runs:
+                values[:, lo:hi] = strided(lo, hi, size, item.data_at + width - 1, item_type)
         bounds = np.arange(rows + 1, dtype=np.int32) * np.int32(item.length)
         buffers = [None, pa.py_buffer(bounds), pa.py_buffer(data)]
         columns.append(pa.Array.from_buffers(pa.binary(), rows, buffers))

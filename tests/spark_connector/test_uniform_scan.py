@@ -160,6 +160,19 @@ def test_the_bench_shape_is_taken_whole() -> None:
     assert_same_rows(buf, 500, 2500, include_headers=False)
 
 
+@pytest.mark.parametrize("key", [b"", b"k" * 9])
+def test_empty_values_and_keys_are_taken_as_empty_not_null(key: bytes) -> None:
+    """Zero-length bin items (no bytes to copy), beside an empty or a non-empty key; a
+    nil key would make the record shorter than the 8-byte word the checks need."""
+    log = [[(key, b"", [], BASE_TS + i % 100) for i in range(200)] for _ in range(2)]
+    buf, total = encode(log)
+    uniform = scan_uniform(buf, payloads_of(buf))
+    assert uniform is not None
+    assert uniform.values.to_pylist() == [b""] * 400
+    assert uniform.keys.to_pylist() == [key] * 400
+    assert_same_rows(buf, 0, total, include_headers=True)
+
+
 RECORD_0 = b"\x95\x00\x00\xc0\xc4\x08" + bytes(range(8)) + b"\x90"
 
 
