@@ -381,7 +381,7 @@ def measure(
         for _ in range(warmup):
             for run in reads.values():
                 run()  # JIT, Python workers, page cache
-        runs: dict[str, list[tuple[float, dict[str, float]]]] = {name: [] for name in reads}
+        runs: dict[str, list[tuple[float, dict[str, float]]]] = {read: [] for read in reads}
         for round_number in range(repeat):
             log(f"{name}, round {round_number + 1}/{repeat}: {', then '.join(reads)} ...")
             for read_name, run in reads.items():
