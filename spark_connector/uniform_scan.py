@@ -186,15 +186,8 @@ def scan_uniform(buf: bytes | memoryview, payloads: Sequence[Payload]) -> Unifor
     batches = len(payloads)
     run_start: dict[int, int] = {}  # first index of a run -> where its first record lies
     at = first.start
-    for lo, hi, width, type_byte, size in runs:
+    for lo, hi, _, _, size in runs:
         run_start[lo] = at
-        rules = _constraints(width, type_byte, key, value, size)
-        for pos, mask, expected in _windows(rules, size):
-            words = np.ndarray(
-                (batches, hi - lo), "<u8", buffer=buf, offset=at + pos, strides=(stride, size)
-            )
-            if not ((words & np.uint64(mask)) == np.uint64(expected)).all():
-                return None
         at += (hi - lo) * size
 
     def strided(lo: int, hi: int, size: int, pos: int, dtype: str = "u1") -> np.ndarray:
@@ -206,6 +199,13 @@ def scan_uniform(buf: bytes | memoryview, payloads: Sequence[Payload]) -> Unifor
             offset=run_start[lo] + pos,
             strides=(stride, size),
         )
+
+    for lo, hi, width, type_byte, size in runs:
+        rules = _constraints(width, type_byte, key, value, size)
+        for pos, mask, expected in _windows(rules, size):
+            words = strided(lo, hi, size, pos, "<u8")
+            if not ((words & np.uint64(mask)) == np.uint64(expected)).all():
+                return None
 
     timestamp_deltas = np.empty((batches, count), dtype=np.int64)
     for lo, hi, width, _, size in runs:
