@@ -40,7 +40,6 @@ from broker.longpoll import AppendNotifier
 from broker.metrics import BrokerMetrics, PartitionStats, Readiness, serve_metrics_http
 from broker.scheduler import Scheduler
 from broker.sdnotify import notify
-from compaction.config import CleanerConfig
 from compaction.service import CleanerService
 from protocol.errors import InvalidConfig, TidelogError
 from storage.manager import LogManager, wall_clock_ms
@@ -164,15 +163,7 @@ def start_log_cleaner(scheduler: Scheduler, manager: Any, config: BrokerConfig) 
     waits `log.cleaner.backoff.ms`; with `log.cleaner.enable=false` there are no workers.
     """
     service = CleanerService(
-        CleanerConfig(
-            enable=config.log_cleaner_enable,
-            threads=config.log_cleaner_threads,
-            dedupe_buffer_bytes=config.log_cleaner_dedupe_buffer_bytes,
-            io_buffer_bytes=config.log_cleaner_io_buffer_bytes,
-            io_buffer_load_factor=config.log_cleaner_io_buffer_load_factor,
-            io_max_bytes_per_second=config.log_cleaner_io_max_bytes_per_second,
-            backoff_ms=config.log_cleaner_backoff_ms,
-        ),
+        config.cleaner,
         config.data_dir,
         manager.all_logs,
         clock_ms=wall_clock_ms,
@@ -187,7 +178,7 @@ def start_log_cleaner(scheduler: Scheduler, manager: Any, config: BrokerConfig) 
     log.info(
         "log_cleaner_started",
         workers=len(service.workers),
-        backoff_ms=config.log_cleaner_backoff_ms,
+        backoff_ms=config.cleaner.backoff_ms,
     )
     return service
 

@@ -1,0 +1,72 @@
+"""Issue 23 finding 3: a config value outside the range its wire encoding holds is refused.
+
+Before the fix, `alter_configs` stored `retention.bytes` = 2**63 and answered `{}`;
+from then on every `describe_configs` and `explain_retention` of that topic answered
+"unencodable response". Checked on an in-process broker, through real frames.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from broker.server import BrokerHandle
+from tests.broker.rawconn import RawConn
+
+LONG_MAX = 2**63 - 1
+
+# Every int64 topic key whose validator had no upper bound.
+UNBOUNDED_BEFORE = (
+    "retention.bytes",
+    "segment.ms",
+    "flush.messages",
+    "file.delete.delay.ms",
+    "max.compaction.lag.ms",
+    "message.timestamp.after.max.ms",
+    "segment.jitter.ms",
+)
+
+
+@pytest.mark.parametrize("key", UNBOUNDED_BEFORE)
+@pytest.mark.parametrize("value", [LONG_MAX + 1, 2**64 - 1, str(LONG_MAX + 1), str(2**70)])
+async def test_alter_above_int64_is_invalid_config_and_describe_still_works(
+    inprocess_broker: BrokerHandle, key: str, value: int | str
+) -> None:
+    conn = await RawConn.open(inprocess_broker)
+    async with conn.stream:
+        created = await conn.call("create_topic", {"topic": "t", "partitions": 1})
+        assert created["error"] is None
+        answer = await conn.call("alter_configs", {"topic": "t", "set": {key: value}})
+        assert answer["error"] == "INVALID_CONFIG", answer
+        assert key in answer["message"] and str(LONG_MAX) in answer["message"]
+        described = await conn.call("describe_configs", {"topic": "t"})
+        assert described["error"] is None, described
+        explained = await conn.call("explain_retention", {"topic": "t", "partitions": None})
+        assert explained["error"] is None, explained
+
+
+async def test_create_topic_above_int64_is_invalid_config(inprocess_broker: BrokerHandle) -> None:
+    conn = await RawConn.open(inprocess_broker)
+    async with conn.stream:
+        answer = await conn.call(
+            "create_topic",
+            {"topic": "c", "partitions": 1, "configs": {"retention.bytes": str(2**64)}},
+        )
+        assert answer["error"] == "INVALID_CONFIG", answer
+        assert "retention.bytes" in answer["message"]
+        meta = await conn.call("metadata", {"topics": ["c"]})
+        assert meta["body"]["topics"][0]["error"] == "UNKNOWN_TOPIC_OR_PARTITION"
+
+
+async def test_largest_int64_is_still_accepted(inprocess_broker: BrokerHandle) -> None:
+    conn = await RawConn.open(inprocess_broker)
+    async with conn.stream:
+        await conn.call("create_topic", {"topic": "m", "partitions": 1})
+        answer = await conn.call(
+            "alter_configs", {"topic": "m", "set": {"retention.bytes": LONG_MAX}}
+        )
+        assert answer["error"] is None, answer
+        described = await conn.call("describe_configs", {"topic": "m"})
+        assert described["body"]["configs"]["retention.bytes"] == {
+            "value": LONG_MAX,
+            "source": "topic",
+        }
