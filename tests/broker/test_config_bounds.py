@@ -8,11 +8,20 @@ from then on every `describe_configs` and `explain_retention` of that topic answ
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from broker.config import BrokerConfig
 from broker.server import BrokerHandle
+from protocol.envelope import ok_response, parse_response
+from protocol.errors import InvalidConfig
+from protocol.framing import decode_body, encode_body
+from protocol.schemas import INT64, validate_response_body
+from protocol.settings import INT64_MAX, INT64_MIN, Setting
+from storage.config import TOPIC_SETTINGS, LogConfig
 from tests.broker.rawconn import RawConn
 
-LONG_MAX = 2**63 - 1
+LONG_MAX = 2**63 - 1  # spelt out: the test must not trust the module under test
 
 # Every int64 topic key whose validator had no upper bound.
 UNBOUNDED_BEFORE = (
@@ -70,3 +79,48 @@ async def test_largest_int64_is_still_accepted(inprocess_broker: BrokerHandle) -
             "value": LONG_MAX,
             "source": "topic",
         }
+
+
+# --- every value validation accepts is describable ----------------------------------------
+
+_CONFIG = BrokerConfig.from_props({}, data_dir="/unused")
+_NUMERIC = [s for s in TOPIC_SETTINGS if s.type in (int, float)]
+
+
+def _raw_values(setting: Setting) -> st.SearchStrategy[object]:
+    """Values a client may send: near and far outside the bounds, typed or as text."""
+    if setting.type is int:
+        numbers = st.one_of(
+            st.integers(-(2**70), 2**70),
+            st.sampled_from([INT64_MIN - 1, INT64_MIN, INT64_MAX, INT64_MAX + 1, 2**64 - 1]),
+        )
+    else:
+        numbers = st.floats(allow_nan=True, allow_infinity=True)  # type: ignore[assignment]
+    return st.one_of(numbers, numbers.map(str))
+
+
+@st.composite
+def _setting_and_value(draw: st.DrawFn) -> tuple[Setting, object]:
+    setting = draw(st.sampled_from(_NUMERIC))
+    return setting, draw(_raw_values(setting))
+
+
+@settings(max_examples=400, deadline=None)
+@given(_setting_and_value())
+def test_any_accepted_value_round_trips_through_describe_encoding(
+    case: tuple[Setting, object],
+) -> None:
+    setting, raw = case
+    try:
+        overrides = {setting.name: setting.parse(raw)}
+        LogConfig.from_props(overrides, _CONFIG.log_config)
+    except InvalidConfig as exc:
+        assert setting.name in exc.message
+        return
+    body = {"configs": _CONFIG.describe_topic_configs(overrides)}
+    wire = decode_body(encode_body(ok_response(7, body).to_wire()))
+    answer = validate_response_body("describe_configs", parse_response(wire).body)
+    described = answer["configs"][setting.name]
+    assert described == {"value": overrides[setting.name], "source": "topic"}
+    if setting.type is int:
+        INT64.check(described["value"])  # the range Kafka's LONG configs are encoded in
