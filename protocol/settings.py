@@ -17,8 +17,10 @@ How to add a setting:
 1. Add a `Setting(...)` row to the component's table (e.g. `BROKER_SETTINGS`):
    `Setting("queued.max.request.bytes", "queued_max_request_bytes", int, 500 * 2**20,
    "Memory for requests queued across connections.", low=1, section="connections")`.
-   `check=` takes a function for a rule bounds cannot say (it returns why a value is
-   invalid, or None); `synonyms=` only for topic keys (their broker-level `log.*` keys).
+   `choices=` lists allowed strings; `check=` takes a function for a rule bounds cannot
+   say (it returns why a value is invalid, or None); `synonyms=` only for topic keys
+   (their broker-level `log.*` keys); `default_text=` when the docs must say more than
+   the value (e.g. "required").
 2. Add the field, with the same default, to the component's frozen record; an
    import-time assert in each config module checks that rows and fields agree.
 3. Run `python deploy/build_settings.py` to regenerate the properties file and tables.
@@ -30,8 +32,8 @@ Spark connector, can import it.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
+from dataclasses import MISSING, dataclass
 from typing import Any, NamedTuple
 
 from protocol.errors import InvalidConfig
@@ -79,6 +81,7 @@ class Setting:
     check: Check | None = None  # a rule bounds cannot say
     synonyms: tuple[Synonym, ...] = ()
     section: str = ""  # groups keys in generated files
+    default_text: str = ""  # the docs' default when the value alone would mislead
 
     def __post_init__(self) -> None:
         assert self.type in _TYPES, f"{self.name}: unsupported type {self.type}"
@@ -185,32 +188,39 @@ def settings_by_name(rows: Iterable[Setting]) -> dict[str, Setting]:
 
 
 def check_fields(record: type, rows: Iterable[Setting]) -> None:
-    """Assert that a frozen record's field defaults are the rows' defaults (import time)."""
-    defaults = {
-        name: field.default
-        for name, field in record.__dataclass_fields__.items()  # type: ignore[attr-defined]
-    }
+    """Assert that a frozen record's field defaults are the rows' defaults (import time).
+
+    Rows with no `attr` fill no field directly; fields with no default are required
+    arguments of the record, so only their existence is checked.
+    """
+    fields = record.__dataclass_fields__  # type: ignore[attr-defined]
     for row in rows:
-        assert row.attr in defaults, f"{record.__name__} has no field {row.attr} for {row.name}"
-        assert defaults[row.attr] == row.default, f"{row.name}: default differs from the field"
+        if not row.attr:
+            continue
+        assert row.attr in fields, f"{record.__name__} has no field {row.attr} for {row.name}"
+        default = fields[row.attr].default
+        if default is not MISSING:
+            assert default == row.default, f"{row.name}: default differs from the field"
 
 
 def markdown_table(
     rows: Iterable[Setting],
     *,
     header: tuple[str, str, str, str] = ("key", "default", "valid values", "meaning"),
-    default_text: Callable[[Setting], str] | None = None,
 ) -> str:
     """A Markdown table of `rows`: key, default, valid values, doc."""
     lines = [f"| {' | '.join(header)} |", "|---|---|---|---|"]
     for row in rows:
-        default = default_text(row) if default_text else _default_text(row)
+        default = _default_text(row)
         doc = row.doc.replace("|", "\\|")
-        lines.append(f"| `{row.name}` | {default} | {_valid_text(row)} | {doc} |")
+        line = f"| `{row.name}` | {default} | {_valid_text(row)} | {doc} |"
+        lines.append(line.replace("|  |", "| |"))
     return "\n".join(lines) + "\n"
 
 
 def _default_text(row: Setting) -> str:
+    if row.default_text:
+        return row.default_text
     if row.default is None or row.default == "":
         return ""
     return f"`{row.text(row.default)}`"
@@ -224,8 +234,3 @@ def _valid_text(row: Setting) -> str:
     if row.type is bool:
         return "`true`, `false`"
     return ""
-
-
-def defaults_of(rows: Iterable[Setting]) -> Mapping[str, Any]:
-    """attr -> default, to build a record from its rows."""
-    return {row.attr: row.default for row in rows}
