@@ -36,13 +36,13 @@ FRAME_BYTES_MAX = 2**32 - 1
 # The broker's own keys (how to add one: protocol/settings.py). `section` places
 # each in deploy/server.properties; the cleaner's keys are in compaction/config.py.
 BROKER_SETTINGS: tuple[Setting, ...] = (
-    Setting("log.dirs", "log_dirs", str, "", "The data directory (one; --data-dir wins).",
-            section="storage"),
+    Setting("log.dirs", "log_dirs", str, "",
+            "The data directory (exactly one; `--data-dir` wins over it).", section="storage"),
     Setting("log.dir", "log_dir", str, "", "Used when log.dirs is not set.", section="storage"),
     Setting("num.partitions", "num_partitions", int, 1, "Partitions of an auto-created topic.",
             low=1, high=10_000, section="topics"),
     Setting("auto.create.topics.enable", "auto_create_topics_enable", bool, True,
-            "Create an unknown topic on first produce, as Kafka does.", section="topics"),
+            "Create an unknown topic on its first produce, as Kafka does.", section="topics"),
     Setting("socket.request.max.bytes", "socket_request_max_bytes", int, 104857600,
             "Largest request frame; larger ones close the connection.",
             low=1, high=FRAME_BYTES_MAX, section="connections"),

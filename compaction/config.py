@@ -30,21 +30,27 @@ def _positive(value: float) -> str | None:
 
 
 # Broker keys (server.properties); how to add one: protocol/settings.py.
+_C = "cleaner"  # section of server.properties and the docs
+
 CLEANER_SETTINGS: tuple[Setting, ...] = (
     Setting("log.cleaner.enable", "enable", bool, True,
-            "Run the log cleaner for topics with cleanup.policy=compact."),
-    Setting("log.cleaner.threads", "threads", int, 1, "Cleaner threads.", low=0),
+            "Run the log cleaner for topics with cleanup.policy=compact.", section=_C),
+    Setting("log.cleaner.threads", "threads", int, 1,
+            "Cleaner threads, each with its share of the offset-map memory.",
+            low=0, section=_C),
     Setting("log.cleaner.dedupe.buffer.size", "dedupe_buffer_bytes", int, 134217728,
-            "Offset-map memory shared by all cleaner threads.", low=MIN_MAP_BYTES_PER_THREAD),
+            "Offset-map memory shared by all cleaner threads.",
+            low=MIN_MAP_BYTES_PER_THREAD, section=_C),
     Setting("log.cleaner.io.buffer.size", "io_buffer_bytes", int, 524288,
-            "Cleaner read and write buffers.", low=0),
+            "Cleaner read and write buffers (per thread: size / threads / 2, at least 64 KiB).",
+            low=0, section=_C),
     Setting("log.cleaner.io.buffer.load.factor", "io_buffer_load_factor", float, 0.9,
-            "Largest fill of the offset map.", low=0, high=1, check=_positive),
+            "Largest fill of an offset map.", low=0, high=1, check=_positive, section=_C),
     Setting("log.cleaner.io.max.bytes.per.second", "io_max_bytes_per_second", float,
             DOUBLE_MAX, "Cleaner read+write throttle in bytes per second (default: unthrottled).",
-            low=1),
+            low=1, section=_C),
     Setting("log.cleaner.backoff.ms", "backoff_ms", int, 15000,
-            "Cleaner sleep when no log needed cleaning.", low=0),
+            "Cleaner sleep when no log needed cleaning.", low=0, section=_C),
 )  # fmt: skip
 CLEANER_CONFIG_DEFS: dict[str, Setting] = settings_by_name(CLEANER_SETTINGS)
 

@@ -139,8 +139,6 @@ class Setting:
             return "true" if value else "false"
         if isinstance(value, frozenset):
             return ",".join(sorted(value))
-        if isinstance(value, float) and value == DOUBLE_MAX:
-            return repr(DOUBLE_MAX)
         return str(value)
 
     def wire(self, value: Any) -> Any:
@@ -207,14 +205,15 @@ def markdown_table(
     rows: Iterable[Setting],
     *,
     header: tuple[str, str, str, str] = ("key", "default", "valid values", "meaning"),
+    note: Callable[[Setting], str] | None = None,
 ) -> str:
-    """A Markdown table of `rows`: key, default, valid values, doc."""
+    """A Markdown table of `rows`: key, default, valid values, doc (plus `note(row)`)."""
     lines = [f"| {' | '.join(header)} |", "|---|---|---|---|"]
     for row in rows:
         default = _default_text(row)
-        doc = row.doc.replace("|", "\\|")
-        line = f"| `{row.name}` | {default} | {_valid_text(row)} | {doc} |"
-        lines.append(line.replace("|  |", "| |"))
+        doc = (f"{row.doc} {note(row)}" if note else row.doc).replace("|", "\\|")
+        cells = (f"`{row.name}`", default, _valid_text(row), doc)
+        lines.append("|" + "|".join(f" {cell} " if cell else " " for cell in cells) + "|")
     return "\n".join(lines) + "\n"
 
 

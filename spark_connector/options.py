@@ -142,7 +142,7 @@ SINK_SETTINGS: tuple[Setting, ...] = (
        low=1, high=INT32_MAX, section=_SINK),
     _S("acks", "acks", int, -1,
        "`-1` (fsynced) or `1` (written); `0` is refused (it would break at least once).",
-       section=_SINK, default_text="`-1`"),
+       low=-1, high=1, section=_SINK),
     _S("compression.type", "compression", str, "none", "Batch compression.",
        choices=("none", "gzip", "snappy", "lz4", "zstd"), section=_SINK),
     _S("batch.size", "batch_records", int, DEFAULT_SINK_BATCH_RECORDS,
