@@ -26,6 +26,7 @@ from pathlib import Path
 
 import structlog
 
+from protocol.clock import wall_clock_ms
 from protocol.errors import (
     InvalidConfig,
     InvalidPartitions,
@@ -66,10 +67,6 @@ TOPIC_METADATA_VERSION = 1
 DELETE_DIR_SUFFIX = "-delete"
 # Suffix of a partition directory no topic claims, kept for an operator (Kafka: -stray).
 STRAY_DIR_SUFFIX = "-stray"
-
-
-def wall_clock_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 @dataclass(frozen=True, slots=True)
