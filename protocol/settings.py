@@ -46,6 +46,7 @@ __all__ = [
     "Setting",
     "Synonym",
     "check_fields",
+    "coerce",
     "markdown_table",
     "settings_by_name",
 ]
