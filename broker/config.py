@@ -3,15 +3,19 @@
 One frozen `BrokerConfig` flows from here down (DESIGN.md). Sources, lowest
 precedence first: built-in defaults (Kafka's, except where a finite limit is
 safer), a `server.properties`-format file, then `--set key=value` overrides.
-Two kinds of keys are accepted:
+Every key is a `protocol.settings.Setting` row (that module says how to add one):
 
-- broker-only keys, in `BROKER_CONFIG_DEFS` below;
+- the broker's own keys, `BROKER_SETTINGS` below;
+- the cleaner's `log.cleaner.*` keys, `compaction.config.CLEANER_SETTINGS`, which
+  become `BrokerConfig.cleaner`;
 - the `log.*` (and `message.max.bytes`) synonyms of topic keys, taken from
-  `storage.config.TOPIC_CONFIG_DEFS`; they set the default `LogConfig` every
-  topic starts from (`BrokerConfig.log_config`).
+  `storage.config.TOPIC_SETTINGS`; they set the default `LogConfig` every topic
+  starts from (`BrokerConfig.log_config`).
 
-An unknown key or an invalid value raises `InvalidConfig` naming the key and,
-for unknown keys, the closest valid name; `tidelog serve` exits with status 2.
+An unknown key or an invalid value (out of its declared range included) raises
+`InvalidConfig` naming the key and, for unknown keys, the closest valid name;
+`tidelog serve` exits with status 2. deploy/server.properties is rendered from
+these rows by deploy/build_settings.py.
 """
 
 from __future__ import annotations

@@ -1,8 +1,10 @@
 """The cleaner's broker-level settings, with Kafka's names and defaults.
 
-The broker validates its own keys; this frozen record carries them into the
-cleaner with units in every name, and derives the per-thread values the way
-Kafka's `CleanerConfig` and `LogCleaner.CleanerThread` do.
+`CLEANER_SETTINGS` declares the `log.cleaner.*` keys (protocol/settings.py says
+how to add one); the broker parses them with the rest of server.properties into
+this frozen record, which carries them into the cleaner with units in every name
+and derives the per-thread values the way Kafka's `CleanerConfig` and
+`LogCleaner.CleanerThread` do.
 """
 
 from __future__ import annotations
