@@ -133,13 +133,13 @@ _CLEANER_TOPIC_KEYS = (
 def render_tables() -> dict[tuple[str, str], str]:
     """(docs file, table name) -> the Markdown table between that name's markers."""
     topic_by_name = {row.name: row for row in TOPIC_SETTINGS}
+    broker_rows = (*BROKER_SETTINGS, *CLEANER_SETTINGS)
     return {
         ("docs/operations.md", "topic-configs"): markdown_table(
             TOPIC_SETTINGS, note=_broker_default_note
         ),
-        ("docs/operations.md", "broker-configs"): markdown_table(
-            (*BROKER_SETTINGS, *CLEANER_SETTINGS)
-        ),
+        ("docs/operations.md", "broker-configs"): markdown_table(broker_rows),
+        ("docs/protocol.md", "protocol-broker-configs"): markdown_table(broker_rows),
         ("docs/compaction.md", "cleaner-configs"): markdown_table(
             (*(topic_by_name[k] for k in _CLEANER_TOPIC_KEYS), *CLEANER_SETTINGS)
         ),
