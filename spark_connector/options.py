@@ -3,6 +3,11 @@
 Spark hands options over lower-cased and as strings, and shows a Python exception's
 message verbatim, so every check here raises `OptionError` with a message that names
 the option the way the Kafka source does. Offsets mean "next offset to read".
+
+Every option is declared once in `SOURCE_SETTINGS` / `SINK_SETTINGS` (name, field,
+type, default, bounds, doc; protocol/settings.py says how to add one): the parsers
+take defaults and bounds from there, and docs/spark.md's option tables are rendered
+from them by deploy/build_settings.py.
 """
 
 from __future__ import annotations
