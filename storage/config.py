@@ -171,12 +171,12 @@ class LogConfig:
                 if synonym.name not in props:
                     continue
                 raw = props[synonym.name]
-                if synonym.scale != 1:
+                if synonym.scale != 1 or definition.name == "retention.ms":
                     try:
                         raw = coerce(int, raw) * synonym.scale
                     except (TypeError, ValueError) as exc:
                         raise InvalidConfig(f"{synonym.name}: cannot parse {raw!r}") from exc
-                if definition.name == "retention.ms" and coerce(int, raw) < 0:
+                if definition.name == "retention.ms" and raw < 0:  # type: ignore[operator]
                     raw = -1
                 try:
                     changes[definition.attr] = definition.parse(raw)
