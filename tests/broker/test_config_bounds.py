@@ -124,3 +124,31 @@ def test_any_accepted_value_round_trips_through_describe_encoding(
     assert described == {"value": overrides[setting.name], "source": "topic"}
     if setting.type is int:
         INT64.check(described["value"])  # the range Kafka's LONG configs are encoded in
+
+
+@st.composite
+def _synonym_and_value(draw: st.DrawFn) -> tuple[Setting, str, object]:
+    setting = draw(st.sampled_from([s for s in _NUMERIC if s.synonyms]))
+    synonym = draw(st.sampled_from(setting.synonyms))
+    return setting, synonym.name, draw(_raw_values(setting))
+
+
+@settings(max_examples=300, deadline=None)
+@given(_synonym_and_value())
+def test_any_accepted_broker_default_round_trips_through_describe_encoding(
+    case: tuple[Setting, str, object],
+) -> None:
+    setting, key, raw = case
+    try:
+        config = BrokerConfig.from_props({key: str(raw)}, data_dir="/unused")
+    except InvalidConfig as exc:
+        assert key in exc.message
+        return
+    body = {"configs": config.describe_topic_configs({})}
+    wire = decode_body(encode_body(ok_response(7, body).to_wire()))
+    answer = validate_response_body("describe_configs", parse_response(wire).body)
+    described = answer["configs"][setting.name]
+    assert described["source"] == "broker"
+    assert described["value"] == getattr(config.log_config, setting.attr)
+    if setting.type is int:
+        INT64.check(described["value"])
