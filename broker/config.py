@@ -3,136 +3,85 @@
 One frozen `BrokerConfig` flows from here down (DESIGN.md). Sources, lowest
 precedence first: built-in defaults (Kafka's, except where a finite limit is
 safer), a `server.properties`-format file, then `--set key=value` overrides.
-Two kinds of keys are accepted:
+Every key is a `protocol.settings.Setting` row (that module says how to add one):
 
-- broker-only keys, in `BROKER_CONFIG_DEFS` below;
+- the broker's own keys, `BROKER_SETTINGS` below;
+- the cleaner's `log.cleaner.*` keys, `compaction.config.CLEANER_SETTINGS`, which
+  become `BrokerConfig.cleaner`;
 - the `log.*` (and `message.max.bytes`) synonyms of topic keys, taken from
-  `storage.config.TOPIC_CONFIG_DEFS`; they set the default `LogConfig` every
-  topic starts from (`BrokerConfig.log_config`).
+  `storage.config.TOPIC_SETTINGS`; they set the default `LogConfig` every topic
+  starts from (`BrokerConfig.log_config`).
 
-An unknown key or an invalid value raises `InvalidConfig` naming the key and,
-for unknown keys, the closest valid name; `tidelog serve` exits with status 2.
+An unknown key or an invalid value (out of its declared range included) raises
+`InvalidConfig` naming the key and, for unknown keys, the closest valid name;
+`tidelog serve` exits with status 2. deploy/server.properties is rendered from
+these rows by deploy/build_settings.py.
 """
 
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from compaction.config import CLEANER_SETTINGS, CleanerConfig
 from protocol.errors import InvalidConfig
-from storage.config import TOPIC_CONFIG_DEFS, LogConfig, at_least, between
+from protocol.settings import INT64_MAX, Setting, check_fields, settings_by_name
+from storage.config import TOPIC_CONFIG_DEFS, LogConfig
 
 DEFAULT_LISTEN = ("127.0.0.1", 9092)
 DEFAULT_METRICS_LISTEN = ("127.0.0.1", 9644)
-LONG_MAX = 2**63 - 1
-INT_MAX = 2**31 - 1
+LONG_MAX = INT64_MAX
 # A uint32 frame header cannot announce more, so no larger limit means anything.
 FRAME_BYTES_MAX = 2**32 - 1
 
+# The broker's own keys (how to add one: protocol/settings.py). `section` places
+# each in deploy/server.properties; the cleaner's keys are in compaction/config.py.
+BROKER_SETTINGS: tuple[Setting, ...] = (
+    Setting("log.dirs", "log_dirs", str, "",
+            "The data directory (exactly one; `--data-dir` wins over it).", section="storage"),
+    Setting("log.dir", "log_dir", str, "", "Used when log.dirs is not set.", section="storage"),
+    Setting("num.partitions", "num_partitions", int, 1, "Partitions of an auto-created topic.",
+            low=1, high=10_000, section="topics"),
+    Setting("auto.create.topics.enable", "auto_create_topics_enable", bool, True,
+            "Create an unknown topic on its first produce, as Kafka does.", section="topics"),
+    Setting("socket.request.max.bytes", "socket_request_max_bytes", int, 104857600,
+            "Largest request frame; larger ones close the connection.",
+            low=1, high=FRAME_BYTES_MAX, section="connections"),
+    Setting("connections.max.idle.ms", "connections_max_idle_ms", int, 600000,
+            "Close connections silent for this long.", low=1, section="connections"),
+    # Kafka ships no limit; a finite default keeps a connection flood from
+    # exhausting file descriptors (RELIABILITY_NOTES BI-08).
+    Setting("max.connections", "max_connections", int, 1000,
+            "Connections beyond this are closed at once (keep LimitNOFILE well above it).",
+            low=1, high=1_000_000, section="connections"),
+    # Kafka has no such limit either; without it a peer trickling one frame byte by
+    # byte is never idle and holds its connection slot forever (slowloris).
+    Setting("socket.request.read.timeout.ms", "socket_request_read_timeout_ms", int, 30000,
+            "A request must arrive whole within this long of its first byte (slowloris guard).",
+            low=1, section="connections"),
+    Setting("log.retention.check.interval.ms", "log_retention_check_interval_ms", int, 300000,
+            "Period of the retention task.", low=1, section="retention"),
+    Setting("log.initial.task.delay.ms", "log_initial_task_delay_ms", int, 30000,
+            "Delay before the first retention, flush and checkpoint runs after startup.",
+            low=0, section="retention"),
+    Setting("log.flush.scheduler.interval.ms", "log_flush_scheduler_interval_ms", int,
+            LONG_MAX, "How often the flush task checks flush.ms (Tidelog: at least every second).",
+            low=0, section="flush"),
+    Setting("log.flush.offset.checkpoint.interval.ms",
+            "log_flush_offset_checkpoint_interval_ms", int, 60000,
+            "Period of recovery-point checkpoint writes.", low=0, section="flush"),
+    Setting("log.flush.start.offset.checkpoint.interval.ms",
+            "log_flush_start_offset_checkpoint_interval_ms", int, 60000,
+            "Period of log-start-offset checkpoint writes.", low=0, section="flush"),
+)  # fmt: skip
+# Keys that choose the data directory; they are not BrokerConfig fields.
+_DATA_DIR_KEYS = ("log.dirs", "log.dir")
 
-def _no_check(_: Any) -> str | None:
-    return None
-
-
-def _positive_float_at_most_one(value: float) -> str | None:
-    return None if 0 < value <= 1 else "must be in (0, 1]"
-
-
-@dataclass(frozen=True, slots=True)
-class BrokerKeyDef:
-    """One broker-only key: Kafka's name, the BrokerConfig field, type, default, check."""
-
-    name: str
-    attr: str
-    type: type
-    default: Any
-    validator: Callable[[Any], str | None]
-    doc: str
-
-    def parse(self, raw: object) -> Any:
-        value = _coerce(self.type, raw, self.name)
-        problem = self.validator(value)
-        if problem is not None:
-            raise InvalidConfig(f"{self.name}: {raw!r} is invalid ({problem})")
-        return value
-
-
-def _coerce(kind: type, raw: object, name: str) -> Any:
-    try:
-        if kind is bool:
-            if isinstance(raw, bool):
-                return raw
-            text = str(raw).strip().lower()
-            if text not in ("true", "false"):
-                raise ValueError(raw)
-            return text == "true"
-        if kind is int:
-            if isinstance(raw, bool | float):
-                raise TypeError(raw)
-            return int(str(raw).strip())
-        if kind is float:
-            if isinstance(raw, bool):
-                raise TypeError(raw)
-            return float(str(raw).strip())
-        return str(raw).strip()
-    except (TypeError, ValueError) as exc:
-        raise InvalidConfig(f"{name}: cannot parse {raw!r} as {kind.__name__}") from exc
-
-
-_K = BrokerKeyDef
-
-BROKER_CONFIG_DEFS: dict[str, BrokerKeyDef] = {
-    d.name: d
-    for d in (
-        _K("log.dirs", "log_dirs", str, "", _no_check,
-           "The data directory (one; --data-dir wins)."),
-        _K("log.dir", "log_dir", str, "", _no_check, "Used when log.dirs is not set."),
-        _K("num.partitions", "num_partitions", int, 1, between(1, 10_000),
-           "Partitions of an auto-created topic."),
-        _K("auto.create.topics.enable", "auto_create_topics_enable", bool, True, _no_check,
-           "Create an unknown topic on first produce, as Kafka does."),
-        _K("socket.request.max.bytes", "socket_request_max_bytes", int, 104857600,
-           between(1, FRAME_BYTES_MAX), "Largest request frame; larger ones close the connection."),
-        _K("connections.max.idle.ms", "connections_max_idle_ms", int, 600000, at_least(1),
-           "Close connections silent for this long."),
-        # Kafka ships no limit; a finite default keeps a connection flood from
-        # exhausting file descriptors (RELIABILITY_NOTES BI-08).
-        _K("max.connections", "max_connections", int, 1000, between(1, 1_000_000),
-           "Connections beyond this are closed at once."),
-        # Kafka has no such limit either; without it a peer trickling one frame byte by
-        # byte is never idle and holds its connection slot forever (slowloris).
-        _K("socket.request.read.timeout.ms", "socket_request_read_timeout_ms", int, 30000,
-           at_least(1), "A request must arrive whole within this long of its first byte."),
-        _K("log.retention.check.interval.ms", "log_retention_check_interval_ms", int, 300000,
-           at_least(1), "Period of the retention task."),
-        _K("log.initial.task.delay.ms", "log_initial_task_delay_ms", int, 30000, at_least(0),
-           "Delay before the first retention, flush and checkpoint runs."),
-        _K("log.flush.scheduler.interval.ms", "log_flush_scheduler_interval_ms", int, LONG_MAX,
-           at_least(0), "How often the flush task checks flush.ms."),
-        _K("log.flush.offset.checkpoint.interval.ms", "log_flush_offset_checkpoint_interval_ms",
-           int, 60000, at_least(0), "Period of recovery-point checkpoint writes."),
-        _K("log.flush.start.offset.checkpoint.interval.ms",
-           "log_flush_start_offset_checkpoint_interval_ms", int, 60000, at_least(0),
-           "Period of log-start-offset checkpoint writes."),
-        _K("log.cleaner.enable", "log_cleaner_enable", bool, True, _no_check,
-           "Run the log cleaner for compacted topics."),
-        _K("log.cleaner.threads", "log_cleaner_threads", int, 1, at_least(0),
-           "Cleaner threads."),
-        _K("log.cleaner.dedupe.buffer.size", "log_cleaner_dedupe_buffer_bytes", int, 134217728,
-           at_least(1024 * 1024), "Offset-map memory of all cleaner threads."),
-        _K("log.cleaner.io.buffer.size", "log_cleaner_io_buffer_bytes", int, 524288,
-           at_least(0), "Cleaner read and write buffers."),
-        _K("log.cleaner.io.buffer.load.factor", "log_cleaner_io_buffer_load_factor", float, 0.9,
-           _positive_float_at_most_one, "Largest fill of the offset map."),
-        _K("log.cleaner.io.max.bytes.per.second", "log_cleaner_io_max_bytes_per_second", float,
-           1.7976931348623157e308, at_least(1), "Cleaner read+write throttle."),
-        _K("log.cleaner.backoff.ms", "log_cleaner_backoff_ms", int, 15000, at_least(0),
-           "Cleaner sleep when no log needed cleaning."),
-    )
-}  # fmt: skip
+# Every broker-level key that is not a topic synonym.
+BROKER_CONFIG_DEFS: dict[str, Setting] = settings_by_name((*BROKER_SETTINGS, *CLEANER_SETTINGS))
 
 # Every broker key that sets a topic default: name -> the topic key it feeds.
 TOPIC_SYNONYMS: dict[str, str] = {
@@ -238,13 +187,12 @@ class BrokerConfig:
     log_flush_scheduler_interval_ms: int = LONG_MAX
     log_flush_offset_checkpoint_interval_ms: int = 60000
     log_flush_start_offset_checkpoint_interval_ms: int = 60000
-    log_cleaner_enable: bool = True
-    log_cleaner_threads: int = 1
-    log_cleaner_dedupe_buffer_bytes: int = 134217728
-    log_cleaner_io_buffer_bytes: int = 524288
-    log_cleaner_io_buffer_load_factor: float = 0.9
-    log_cleaner_io_max_bytes_per_second: float = 1.7976931348623157e308
-    log_cleaner_backoff_ms: int = 15000
+    cleaner: CleanerConfig = field(default_factory=CleanerConfig)
+
+    @property
+    def log_cleaner_enable(self) -> bool:
+        """`log.cleaner.enable`, the cleaner key most callers ask about."""
+        return self.cleaner.enable
 
     @property
     def message_max_bytes(self) -> int:
@@ -265,9 +213,10 @@ class BrokerConfig:
         for name in text_props:
             if name not in VALID_KEYS:
                 raise unknown_key_error(name)
-        values: dict[str, Any] = {}
-        for d in BROKER_CONFIG_DEFS.values():
-            values[d.attr] = d.parse(props[d.name]) if d.name in props else d.default
+        values: dict[str, Any] = {
+            d.attr: d.parse(props[d.name]) if d.name in props else d.default
+            for d in BROKER_SETTINGS
+        }
         log_dirs = values.pop("log_dirs") or values.pop("log_dir")
         values.pop("log_dir", None)
         chosen = str(data_dir) if data_dir is not None else log_dirs
@@ -282,6 +231,7 @@ class BrokerConfig:
             listen=listen,
             metrics_listen=metrics_listen,
             log_config=log_config,
+            cleaner=CleanerConfig.from_props(props),
             props=text_props,
             **values,
         )
@@ -332,3 +282,6 @@ class BrokerConfig:
             }
             for name, value in effective.items()
         }
+
+
+check_fields(BrokerConfig, [d for d in BROKER_SETTINGS if d.name not in _DATA_DIR_KEYS])

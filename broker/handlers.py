@@ -31,6 +31,7 @@ from broker.logging import get_logger
 from broker.longpoll import FETCH_MAX_WAIT_MS_CAP, AppendNotifier
 from broker.metrics import BrokerMetrics
 from protocol.batch import iter_headers
+from protocol.clock import ClockMs, wall_clock_ms
 from protocol.envelope import Response, error_response, parse_request, request_id_of
 from protocol.errors import (
     InvalidPartitions,
@@ -82,6 +83,7 @@ class BrokerContext:
     metrics: BrokerMetrics
     connections: dict[int, ConnectionState] = field(default_factory=dict)
     inflight_total: int = 0
+    clock_ms: ClockMs = wall_clock_ms  # the broker's one wall clock (protocol/clock.py)
 
     def connection_opened(self, state: ConnectionState) -> None:
         self.connections[state.conn_id] = state

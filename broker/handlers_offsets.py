@@ -15,7 +15,6 @@ commit survives a crash or power loss. No group membership or rebalancing
 from __future__ import annotations
 
 import threading
-import time
 import weakref
 from typing import Any
 
@@ -51,10 +50,6 @@ Key = tuple[str, str, int]
 
 _stores: weakref.WeakKeyDictionary[Any, OffsetStore] = weakref.WeakKeyDictionary()
 _stores_lock = threading.Lock()
-
-
-def wall_clock_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 class OffsetStore:
@@ -176,7 +171,7 @@ async def commit_offsets(ctx: Any, body: dict[str, Any]) -> dict[str, Any]:
                 )
         answer.append({"topic": topic["topic"], "partitions": parts})
     store = OffsetStore.of(ctx.manager)
-    await trio.to_thread.run_sync(store.commit, group, accepted, wall_clock_ms())
+    await trio.to_thread.run_sync(store.commit, group, accepted, ctx.clock_ms())
     return {"topics": answer}
 
 

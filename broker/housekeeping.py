@@ -19,7 +19,6 @@ overlaps two runs of one task, so a slow disk delays a task without piling up.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -27,6 +26,7 @@ import trio
 
 from broker.logging import get_logger
 from broker.scheduler import ScheduledTask, Scheduler
+from protocol.clock import wall_clock_ms
 from protocol.errors import UnknownTopicOrPartition
 from protocol.retention_schema import API_NAME as EXPLAIN_RETENTION_API
 from retention.task import RetentionTask, explain_log
@@ -51,10 +51,6 @@ __all__ = [
     "explain_retention_handler",
     "start_log_tasks",
 ]
-
-
-def wall_clock_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 class LogTasks:
@@ -149,7 +145,7 @@ async def explain_retention_handler(ctx: Any, body: dict[str, Any]) -> dict[str,
         raise UnknownTopicOrPartition(f"unknown topic {topic!r}")
     # Metadata only, but one stat per segment: off the event loop, like other admin work.
     partitions = await trio.to_thread.run_sync(
-        explain_partitions, ctx.manager, topic, body["partitions"], wall_clock_ms()
+        explain_partitions, ctx.manager, topic, body["partitions"], ctx.clock_ms()
     )
     return {"topic": topic, "partitions": partitions}
 

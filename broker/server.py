@@ -40,10 +40,10 @@ from broker.longpoll import AppendNotifier
 from broker.metrics import BrokerMetrics, PartitionStats, Readiness, serve_metrics_http
 from broker.scheduler import Scheduler
 from broker.sdnotify import notify
-from compaction.config import CleanerConfig
 from compaction.service import CleanerService
+from protocol.clock import ClockMs, wall_clock_ms
 from protocol.errors import InvalidConfig, TidelogError
-from storage.manager import LogManager, wall_clock_ms
+from storage.manager import LogManager
 
 log = get_logger(component="server")
 
@@ -107,9 +107,14 @@ async def serve_broker(
     config: BrokerConfig,
     *,
     shutdown: trio.Event | None = None,
+    clock_ms: ClockMs = wall_clock_ms,
     task_status: trio.TaskStatus[BrokerHandle] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Run a broker until a graceful shutdown completes (or the caller cancels)."""
+    """Run a broker until a graceful shutdown completes (or the caller cancels).
+
+    `clock_ms` is the one wall clock: storage, retention, the cleaner and the handlers
+    all read the time through it (tests pass their own).
+    """
     metrics = BrokerMetrics(SERVER_VERSION)
     readiness = Readiness()
     log.info("broker_starting", data_dir=str(config.data_dir), version=SERVER_VERSION)
@@ -118,14 +123,14 @@ async def serve_broker(
     metrics_addr = _bound(metrics_listeners)
     async with trio.open_nursery() as services:
         services.start_soon(serve_metrics_http, metrics_listeners, metrics, readiness)
-        manager = LogManager(config.data_dir, config.log_config)
+        manager = LogManager(config.data_dir, config.log_config, clock_ms=clock_ms)
         started = time.perf_counter()
         await trio.to_thread.run_sync(manager.open)
         log.info("logs_loaded", topics=len(manager.topics()), duration_s=_since(started))
         # Retention, delayed file deletion, flush.ms and checkpoints (broker/housekeeping.py).
         scheduler = Scheduler(services)
-        tasks = start_log_tasks(scheduler, manager, config)
-        cleaner = start_log_cleaner(scheduler, manager, config)
+        tasks = start_log_tasks(scheduler, manager, config, clock_ms=clock_ms)
+        cleaner = start_log_cleaner(scheduler, manager, config, clock_ms)
         readiness.recovered = True
         metrics.add_partition_source(lambda: _partition_stats(manager))
         ctx = BrokerContext(
@@ -134,6 +139,7 @@ async def serve_broker(
             notifier=AppendNotifier(),
             committer=GroupCommitter(services, on_flush=_flush_observer(metrics)),
             metrics=metrics,
+            clock_ms=clock_ms,
         )
         metrics.add_statistics_source(lambda: component_samples(ctx, tasks, cleaner, readiness))
         services.start_soon(
@@ -157,25 +163,19 @@ async def serve_broker(
 CLEANER_MIN_PERIOD_S = 0.05
 
 
-def start_log_cleaner(scheduler: Scheduler, manager: Any, config: BrokerConfig) -> CleanerService:
+def start_log_cleaner(
+    scheduler: Scheduler, manager: Any, config: BrokerConfig, clock_ms: ClockMs = wall_clock_ms
+) -> CleanerService:
     """The log cleaner (compaction/service.py): one periodic task per worker thread.
 
     Each run cleans in `trio.to_thread` while some compacted log is eligible, then
     waits `log.cleaner.backoff.ms`; with `log.cleaner.enable=false` there are no workers.
     """
     service = CleanerService(
-        CleanerConfig(
-            enable=config.log_cleaner_enable,
-            threads=config.log_cleaner_threads,
-            dedupe_buffer_bytes=config.log_cleaner_dedupe_buffer_bytes,
-            io_buffer_bytes=config.log_cleaner_io_buffer_bytes,
-            io_buffer_load_factor=config.log_cleaner_io_buffer_load_factor,
-            io_max_bytes_per_second=config.log_cleaner_io_max_bytes_per_second,
-            backoff_ms=config.log_cleaner_backoff_ms,
-        ),
+        config.cleaner,
         config.data_dir,
         manager.all_logs,
-        clock_ms=wall_clock_ms,
+        clock_ms=clock_ms,
     )
     period_s = max(service.backoff_s, CLEANER_MIN_PERIOD_S)
     for index in range(len(service.workers)):
@@ -187,7 +187,7 @@ def start_log_cleaner(scheduler: Scheduler, manager: Any, config: BrokerConfig) 
     log.info(
         "log_cleaner_started",
         workers=len(service.workers),
-        backoff_ms=config.log_cleaner_backoff_ms,
+        backoff_ms=config.cleaner.backoff_ms,
     )
     return service
 

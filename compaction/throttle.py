@@ -7,10 +7,11 @@ one throttler, so the limit is for the whole cleaner, as in Kafka. Thread-safe.
 
 from __future__ import annotations
 
-import math
 import threading
 import time
 from collections.abc import Callable
+
+from protocol.settings import DOUBLE_MAX
 
 __all__ = ["CHECK_INTERVAL_S", "Throttler"]
 
@@ -38,7 +39,8 @@ class Throttler:
 
     @property
     def unlimited(self) -> bool:
-        return math.isinf(self.max_bytes_per_second) or self.max_bytes_per_second <= 0
+        # Kafka's default, Double.MAX_VALUE, means unthrottled (so does inf).
+        return self.max_bytes_per_second >= DOUBLE_MAX or self.max_bytes_per_second <= 0
 
     def maybe_throttle(self, nbytes: int) -> None:
         """Account for `nbytes` of I/O; sleep if the rate is over the limit."""

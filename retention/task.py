@@ -29,6 +29,7 @@ from typing import Protocol
 
 import structlog
 
+from protocol.clock import wall_clock_ms
 from retention.explain import RetentionExplanation, explain_retention
 from retention.rules import (
     DeleteReason,
@@ -203,7 +204,7 @@ class RetentionTask:
         if max_segments_per_pass < 1:
             raise ValueError(f"max_segments_per_pass must be >= 1, got {max_segments_per_pass}")
         self._manager = manager
-        self._clock_ms = clock_ms or (lambda: time.time_ns() // 1_000_000)
+        self._clock_ms = clock_ms or wall_clock_ms
         self._max_segments = max_segments_per_pass
         self._resume_at: tuple[str, int] | None = None
         self._metadata: dict[tuple[str, int], _CachedMetadata] = {}

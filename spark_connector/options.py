@@ -3,6 +3,11 @@
 Spark hands options over lower-cased and as strings, and shows a Python exception's
 message verbatim, so every check here raises `OptionError` with a message that names
 the option the way the Kafka source does. Offsets mean "next offset to read".
+
+Every option is declared once in `SOURCE_SETTINGS` / `SINK_SETTINGS` (name, field,
+type, default, bounds, doc; protocol/settings.py says how to add one): the parsers
+take defaults and bounds from there, and docs/spark.md's option tables are rendered
+from them by deploy/build_settings.py.
 """
 
 from __future__ import annotations
@@ -13,54 +18,147 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from protocol.settings import INT32_MAX, Setting, check_fields, settings_by_name
+
 # Kafka's JSON sentinels in startingOffsets / endingOffsets.
 EARLIEST = -2
 LATEST = -1
 
 TopicPartition = tuple[str, int]
 
-# Canonical spelling of every accepted option; Spark lower-cases keys, we compare lower-case.
-SOURCE_OPTIONS = (
-    "bootstrap.servers",
-    "assign",
-    "subscribe",
-    "subscribePattern",
-    "startingOffsets",
-    "endingOffsets",
-    "startingTimestamp",
-    "startingOffsetsByTimestamp",
-    "endingTimestamp",
-    "endingOffsetsByTimestamp",
-    "startingOffsetsByTimestampStrategy",
-    "failOnDataLoss",
-    "minPartitions",
-    "maxRecordsPerPartition",
-    "maxPartitions",
-    "maxOffsetsPerTrigger",
-    "minOffsetsPerTrigger",
-    "maxTriggerDelay",
-    "maxBytesPerTrigger",
-    "includeHeaders",
-    "pushdown",
-    "localReads",
-    "kafkaConsumer.pollTimeoutMs",
-    "fetchOffset.numRetries",
-    "fetchOffset.retryIntervalMs",
-    "groupIdPrefix",
-    "client.id",
-    "request.timeout.ms",
-    "fetch.max.bytes",
-)
-SINK_OPTIONS = (
-    "bootstrap.servers",
-    "topic",
-    "client.id",
-    "request.timeout.ms",
-    "acks",
-    "compression.type",
-    "batch.size",
-    "includeHeaders",
-)
+DEFAULT_MAX_TRIGGER_DELAY = "15m"
+# A fetch answers at most this many bytes per partition: big enough for >= 10k-row Arrow
+# batches of 100-byte records, small enough to keep an executor's memory flat.
+DEFAULT_FETCH_MAX_BYTES = 8 * 1024 * 1024
+# Kafka's kafkaConsumer.pollTimeoutMs defaults to spark.network.timeout (120 s).
+DEFAULT_POLL_TIMEOUT_MS = 120_000
+DEFAULT_NUM_RETRIES = 3
+DEFAULT_RETRY_INTERVAL_MS = 1000
+DEFAULT_REQUEST_TIMEOUT_MS = 30_000
+# Records per produced batch in the sink: one msgpack pack per batch, like the bench.
+DEFAULT_SINK_BATCH_RECORDS = 1000
+
+_AUTO_TRUE_FALSE = ("auto", "true", "false")
+_KAFKA, _OURS, _SINK = "kafka", "tidelog", "sink"  # sections of docs/spark.md's tables
+_S = Setting
+
+# Every accepted option, declared once (how to add one: protocol/settings.py); the
+# declaration order is the order `Unknown option` lists them in. `attr` names the
+# SourceOptions/SinkOptions field when the option fills one directly. An int option
+# sent on the wire is bounded by its request field (fetch `max_bytes` and
+# `max_wait_ms` are int32), so a value that would break every fetch is refused here.
+SOURCE_SETTINGS: tuple[Setting, ...] = (
+    _S("bootstrap.servers", "bootstrap_servers", str, None,
+       "`host:port` of the broker (also as `kafka.bootstrap.servers`).",
+       section=_KAFKA, default_text="required"),
+    _S("assign", "", str, None,
+       'JSON `{"topicA":[0,1]}`. An assigned partition that does not exist is an error.',
+       section=_KAFKA),
+    _S("subscribe", "", str, None,
+       "Comma-separated topics. Exactly one of `subscribe`, `subscribePattern`, `assign`.",
+       section=_KAFKA),
+    _S("subscribePattern", "", str, None,
+       "Python regular expression over topic names (full match; topics starting `__` "
+       "excluded), re-evaluated at every planning and trigger.", section=_KAFKA),
+    _S("startingOffsets", "", str, None,
+       '`earliest`, `latest` (streaming), or JSON `{"t":{"0":23,"1":-2}}` with -2 = earliest, '
+       "-1 = latest; JSON must list every partition.",
+       section=_KAFKA, default_text="batch `earliest`, streaming `latest`"),
+    _S("endingOffsets", "", str, "latest",
+       "Batch only. `latest` or JSON (-1 = latest). Exclusive.", section=_KAFKA),
+    _S("startingTimestamp", "", str, None,
+       "One epoch-ms timestamp for every partition: the first offset whose timestamp is >= "
+       "it. Beats `startingOffsetsByTimestamp` and `startingOffsets`.", section=_KAFKA),
+    _S("startingOffsetsByTimestamp", "", str, None,
+       'JSON `{"t":{"0":1700000000000}}`; beats `startingOffsets`.', section=_KAFKA),
+    _S("endingTimestamp", "", str, None,
+       "Batch only; one timestamp for every partition, no match means latest.", section=_KAFKA),
+    _S("endingOffsetsByTimestamp", "", str, None,
+       "Batch only; per-partition JSON like `startingOffsetsByTimestamp`, no match means "
+       "latest.", section=_KAFKA),
+    _S("startingOffsetsByTimestampStrategy", "", str, "error",
+       "No record at or after the start timestamp: `error` fails, `latest` starts at the end.",
+       choices=("error", "latest"), section=_KAFKA),
+    _S("failOnDataLoss", "fail_on_data_loss", bool, True,
+       "Fail when offsets a query needs are gone (below the log start offset after retention "
+       "or `delete-records`, a partition deleted, an offset that went backwards, a new "
+       "partition not starting at 0). With `false`, skip them and log the exact lost range "
+       "and count.", section=_KAFKA),
+    _S("minPartitions", "min_partitions", int, None,
+       "Split large ranges so there are at least this many tasks (Kafka's proportional rule).",
+       low=1, section=_KAFKA),
+    _S("maxRecordsPerPartition", "max_records_per_partition", int, None,
+       "Split any range larger than this.", low=1, section=_KAFKA),
+    _S("maxPartitions", "max_partitions", int, None,
+       "Coalesce: pack ranges into at most this many tasks, balanced by size (Kafka can only "
+       "split, so 500 tiny partitions make 500 tasks).", low=1, section=_OURS),
+    _S("maxOffsetsPerTrigger", "max_offsets_per_trigger", int, None,
+       "Streaming cap per micro-batch, shared in proportion to each partition's backlog "
+       "(small partitions get at least 1).", low=1, section=_KAFKA),
+    _S("minOffsetsPerTrigger", "min_offsets_per_trigger", int, None,
+       "Streaming: skip a trigger until this many offsets are available or `maxTriggerDelay` "
+       "has passed. Must be <= `maxOffsetsPerTrigger`.", low=1, section=_KAFKA),
+    _S("maxTriggerDelay", "", str, "15m",
+       "Streaming: the longest `minOffsetsPerTrigger` may hold a trigger back (`15m`, `30s`, "
+       "`500ms`).", section=_KAFKA),
+    _S("maxBytesPerTrigger", "max_bytes_per_trigger", int, None,
+       "Streaming byte budget per micro-batch (`ReadMaxBytes`), turned into offsets with each "
+       "partition's average stored bytes per offset. With `maxOffsetsPerTrigger` too, the "
+       "smaller wins.", low=1, section=_OURS),
+    _S("includeHeaders", "include_headers", bool, False, "Add the `headers` column.",
+       section=_KAFKA),
+    _S("pushdown", "pushdown", str, "auto",
+       "Filter pushdown: `auto` follows `spark.sql.python.filterPushdown.enabled`; "
+       "`true`/`false` force it (see below).", choices=_AUTO_TRUE_FALSE, section=_OURS),
+    _S("localReads", "local_reads", str, "auto",
+       "Tasks on the broker's host read fetched batches from the segment files themselves "
+       "(like HDFS short-circuit reads; docs/protocol.md §9): the broker only locates them. "
+       "`auto` does so when `bootstrap.servers` is a loopback address; `true`/`false` force "
+       "it. A file that cannot be used (permissions, renamed or replaced) is fetched over the "
+       "wire instead.", choices=_AUTO_TRUE_FALSE, section=_OURS),
+    _S("kafkaConsumer.pollTimeoutMs", "poll_timeout_ms", int, DEFAULT_POLL_TIMEOUT_MS,
+       "How long a task waits for offsets that are not there yet before it reports them lost.",
+       low=1, high=INT32_MAX, section=_KAFKA),
+    _S("fetchOffset.numRetries", "num_retries", int, DEFAULT_NUM_RETRIES,
+       "Retries of the driver's metadata call.", low=0, section=_KAFKA),
+    _S("fetchOffset.retryIntervalMs", "retry_interval_ms", int, DEFAULT_RETRY_INTERVAL_MS,
+       "Wait between retries of the driver's metadata call.", low=0, section=_KAFKA),
+    _S("groupIdPrefix", "", str, None,
+       "Accepted for compatibility, as is `kafka.group.id`; Tidelog has no consumer groups "
+       "(a warning says so).", section=_KAFKA),
+    _S("client.id", "client_id", str, "tidelog-spark",
+       "Client id sent to the broker (also as `kafka.client.id`).", section=_OURS),
+    _S("request.timeout.ms", "request_timeout_ms", int, DEFAULT_REQUEST_TIMEOUT_MS,
+       "Client request timeout (also as `kafka.request.timeout.ms`).",
+       low=1, high=INT32_MAX, section=_OURS),
+    _S("fetch.max.bytes", "fetch_max_bytes", int, DEFAULT_FETCH_MAX_BYTES,
+       "Bytes per fetch (converted into Arrow batches of about 2 MiB of records each).",
+       low=1, high=INT32_MAX, section=_OURS),
+)  # fmt: skip
+SINK_SETTINGS: tuple[Setting, ...] = (
+    _S("bootstrap.servers", "bootstrap_servers", str, None,
+       "`host:port` of the broker (also as `kafka.bootstrap.servers`).",
+       section=_SINK, default_text="required"),
+    _S("topic", "topic", str, None, "Overrides the `topic` column.", section=_SINK),
+    _S("client.id", "client_id", str, "tidelog-spark-sink",
+       "Client id sent to the broker (also as `kafka.client.id`).", section=_SINK),
+    _S("request.timeout.ms", "request_timeout_ms", int, DEFAULT_REQUEST_TIMEOUT_MS,
+       "Producer request timeout (also as `kafka.request.timeout.ms`).",
+       low=1, high=INT32_MAX, section=_SINK),
+    _S("acks", "acks", int, -1,
+       "`-1` (fsynced) or `1` (written); `0` is refused (it would break at least once).",
+       low=-1, high=1, section=_SINK),
+    _S("compression.type", "compression", str, "none", "Batch compression.",
+       choices=("none", "gzip", "snappy", "lz4", "zstd"), section=_SINK),
+    _S("batch.size", "batch_records", int, DEFAULT_SINK_BATCH_RECORDS,
+       "Records per produced batch.", low=1, section=_SINK),
+    _S("includeHeaders", "", bool, False,
+       "Accepted as in Kafka; a `headers` column is written whenever present.", section=_SINK),
+)  # fmt: skip
+SOURCE_OPTIONS = tuple(s.name for s in SOURCE_SETTINGS)
+SINK_OPTIONS = tuple(s.name for s in SINK_SETTINGS)
+_SOURCE = settings_by_name(SOURCE_SETTINGS)
+_SINK_BY_NAME = settings_by_name(SINK_SETTINGS)
 # Our names also accepted with Kafka's `kafka.` prefix, for drop-in migration.
 KAFKA_PREFIX = "kafka."
 ALL_OPTIONS = tuple(dict.fromkeys((*SOURCE_OPTIONS, *SINK_OPTIONS)))
@@ -82,18 +180,6 @@ SPARK_OWNED_OPTIONS = frozenset({"checkpointlocation"})
 
 STRATEGY_KEYS = ("subscribe", "subscribepattern", "assign")
 _STRATEGY_LIST = ", ".join(STRATEGY_KEYS)
-
-DEFAULT_MAX_TRIGGER_DELAY = "15m"
-# A fetch answers at most this many bytes per partition: big enough for >= 10k-row Arrow
-# batches of 100-byte records, small enough to keep an executor's memory flat.
-DEFAULT_FETCH_MAX_BYTES = 8 * 1024 * 1024
-# Kafka's kafkaConsumer.pollTimeoutMs defaults to spark.network.timeout (120 s).
-DEFAULT_POLL_TIMEOUT_MS = 120_000
-DEFAULT_NUM_RETRIES = 3
-DEFAULT_RETRY_INTERVAL_MS = 1000
-DEFAULT_REQUEST_TIMEOUT_MS = 30_000
-# Records per produced batch in the sink: one msgpack pack per batch, like the bench.
-DEFAULT_SINK_BATCH_RECORDS = 1000
 
 _KAFKA_REJECTED = {
     "kafka.auto.offset.reset": (
@@ -285,7 +371,14 @@ def parse_bool(name: str, value: str) -> bool:
     return text == "true"
 
 
-def parse_long(name: str, value: str, *, positive: bool = False, minimum: int | None = None) -> int:
+def parse_long(
+    name: str,
+    value: str,
+    *,
+    positive: bool = False,
+    minimum: int | None = None,
+    maximum: int | None = None,
+) -> int:
     """An integer option; `positive` gives Kafka's "<name> must be positive" message."""
     try:
         number = int(value.strip())
@@ -295,7 +388,33 @@ def parse_long(name: str, value: str, *, positive: bool = False, minimum: int | 
         raise OptionError(f"{name} must be positive")
     if minimum is not None and number < minimum:
         raise OptionError(f"Option '{name}' must be >= {minimum}, got {number}")
+    if maximum is not None and number > maximum:
+        raise OptionError(f"Option '{name}' must be <= {maximum}, got {number}")
     return number
+
+
+# Kafka's messages spell these options lower-case ("maxrecordsperpartition must be positive").
+_MESSAGE_NAMES = {"maxRecordsPerPartition": "maxrecordsperpartition"}
+
+
+def _long_option(opts: Mapping[str, str], setting: Setting) -> int | None:
+    """A declared int option (or its `kafka.` alias): its default when absent, else checked
+    against the declared bounds with Kafka's messages."""
+    text = _get(opts, setting.name)
+    if text is None:
+        return setting.default  # type: ignore[no-any-return]
+    low, high = setting.bounds
+    return parse_long(
+        _MESSAGE_NAMES.get(setting.name, setting.name),
+        text,
+        positive=low == 1,
+        minimum=int(low) if low != 1 else None,
+        maximum=int(high),
+    )
+
+
+def _source_long(opts: Mapping[str, str], name: str) -> int | None:
+    return _long_option(opts, _SOURCE[name])
 
 
 _DURATION_UNITS_MS = {
@@ -473,31 +592,33 @@ def bootstrap_servers(opts: Mapping[str, str]) -> str:
     return value.strip()
 
 
-def _optional_long(opts: Mapping[str, str], key: str, name: str, **kw: object) -> int | None:
-    return parse_long(name, opts[key], **kw) if key in opts else None  # type: ignore[arg-type]
-
-
 def _auto_true_false(opts: Mapping[str, str], name: str) -> str:
     """An option that is `auto` (the default), `true` or `false`."""
-    value = opts.get(name.lower(), "auto").strip().lower()
-    if value not in ("auto", "true", "false"):
+    setting = _SOURCE[name]
+    value = opts.get(name.lower(), setting.default).strip().lower()
+    if value not in setting.choices:
         raise OptionError(f"Option '{name}' must be 'auto', 'true' or 'false', got '{value}'")
     return value
 
 
-def parse_source_options(options: Mapping[str, str], *, streaming: bool | None) -> SourceOptions:
-    """Validate read options the way the Kafka source does for a batch or a streaming query.
+def _source_bool(opts: Mapping[str, str], name: str) -> bool:
+    default = _SOURCE[name].text(_SOURCE[name].default)
+    return parse_bool(name, opts.get(name.lower(), default))
 
-    `streaming=None` (at `load()`, before Spark says which) skips the mode-specific rules.
-    """
-    opts = lower_keys(options)
-    check_known(opts)
-    warnings: list[str] = []
+
+def _check_mode(opts: Mapping[str, str], streaming: bool | None) -> None:
+    """Kafka's validateStreamOptions: no ending options in a streaming query."""
     if streaming:
         if "endingoffsets" in opts:
             raise OptionError("ending offset not valid in streaming queries")
         if "endingoffsetsbytimestamp" in opts or "endingtimestamp" in opts:
             raise OptionError("ending timestamp not valid in streaming queries")
+
+
+def _offset_limits(
+    opts: Mapping[str, str], streaming: bool | None, warnings: list[str]
+) -> tuple[OffsetLimit, OffsetLimit]:
+    """Where to start and stop, with the batch-only rules and warnings (Kafka's order)."""
     starting = offset_range_limit(
         opts,
         "startingtimestamp",
@@ -510,89 +631,95 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool | None) 
     )
     if streaming is False:
         _check_batch_limits(starting, ending)
-        for key, name in (
-            ("maxoffsetspertrigger", "maxOffsetsPerTrigger"),
-            ("minoffsetspertrigger", "minOffsetsPerTrigger"),
-            ("maxtriggerdelay", "maxTriggerDelay"),
-            ("maxbytespertrigger", "maxBytesPerTrigger"),
-        ):
-            if key in opts:
+        for name in ("maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay",
+                     "maxBytesPerTrigger"):  # fmt: skip
+            if name.lower() in opts:
                 warnings.append(f"{name} option ignored in batch queries")
     _check_limit_validity(starting, ending)
-    subscription = parse_subscription(opts)
-    servers = bootstrap_servers(opts)
-    min_partitions = _optional_long(opts, "minpartitions", "minPartitions", positive=True)
-    max_records = _optional_long(
-        opts, "maxrecordsperpartition", "maxrecordsperpartition", positive=True
-    )
-    max_partitions = _optional_long(opts, "maxpartitions", "maxPartitions", positive=True)
-    if min_partitions and max_partitions and min_partitions > max_partitions:
+    return starting, ending
+
+
+def _partitioning(opts: Mapping[str, str]) -> dict[str, int | None]:
+    """minPartitions, maxRecordsPerPartition and maxPartitions, checked together."""
+    values = {
+        _SOURCE[name].attr: _source_long(opts, name)
+        for name in ("minPartitions", "maxRecordsPerPartition", "maxPartitions")
+    }
+    low, high = values["min_partitions"], values["max_partitions"]
+    if low and high and low > high:
         raise OptionError(
-            f"The value of minPartitions({min_partitions}) is higher than the "
-            f"maxPartitions({max_partitions})."
+            f"The value of minPartitions({low}) is higher than the maxPartitions({high})."
         )
-    max_offsets = _optional_long(
-        opts, "maxoffsetspertrigger", "maxOffsetsPerTrigger", positive=True
-    )
-    min_offsets = _optional_long(
-        opts, "minoffsetspertrigger", "minOffsetsPerTrigger", positive=True
-    )
+    return values
+
+
+def _trigger_limits(opts: Mapping[str, str]) -> dict[str, int | None]:
+    """Streaming rate limits (ignored by batch queries, which warn about them)."""
+    max_offsets = _source_long(opts, "maxOffsetsPerTrigger")
+    min_offsets = _source_long(opts, "minOffsetsPerTrigger")
     if min_offsets is not None and max_offsets is not None and min_offsets > max_offsets:
         raise OptionError(
             f"The value of minOffsetPerTrigger({min_offsets}) is higher than the "
             f"maxOffsetsPerTrigger({max_offsets})."
         )
+    return {
+        "max_offsets_per_trigger": max_offsets,
+        "min_offsets_per_trigger": min_offsets,
+        "max_trigger_delay_ms": parse_duration_ms(
+            "maxTriggerDelay", opts.get("maxtriggerdelay", _SOURCE["maxTriggerDelay"].default)
+        ),
+        "max_bytes_per_trigger": _source_long(opts, "maxBytesPerTrigger"),
+    }
+
+
+def _client_settings(opts: Mapping[str, str]) -> dict[str, object]:
+    """How the driver and the tasks talk to the broker."""
+    return {
+        **{
+            _SOURCE[name].attr: _source_long(opts, name)
+            for name in (
+                "kafkaConsumer.pollTimeoutMs",
+                "fetchOffset.numRetries",
+                "fetchOffset.retryIntervalMs",
+                "request.timeout.ms",
+                "fetch.max.bytes",
+            )
+        },
+        "client_id": _get(opts, "client.id") or _SOURCE["client.id"].default,
+    }
+
+
+def parse_source_options(options: Mapping[str, str], *, streaming: bool | None) -> SourceOptions:
+    """Validate read options the way the Kafka source does for a batch or a streaming query.
+
+    `streaming=None` (at `load()`, before Spark says which) skips the mode-specific rules.
+    """
+    opts = lower_keys(options)
+    check_known(opts)
+    warnings: list[str] = []
+    _check_mode(opts, streaming)
+    starting, ending = _offset_limits(opts, streaming, warnings)
+    subscription = parse_subscription(opts)
+    servers = bootstrap_servers(opts)
+    partitioning = _partitioning(opts)
+    triggers = _trigger_limits(opts)
     if "kafka.group.id" in opts:
         warnings.append(
             "Kafka option 'kafka.group.id' has been set on this query; tidelog has no consumer "
             "groups, so it is ignored (and so is groupIdPrefix)."
         )
-    pushdown = _auto_true_false(opts, "pushdown")
-    local_reads = _auto_true_false(opts, "localReads")
     return SourceOptions(
         bootstrap_servers=servers,
         subscription=subscription,
         starting=starting,
         ending=ending,
-        fail_on_data_loss=parse_bool("failOnDataLoss", opts.get("failondataloss", "true")),
-        include_headers=parse_bool("includeHeaders", opts.get("includeheaders", "false")),
-        min_partitions=min_partitions,
-        max_records_per_partition=max_records,
-        max_partitions=max_partitions,
-        max_offsets_per_trigger=max_offsets,
-        min_offsets_per_trigger=min_offsets,
-        max_trigger_delay_ms=parse_duration_ms(
-            "maxTriggerDelay", opts.get("maxtriggerdelay", DEFAULT_MAX_TRIGGER_DELAY)
-        ),
-        max_bytes_per_trigger=_optional_long(
-            opts, "maxbytespertrigger", "maxBytesPerTrigger", positive=True
-        ),
-        pushdown=pushdown,
-        local_reads=local_reads,
-        poll_timeout_ms=parse_long(
-            "kafkaConsumer.pollTimeoutMs",
-            opts.get("kafkaconsumer.polltimeoutms", str(DEFAULT_POLL_TIMEOUT_MS)),
-            positive=True,
-        ),
-        num_retries=parse_long(
-            "fetchOffset.numRetries", opts.get("fetchoffset.numretries", "3"), minimum=0
-        ),
-        retry_interval_ms=parse_long(
-            "fetchOffset.retryIntervalMs",
-            opts.get("fetchoffset.retryintervalms", str(DEFAULT_RETRY_INTERVAL_MS)),
-            minimum=0,
-        ),
-        request_timeout_ms=parse_long(
-            "request.timeout.ms",
-            _get(opts, "request.timeout.ms") or str(DEFAULT_REQUEST_TIMEOUT_MS),
-            positive=True,
-        ),
-        fetch_max_bytes=parse_long(
-            "fetch.max.bytes",
-            _get(opts, "fetch.max.bytes") or str(DEFAULT_FETCH_MAX_BYTES),
-            positive=True,
-        ),
-        client_id=_get(opts, "client.id") or "tidelog-spark",
+        pushdown=_auto_true_false(opts, "pushdown"),
+        local_reads=_auto_true_false(opts, "localReads"),
+        fail_on_data_loss=_source_bool(opts, "failOnDataLoss"),
+        include_headers=_source_bool(opts, "includeHeaders"),
+        **partitioning,  # type: ignore[arg-type]
+        **triggers,  # type: ignore[arg-type]
+        **_client_settings(opts),  # type: ignore[arg-type]
         warnings=tuple(warnings),
     )
 
@@ -617,23 +744,21 @@ def _check_batch_limits(starting: OffsetLimit, ending: OffsetLimit) -> None:
                 )
 
 
-_COMPRESSIONS = ("none", "gzip", "snappy", "lz4", "zstd")
-
-
 def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
     """Validate write options: bootstrap servers, optional `topic`, producer settings."""
     opts = lower_keys(options)
     check_known(opts)
-    acks = parse_long("acks", _get(opts, "acks") or "-1")
+    acks = parse_long("acks", _get(opts, "acks") or str(_SINK_BY_NAME["acks"].default))
     if acks not in (-1, 1):
         raise OptionError(
             f"Option 'acks' must be -1 (all, fsynced) or 1 (leader); got {acks}. acks=0 would "
             "break the sink's at-least-once guarantee."
         )
-    compression = (_get(opts, "compression.type") or "none").strip().lower()
-    if compression not in _COMPRESSIONS:
+    codecs = _SINK_BY_NAME["compression.type"]
+    compression = (_get(opts, "compression.type") or codecs.default).strip().lower()
+    if compression not in codecs.choices:
         raise OptionError(
-            f"Option 'compression.type' must be one of {', '.join(_COMPRESSIONS)}, "
+            f"Option 'compression.type' must be one of {', '.join(codecs.choices)}, "
             f"got '{compression}'"
         )
     topic = opts.get("topic")
@@ -642,15 +767,18 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
         topic=topic.strip() if topic is not None else None,
         acks=acks,
         compression=compression,
-        batch_records=parse_long(
-            "batch.size",
-            _get(opts, "batch.size") or str(DEFAULT_SINK_BATCH_RECORDS),
-            positive=True,
+        batch_records=_long_option(opts, _SINK_BY_NAME["batch.size"]),  # type: ignore[arg-type]
+        request_timeout_ms=_long_option(  # type: ignore[arg-type]
+            opts, _SINK_BY_NAME["request.timeout.ms"]
         ),
-        request_timeout_ms=parse_long(
-            "request.timeout.ms",
-            _get(opts, "request.timeout.ms") or str(DEFAULT_REQUEST_TIMEOUT_MS),
-            positive=True,
-        ),
-        client_id=_get(opts, "client.id") or "tidelog-spark-sink",
+        client_id=_get(opts, "client.id") or _SINK_BY_NAME["client.id"].default,
     )
+
+
+def _check_declared_defaults() -> None:
+    """The records' defaults are the declared ones (checked once, at import)."""
+    check_fields(SourceOptions, SOURCE_SETTINGS)
+    check_fields(SinkOptions, SINK_SETTINGS)
+
+
+_check_declared_defaults()

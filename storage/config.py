@@ -1,93 +1,37 @@
 """Topic-level log configuration with Kafka's names, defaults and validators.
 
-`TOPIC_CONFIG_DEFS` is the single table of topic keys (PROTOCOL.md §6,
-KAFKA_SEMANTICS.md §1): for each, the python type, Kafka's default, a
-validator, the broker-level synonyms (first wins, with a scale to the topic
-key's unit, e.g. `log.retention.hours` x 3,600,000) and a doc line. The broker
-builds its own config on top of it; `LogConfig` is the frozen, typed result
-with units in every field name.
+`TOPIC_SETTINGS` declares the topic keys (PROTOCOL.md §6, KAFKA_SEMANTICS.md §1)
+as `protocol.settings.Setting` rows (how to add one: that module's docstring): the
+python type, Kafka's default, bounds, the broker-level synonyms (first wins, with a
+scale to the topic key's unit, e.g. `log.retention.hours` x 3,600,000) and a doc
+line. `TOPIC_CONFIG_DEFS` is the same table keyed by name. The broker builds its own
+config on top of it; `LogConfig` is the frozen, typed result with units in every
+field name.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, fields, replace
-from typing import Any, NamedTuple
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
 
 from protocol.errors import InvalidConfig
+from protocol.settings import (
+    INT32_MAX,
+    INT64_MAX,
+    Setting,
+    Synonym,
+    check_fields,
+    coerce,
+    settings_by_name,
+)
 
-LONG_MAX = 9223372036854775807
-INT_MAX = 2147483647
+__all__ = ["INT_MAX", "LONG_MAX", "TOPIC_CONFIG_DEFS", "LogConfig", "Synonym"]
+
+LONG_MAX = INT64_MAX
+INT_MAX = INT32_MAX
 CLEANUP_POLICIES = frozenset({"delete", "compact"})
 TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
-
-
-class Synonym(NamedTuple):
-    """A broker key that sets a topic key's default; value x scale = the topic key's unit."""
-
-    name: str
-    scale: int = 1
-
-
-@dataclass(frozen=True, slots=True)
-class ConfigDef:
-    """One topic-level key."""
-
-    name: str  # Kafka's topic key
-    attr: str  # LogConfig field
-    type: type  # int, float, str, frozenset (comma list) or bool
-    default: Any
-    validator: Callable[[Any], str | None]  # returns why a value is invalid, or None
-    synonyms: tuple[Synonym, ...]
-    doc: str
-
-    def parse(self, raw: object) -> Any:
-        """Coerce `raw` (a str from a file or the wire, or a typed value) and validate it."""
-        try:
-            value = _coerce(self.type, raw)
-        except (TypeError, ValueError) as exc:
-            raise InvalidConfig(
-                f"{self.name}: cannot parse {raw!r} as {self.type.__name__}"
-            ) from exc
-        problem = self.validator(value)
-        if problem is not None:
-            raise InvalidConfig(f"{self.name}: {raw!r} is invalid ({problem})")
-        return value
-
-
-def _coerce(kind: type, raw: object) -> Any:
-    if kind is bool:
-        if isinstance(raw, bool):
-            return raw
-        if isinstance(raw, str) and raw.strip().lower() in ("true", "false"):
-            return raw.strip().lower() == "true"
-        raise ValueError(raw)
-    if kind is int:
-        if isinstance(raw, (bool, float)):
-            raise TypeError(raw)
-        return int(str(raw).strip()) if isinstance(raw, str) else int(raw)  # type: ignore[call-overload]
-    if kind is float:
-        if isinstance(raw, bool):
-            raise TypeError(raw)
-        return float(raw)  # type: ignore[arg-type]
-    if kind is frozenset:
-        items = raw.split(",") if isinstance(raw, str) else list(raw)  # type: ignore[call-overload]
-        return frozenset(str(item).strip() for item in items if str(item).strip())
-    if not isinstance(raw, str):
-        raise TypeError(raw)
-    return raw.strip()
-
-
-def at_least(low: float) -> Callable[[Any], str | None]:
-    return lambda v: None if v >= low else f"must be >= {low}"
-
-
-def between(low: float, high: float) -> Callable[[Any], str | None]:
-    return lambda v: None if low <= v <= high else f"must be in [{low}, {high}]"
-
-
-def one_of(*choices: str) -> Callable[[Any], str | None]:
-    return lambda v: None if v in choices else f"must be one of {', '.join(choices)}"
 
 
 def _valid_policy(value: frozenset[str]) -> str | None:
@@ -96,65 +40,76 @@ def _valid_policy(value: frozenset[str]) -> str | None:
     return None
 
 
-def _any(_: Any) -> str | None:
-    return None
-
-
-_D = ConfigDef
 _S = Synonym
 _HOUR_MS = 3_600_000
 _MINUTE_MS = 60_000
 
-TOPIC_CONFIG_DEFS: dict[str, ConfigDef] = {
-    d.name: d
-    for d in (
-        _D("segment.bytes", "segment_bytes", int, 1073741824, between(14, INT_MAX),
-           (_S("log.segment.bytes"),), "Roll a new segment when the active one would exceed this."),
-        _D("segment.ms", "segment_ms", int, 604800000, at_least(1),
-           (_S("log.roll.ms"), _S("log.roll.hours", _HOUR_MS)),
-           "Roll a new segment once its first record is this old (record time)."),
-        _D("segment.jitter.ms", "segment_jitter_ms", int, 0, at_least(0),
-           (_S("log.roll.jitter.ms"), _S("log.roll.jitter.hours", _HOUR_MS)),
-           "Subtract a random 0..jitter-1 ms per segment from segment.ms to spread rolls."),
-        _D("segment.index.bytes", "segment_index_bytes", int, 10485760, between(4, INT_MAX),
-           (_S("log.index.size.max.bytes"),), "Preallocated size of each offset and time index."),
-        _D("index.interval.bytes", "index_interval_bytes", int, 4096, between(0, INT_MAX),
-           (_S("log.index.interval.bytes"),), "Log bytes between two index entries."),
-        _D("retention.ms", "retention_ms", int, 604800000, at_least(-1),
-           (_S("log.retention.ms"), _S("log.retention.minutes", _MINUTE_MS),
-            _S("log.retention.hours", _HOUR_MS)),
-           "Delete segments whose newest record is older than this; -1 keeps them forever."),
-        _D("retention.bytes", "retention_bytes", int, -1, _any,
-           (_S("log.retention.bytes"),), "Delete old segments while the log exceeds this; <0 off."),
-        _D("file.delete.delay.ms", "file_delete_delay_ms", int, 60000, at_least(0),
-           (_S("log.segment.delete.delay.ms"),), "Delay between rename to .deleted and unlink."),
-        _D("flush.messages", "flush_messages", int, LONG_MAX, at_least(1),
-           (_S("log.flush.interval.messages"),), "fsync once this many records are unflushed."),
-        _D("flush.ms", "flush_ms", int, LONG_MAX, at_least(0),
-           (_S("log.flush.interval.ms"),), "fsync when the last flush is this old."),
-        _D("cleanup.policy", "cleanup_policy", frozenset, frozenset({"delete"}), _valid_policy,
-           (_S("log.cleanup.policy"),), "delete, compact, or compact,delete."),
-        _D("min.cleanable.dirty.ratio", "min_cleanable_dirty_ratio", float, 0.5, between(0, 1),
-           (_S("log.cleaner.min.cleanable.ratio"),), "Clean when dirty/total exceeds this."),
-        _D("min.compaction.lag.ms", "min_compaction_lag_ms", int, 0, at_least(0),
-           (_S("log.cleaner.min.compaction.lag.ms"),), "Records younger than this stay dirty."),
-        _D("max.compaction.lag.ms", "max_compaction_lag_ms", int, LONG_MAX, at_least(1),
-           (_S("log.cleaner.max.compaction.lag.ms"),), "Force cleaning of records this old."),
-        _D("delete.retention.ms", "delete_retention_ms", int, 86400000, at_least(0),
-           (_S("log.cleaner.delete.retention.ms"),), "How long tombstones survive cleaning."),
-        _D("max.message.bytes", "max_message_bytes", int, 1048588, between(0, INT_MAX),
-           (_S("message.max.bytes"),), "Largest batch accepted, 12-byte log overhead included."),
-        _D("message.timestamp.type", "message_timestamp_type", str, "CreateTime",
-           one_of(*TIMESTAMP_TYPES), (_S("log.message.timestamp.type"),),
-           "CreateTime keeps the producer's timestamps; LogAppendTime stamps the broker's."),
-        _D("message.timestamp.before.max.ms", "message_timestamp_before_max_ms", int, LONG_MAX,
-           at_least(0), (_S("log.message.timestamp.before.max.ms"),),
-           "Reject CreateTime batches whose first timestamp is older than now minus this."),
-        _D("message.timestamp.after.max.ms", "message_timestamp_after_max_ms", int, LONG_MAX,
-           at_least(0), (_S("log.message.timestamp.after.max.ms"),),
-           "Reject CreateTime batches whose max timestamp is later than now plus this."),
-    )
-}  # fmt: skip
+# Topic keys (PROTOCOL.md §6). An int key without `high` is bounded by int64, the
+# range describe_configs encodes it in; `section` places its synonyms in server.properties.
+TOPIC_SETTINGS: tuple[Setting, ...] = (
+    Setting("segment.bytes", "segment_bytes", int, 1073741824,
+            "Roll a new segment when the active one would exceed this.",
+            low=14, high=INT_MAX, synonyms=(_S("log.segment.bytes"),), section="segments"),
+    Setting("segment.ms", "segment_ms", int, 604800000,
+            "Roll a new segment once its first record is this old (record time).",
+            low=1, synonyms=(_S("log.roll.ms"), _S("log.roll.hours", _HOUR_MS)),
+            section="segments"),
+    Setting("segment.jitter.ms", "segment_jitter_ms", int, 0,
+            "Subtract a random 0..jitter-1 ms per segment from segment.ms to spread rolls.",
+            low=0, synonyms=(_S("log.roll.jitter.ms"), _S("log.roll.jitter.hours", _HOUR_MS)),
+            section="segments"),
+    Setting("segment.index.bytes", "segment_index_bytes", int, 10485760,
+            "Preallocated size of each offset and time index.",
+            low=4, high=INT_MAX, synonyms=(_S("log.index.size.max.bytes"),), section="segments"),
+    Setting("index.interval.bytes", "index_interval_bytes", int, 4096,
+            "Log bytes between two index entries.",
+            low=0, high=INT_MAX, synonyms=(_S("log.index.interval.bytes"),), section="segments"),
+    Setting("retention.ms", "retention_ms", int, 604800000,
+            "Delete segments whose newest record is older than this; -1 keeps them forever.",
+            low=-1, synonyms=(_S("log.retention.ms"), _S("log.retention.minutes", _MINUTE_MS),
+                              _S("log.retention.hours", _HOUR_MS)), section="retention"),
+    Setting("retention.bytes", "retention_bytes", int, -1,
+            "Delete old segments while the log exceeds this; <0 off.",
+            synonyms=(_S("log.retention.bytes"),), section="retention"),
+    Setting("file.delete.delay.ms", "file_delete_delay_ms", int, 60000,
+            "Delay between rename to .deleted and unlink.",
+            low=0, synonyms=(_S("log.segment.delete.delay.ms"),), section="retention"),
+    Setting("flush.messages", "flush_messages", int, LONG_MAX,
+            "fsync once this many records are unflushed.",
+            low=1, synonyms=(_S("log.flush.interval.messages"),), section="flush"),
+    Setting("flush.ms", "flush_ms", int, LONG_MAX,
+            "fsync when the last flush is this old.",
+            low=0, synonyms=(_S("log.flush.interval.ms"),), section="flush"),
+    Setting("cleanup.policy", "cleanup_policy", frozenset, frozenset({"delete"}),
+            "delete, compact, or compact,delete (compact turns the cleaner on for the topic).",
+            check=_valid_policy, synonyms=(_S("log.cleanup.policy"),), section="retention"),
+    Setting("min.cleanable.dirty.ratio", "min_cleanable_dirty_ratio", float, 0.5,
+            "Clean a log when its dirty bytes / total bytes are strictly above this.",
+            low=0, high=1, synonyms=(_S("log.cleaner.min.cleanable.ratio"),), section="cleaner"),
+    Setting("min.compaction.lag.ms", "min_compaction_lag_ms", int, 0,
+            "Records younger than this (by their segment's largest timestamp) stay uncompacted.",
+            low=0, synonyms=(_S("log.cleaner.min.compaction.lag.ms"),), section="cleaner"),
+    Setting("max.compaction.lag.ms", "max_compaction_lag_ms", int, LONG_MAX,
+            "Force a cleaning when dirty records are this old; compacted logs also roll at it.",
+            low=1, synonyms=(_S("log.cleaner.max.compaction.lag.ms"),), section="cleaner"),
+    Setting("delete.retention.ms", "delete_retention_ms", int, 86400000,
+            "How long a kept tombstone survives, from its first cleaning.",
+            low=0, synonyms=(_S("log.cleaner.delete.retention.ms"),), section="cleaner"),
+    Setting("max.message.bytes", "max_message_bytes", int, 1048588,
+            "Largest batch accepted, 12-byte log overhead included.",
+            low=0, high=INT_MAX, synonyms=(_S("message.max.bytes"),), section="segments"),
+    Setting("message.timestamp.type", "message_timestamp_type", str, "CreateTime",
+            "CreateTime keeps the producer's timestamps; LogAppendTime stamps the broker's.",
+            choices=TIMESTAMP_TYPES, synonyms=(_S("log.message.timestamp.type"),),
+            section="segments"),
+    Setting("message.timestamp.before.max.ms", "message_timestamp_before_max_ms", int, LONG_MAX,
+            "Reject CreateTime batches whose first timestamp is older than now minus this.",
+            low=0, synonyms=(_S("log.message.timestamp.before.max.ms"),), section="segments"),
+    Setting("message.timestamp.after.max.ms", "message_timestamp_after_max_ms", int, LONG_MAX,
+            "Reject CreateTime batches whose max timestamp is later than now plus this.",
+            low=0, synonyms=(_S("log.message.timestamp.after.max.ms"),), section="segments"),
+)  # fmt: skip
+TOPIC_CONFIG_DEFS: dict[str, Setting] = settings_by_name(TOPIC_SETTINGS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,12 +171,12 @@ class LogConfig:
                 if synonym.name not in props:
                     continue
                 raw = props[synonym.name]
-                if synonym.scale != 1:
+                if synonym.scale != 1 or definition.name == "retention.ms":
                     try:
-                        raw = _coerce(int, raw) * synonym.scale
+                        raw = coerce(int, raw) * synonym.scale
                     except (TypeError, ValueError) as exc:
                         raise InvalidConfig(f"{synonym.name}: cannot parse {raw!r}") from exc
-                if definition.name == "retention.ms" and _coerce(int, raw) < 0:
+                if definition.name == "retention.ms" and raw < 0:  # type: ignore[operator]
                     raw = -1
                 try:
                     changes[definition.attr] = definition.parse(raw)
@@ -232,13 +187,7 @@ class LogConfig:
 
     def to_props(self) -> dict[str, object]:
         """Kafka name -> value (lists joined with commas, sorted), for describe_configs."""
-        props: dict[str, object] = {}
-        for definition in TOPIC_CONFIG_DEFS.values():
-            value = getattr(self, definition.attr)
-            props[definition.name] = (
-                ",".join(sorted(value)) if isinstance(value, frozenset) else value
-            )
-        return props
+        return {d.name: d.wire(getattr(self, d.attr)) for d in TOPIC_SETTINGS}
 
     @property
     def compacted(self) -> bool:
@@ -256,4 +205,5 @@ class LogConfig:
         return self.segment_ms
 
 
-assert {f.name for f in fields(LogConfig)} == {d.attr for d in TOPIC_CONFIG_DEFS.values()}
+check_fields(LogConfig, TOPIC_SETTINGS)
+assert len(LogConfig.__dataclass_fields__) == len(TOPIC_SETTINGS)

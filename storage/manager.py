@@ -26,6 +26,7 @@ from pathlib import Path
 
 import structlog
 
+from protocol.clock import wall_clock_ms
 from protocol.errors import (
     InvalidConfig,
     InvalidPartitions,
@@ -66,10 +67,6 @@ TOPIC_METADATA_VERSION = 1
 DELETE_DIR_SUFFIX = "-delete"
 # Suffix of a partition directory no topic claims, kept for an operator (Kafka: -stray).
 STRAY_DIR_SUFFIX = "-stray"
-
-
-def wall_clock_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,7 +135,8 @@ class LogManager:
             if not entry.endswith(TOPIC_METADATA_SUFFIX):
                 continue
             meta = self._read_metadata(self.data_dir / TOPICS_DIR / entry)
-            topic = _Topic(meta["topic"], meta["configs"], self._config_for(meta["configs"]))
+            overrides = self._valid_stored_overrides(meta["topic"], meta["configs"])
+            topic = _Topic(meta["topic"], overrides, self._config_for(overrides))
             for partition in range(meta["partitions"]):
                 topic.logs.append(
                     self._open_partition(topic, partition, recovery_points, start_offsets)
@@ -259,6 +257,19 @@ class LogManager:
 
     def _config_for(self, overrides: Mapping[str, str]) -> LogConfig:
         return LogConfig.from_props(overrides, self._defaults)
+
+    def _valid_stored_overrides(self, topic: str, stored: Mapping[str, str]) -> dict[str, str]:
+        """Stored overrides minus those today's validation refuses (an older broker took
+        out-of-range values): each is dropped and logged, so the topic still loads."""
+        overrides = dict(stored)
+        for key, value in stored.items():
+            try:
+                LogConfig.from_props({key: value}, self._defaults)
+            except InvalidConfig as exc:
+                log.warning("topic_config_invalid", topic=topic, key=key, value=value,
+                            error=exc.message)  # fmt: skip
+                del overrides[key]
+        return overrides
 
     def _write_metadata(self, name: str, partitions: int, overrides: Mapping[str, str]) -> None:
         body = {

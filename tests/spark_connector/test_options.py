@@ -162,3 +162,23 @@ def test_sink_options() -> None:
         parse_sink_options({"bootstrap.servers": "h", "compression.type": "brotli"})
     with pytest.raises(OptionError, match=r"'key\.serializer' is not supported"):
         parse_sink_options({"bootstrap.servers": "h", "kafka.key.serializer": "x"})
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [
+        ("fetch.max.bytes", str(2**31)),  # a fetch's max_bytes is an int32 on the wire
+        ("kafkaConsumer.pollTimeoutMs", str(2**31)),  # sent as the fetch's max_wait_ms
+        ("request.timeout.ms", str(2**40)),
+    ],
+)
+def test_wire_bound_options_are_refused_above_their_field(option: str, value: str) -> None:
+    with pytest.raises(OptionError, match=f"'{option}' must be <= 2147483647"):
+        batch(**{option: value})
+    assert batch(**{option: "2147483647"}) is not None
+
+
+def test_sink_request_timeout_is_bounded_like_the_source() -> None:
+    sink = {"bootstrap.servers": "h:1", "request.timeout.ms": str(2**31)}
+    with pytest.raises(OptionError, match=r"request\.timeout\.ms"):
+        parse_sink_options(sink)

@@ -84,3 +84,9 @@ def test_max_segment_ms_for_compacted_topics() -> None:
     config = LogConfig(cleanup_policy=frozenset({"compact"}), max_compaction_lag_ms=10)
     assert config.max_segment_ms == 10
     assert LogConfig(max_compaction_lag_ms=10).max_segment_ms == LogConfig().segment_ms
+
+
+@pytest.mark.parametrize("key", ["log.retention.ms", "log.retention.hours", "log.roll.ms"])
+def test_unparsable_broker_synonym_is_invalid_config_naming_it(key: str) -> None:
+    with pytest.raises(InvalidConfig, match=key.replace(".", r"\.")):
+        LogConfig.from_broker_props({key: "abc"})
