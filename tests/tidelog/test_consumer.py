@@ -16,18 +16,17 @@ from protocol.batch import (
     set_log_append_time,
 )
 from protocol.calls import OffsetAndTimestamp
-from protocol.client import Client
 from protocol.connection import BrokerProtocolError
-from protocol.consumer import (
+from protocol.errors import CorruptMessage
+from tests.protocol.fakebroker import FakeBroker, serve_in_thread
+from tidelog.client import Client
+from tidelog.consumer import (
     Consumer,
     ConsumerRecord,
     NoOffsetForPartitionError,
     TopicPartition,
     decode_fetched,
 )
-from protocol.errors import CorruptMessage
-
-from .fakebroker import FakeBroker, serve_in_thread
 
 TP = TopicPartition("t", 0)
 

@@ -12,8 +12,8 @@ import msgpack
 import pytest
 
 from protocol.batch import Compression, build_batch, encode_batch, set_log_append_time
-from protocol.consumer_record import ConsumerRecord, decode_fetched, next_position
 from protocol.errors import CorruptMessage
+from tidelog.consumer_record import ConsumerRecord, decode_fetched, next_position
 
 RECORDS = [
     (b"k0", b"v0", [("trace", b"abc")], 1_700_000_000_000),
