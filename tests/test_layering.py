@@ -311,6 +311,16 @@ def test_no_private_name_imported_across_packages() -> None:
     assert private_imports(ROOT, PROJECT_PACKAGES) == []
 
 
+def test_fuzz_targets_do_not_depend_on_the_tests() -> None:
+    """The atheris harness runs outside pytest; tests/ may use fuzz/, not the reverse."""
+    imported = {
+        module: top_levels(imports_of(parse(path), module, path.name == "__init__.py"))
+        for module, path in package_sources(ROOT, {"fuzz"})
+    }
+    assert "protocol" in imported["fuzz.targets"]  # the walk sees what the targets import
+    assert [module for module, names in imported.items() if "tests" in names] == []
+
+
 def test_handlers_import_no_framing_module() -> None:
     assert framing_in_handlers(ROOT) == []
 
