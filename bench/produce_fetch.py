@@ -51,9 +51,9 @@ from pathlib import Path
 from typing import Any
 
 from protocol.batch import encode_batch, iter_headers, validate_batch
-from protocol.client import Client
-from protocol.consumer import Consumer, TopicPartition
-from protocol.producer import Producer
+from tidelog.client import Client
+from tidelog.consumer import Consumer, TopicPartition
+from tidelog.producer import Producer
 
 ROOT = Path(__file__).resolve().parent.parent
 VALUE_BYTES = 100

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from protocol.batch import encode_batch
-from protocol.client import Client
+from tidelog.client import Client
 
 ROOT = Path(__file__).resolve().parent.parent
 GOAL_ROWS_PER_S = 2_000_000

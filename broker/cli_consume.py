@@ -30,7 +30,7 @@ from broker.cli_common import (
     write_out,
 )
 from broker.cli_topics import topic_entry
-from protocol.consumer import Consumer, ConsumerRecord, TopicPartition
+from tidelog.consumer import Consumer, ConsumerRecord, TopicPartition
 
 # How long one poll waits for records before checking whether we are done.
 _POLL_TIMEOUT_MS = 500

@@ -16,7 +16,7 @@ from broker.cli_common import (
     print_out,
 )
 from broker.cli_topics import print_table, topic_entry
-from protocol.client import Client
+from tidelog.client import Client
 
 _SPECS = {
     "earliest": "earliest",

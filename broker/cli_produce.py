@@ -27,7 +27,7 @@ from broker.cli_common import (
     parse_key_value,
     print_out,
 )
-from protocol.producer import Producer, RecordFuture
+from tidelog.producer import Producer, RecordFuture
 
 # Resolve futures in chunks so a huge file does not keep one future per line alive.
 _FUTURES_PER_CHUNK = 50_000

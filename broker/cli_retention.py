@@ -15,9 +15,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from broker.cli_common import EXIT_ERROR, EXIT_OK, bootstrap_parent, format_parent, print_out
-from protocol.client import Client
 from protocol.retention_schema import explain_retention
 from retention.explain import format_duration_ms
+from tidelog.client import Client
 
 
 def register(subparsers: Any) -> None:

@@ -14,8 +14,8 @@ from broker.cli_common import (
     parse_key_value,
     print_out,
 )
-from protocol.client import Client
 from protocol.errors import TopicAlreadyExists, UnknownTopicOrPartition, error_from_wire
+from tidelog.client import Client
 
 
 def register(sub: Any) -> None:

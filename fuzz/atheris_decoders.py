@@ -3,7 +3,7 @@
     pip install atheris
     python fuzz/atheris_decoders.py fuzz/corpus -max_total_time=3600
 
-The targets are the ones the hypothesis tests run in CI (tests/fuzz/targets.py), so a
+The targets are the ones the hypothesis tests run in CI (fuzz/targets.py), so a
 crash found here is replayed there by adding the decoded input as an `@example`. A
 small integer drawn from the input picks the target; the rest of the input is its data.
 """
@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 with atheris.instrument_imports():
-    from tests.fuzz import targets
+    from fuzz import targets
 
 SCRATCH = Path(tempfile.mkdtemp(prefix="tidelog-fuzz-"))
 API_NAMES = ("produce", "fetch", "metadata", "list_offsets", "offset_for_time", "create_topic")

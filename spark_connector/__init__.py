@@ -1,8 +1,8 @@
 """The PySpark Data Source (`format("tidelog")`) for batch and streaming reads and
 writes.
 
-It imports only `protocol` (executors need nothing else) and never `broker`,
-`storage`, `retention` or `compaction`.
+It imports only `protocol` and the clients in `tidelog` (executors need nothing
+else) and never `broker`, `storage`, `retention` or `compaction`.
 
 Modules, driver side first: `source` (the DataSource: options at `load()`, picks the
 readers and writers), `options` (Kafka's option names, precedence and messages),

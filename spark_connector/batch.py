@@ -15,7 +15,6 @@ from collections.abc import Iterable, Iterator, Sequence
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition
 
-from protocol.client import Client
 from spark_connector.offsets import (
     PartitionInfo,
     describe_partitions,
@@ -27,6 +26,7 @@ from spark_connector.options import EARLIEST, LATEST, OptionError, SourceOptions
 from spark_connector.planning import OffsetRange, coalesce_ranges, split_ranges
 from spark_connector.pushdown import NO_BOUNDS, Bounds, push_filters, ts_lower_ms, ts_upper_ms
 from spark_connector.reading import read_ranges
+from tidelog.client import Client
 
 log = logging.getLogger("spark_connector")
 

@@ -13,7 +13,6 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TypeVar
 
-from protocol.client import Client
 from protocol.errors import TidelogError, UnknownTopicOrPartition
 from spark_connector.options import (
     EARLIEST,
@@ -31,6 +30,7 @@ from spark_connector.options import (
     Subscription,
     TopicPartition,
 )
+from tidelog.client import Client
 
 T = TypeVar("T")
 

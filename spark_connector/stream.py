@@ -22,7 +22,6 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
-from protocol.client import Client
 from spark_connector.batch import build_partitions
 from spark_connector.offsets import (
     PartitionInfo,
@@ -34,6 +33,7 @@ from spark_connector.offsets import (
 from spark_connector.options import EARLIEST, LATEST, SourceOptions, TopicPartition
 from spark_connector.planning import OffsetRange, rate_limit, total_offsets
 from spark_connector.reading import ReadStats, read_ranges, report_data_loss
+from tidelog.client import Client
 
 log = logging.getLogger("spark_connector")
 

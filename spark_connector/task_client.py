@@ -1,13 +1,13 @@
 """One Spark task's blocking connection: fetch answers received without copying records.
 
-`protocol.client.Client` decodes every answer with msgpack, which copies a fetch
+`tidelog.client.Client` decodes every answer with msgpack, which copies a fetch
 answer's records (8 MiB by default) into a fresh `bytes`. A task reads hundreds of
 megabytes that way, so this connection receives each frame into one buffer it keeps,
 and decodes fetch answers with a typed msgspec decoder whose `records` are views of
 that buffer. A view is valid until the next `receive`: the reader converts an answer
 (Arrow copies the keys and values out) before it receives the next one.
 
-Everything else is `protocol.client.Client`'s (this class only overrides how an
+Everything else is `tidelog.client.Client`'s (this class only overrides how an
 answer is decoded); anything the typed decoder does not recognise is decoded the
 ordinary way, so errors read exactly as the Client's.
 """
@@ -18,9 +18,9 @@ from typing import Any
 
 import msgspec
 
-from protocol.client import Client
 from protocol.connection import DEFAULT_MAX_RESPONSE_BYTES
 from protocol.framing import decode_body
+from tidelog.client import Client
 
 # The receive buffer's first size; it grows to the largest answer seen (a fetch answer
 # is at most fetch.max.bytes and one batch), and stays for the task's next answers.
@@ -85,7 +85,7 @@ def _fetch_response(body: memoryview) -> dict[str, Any] | None:
 
 
 class TaskClient(Client):
-    """`protocol.client.Client` whose fetch answers keep their records in the receive
+    """`tidelog.client.Client` whose fetch answers keep their records in the receive
     buffer: a fetch answer's `records` is a view, valid until the next `receive`."""
 
     def __init__(

@@ -36,10 +36,10 @@ from pyspark.sql.types import (
 )
 
 from protocol.batch import encode_batch
-from protocol.client import Client
 from protocol.compression import Compression
 from spark_connector.options import SinkOptions
 from spark_connector.worker_gc import freeze_long_lived_objects
+from tidelog.client import Client
 
 log = logging.getLogger("spark_connector")
 

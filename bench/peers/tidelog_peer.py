@@ -1,7 +1,7 @@
 """Tidelog on the same footing as the peers: `tidelog serve` on loopback, its own clients.
 
-`TidelogClient` uses `protocol.producer.Producer` (`send_batch` of 1,000 records,
-`acks: 1`, or `acks: -1` for the durable workloads) and `protocol.consumer.Consumer`
+`TidelogClient` uses `tidelog.producer.Producer` (`send_batch` of 1,000 records,
+`acks: 1`, or `acks: -1` for the durable workloads) and `tidelog.consumer.Consumer`
 (`poll` from the beginning), the way an application would.
 """
 
@@ -63,8 +63,8 @@ class TidelogClient:
     client = "tidelog"
 
     def __init__(self, port: int) -> None:
-        from protocol.client import Client
-        from protocol.producer import Producer
+        from tidelog.client import Client
+        from tidelog.producer import Producer
 
         self.bootstrap = f"127.0.0.1:{port}"
         self.admin = Client(self.bootstrap)
@@ -76,7 +76,7 @@ class TidelogClient:
         self._acks = -1 if durable else 1
 
     def produce(self, stream: str, values: list[bytes], total: int, deadline: float) -> int:
-        from protocol.producer import Producer
+        from tidelog.producer import Producer
 
         chunk = values[: min(BATCH_RECORDS, total)]
         done = 0
@@ -100,7 +100,7 @@ class TidelogClient:
         return done
 
     def consume(self, stream: str, total: int) -> int:
-        from protocol.consumer import Consumer, TopicPartition
+        from tidelog.consumer import Consumer, TopicPartition
 
         with Consumer(
             bootstrap_servers=self.bootstrap,

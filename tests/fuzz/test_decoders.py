@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from tests.fuzz.targets import (
+from fuzz.targets import (
     VALID_BATCH,
     VALID_CHECKPOINT,
     VALID_FRAME,

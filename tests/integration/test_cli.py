@@ -15,8 +15,8 @@ import pytest
 
 from broker.cli import main
 from protocol.batch import encode_batch
-from protocol.client import Client
 from tests.conftest import ROOT, BrokerProcess, start_broker
+from tidelog.client import Client
 
 pytestmark = pytest.mark.integration
 

@@ -7,13 +7,13 @@ from collections.abc import Iterator
 import pytest
 import trio
 
-from protocol.aio import open_client
 from protocol.batch import encode_batch, iter_records
-from protocol.client import Client
-from protocol.consumer import Consumer, TopicPartition
 from protocol.errors import OffsetOutOfRange, TopicAlreadyExists
-from protocol.producer import Producer
 from tests.conftest import BrokerProcess, start_broker
+from tidelog.aio import open_client
+from tidelog.client import Client
+from tidelog.consumer import Consumer, TopicPartition
+from tidelog.producer import Producer
 
 pytestmark = pytest.mark.integration
 

@@ -12,9 +12,9 @@ from collections.abc import Callable
 import pytest
 
 from protocol.batch import Record, encode_batch, iter_headers, iter_records
-from protocol.client import Client
 from protocol.errors import InvalidRecord
 from tests.conftest import BrokerFactory, BrokerProcess
+from tidelog.client import Client
 
 pytestmark = pytest.mark.integration
 

@@ -5,8 +5,6 @@ from __future__ import annotations
 import pytest
 
 from protocol.batch import encode_batch
-from protocol.client import Client
-from protocol.consumer import Consumer, TopicPartition
 from protocol.errors import InvalidRequest, UnknownTopicOrPartition
 from protocol.offsets_schema import (
     OFFSETS_TOPIC,
@@ -16,6 +14,8 @@ from protocol.offsets_schema import (
 )
 from tests.conftest import BrokerFactory
 from tests.integration.test_compaction import FAST_CLEANER, now_ms, read_all, wait_until
+from tidelog.client import Client
+from tidelog.consumer import Consumer, TopicPartition
 
 pytestmark = pytest.mark.integration
 

@@ -7,9 +7,9 @@ from collections.abc import Iterator
 import pytest
 
 from protocol.batch import encode_batch
-from protocol.client import Client
-from protocol.consumer import Consumer, TopicPartition
 from tests.conftest import BrokerProcess, start_broker
+from tidelog.client import Client
+from tidelog.consumer import Consumer, TopicPartition
 
 pytestmark = pytest.mark.integration
 

@@ -14,12 +14,12 @@ import pytest
 
 from protocol import calls
 from protocol.batch import encode_batch, iter_headers
-from protocol.client import Client
 from spark_connector.local_read import MAX_LOCAL_FAILURES, LocalFiles, local_reads_wanted
 from spark_connector.options import parse_source_options
 from spark_connector.planning import OffsetRange
 from spark_connector.reading import ReadStats, read_ranges
 from tests.conftest import BrokerProcess
+from tidelog.client import Client
 
 pytestmark = pytest.mark.integration
 

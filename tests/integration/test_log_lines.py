@@ -12,9 +12,9 @@ from datetime import datetime
 import pytest
 
 from protocol.batch import encode_batch
-from protocol.client import Client
 from protocol.errors import OffsetOutOfRange, TopicAlreadyExists
 from tests.conftest import BrokerFactory
+from tidelog.client import Client
 
 pytestmark = pytest.mark.integration
 

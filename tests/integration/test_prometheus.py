@@ -16,7 +16,6 @@ import pytest
 
 from broker.metrics import LATENCY_BUCKETS_S
 from protocol.batch import encode_batch
-from protocol.client import Client
 from tests.conftest import ROOT, BrokerProcess
 from tests.integration.promserver import (
     PrometheusServer,
@@ -25,6 +24,7 @@ from tests.integration.promserver import (
     scrape_config,
     scrape_text,
 )
+from tidelog.client import Client
 
 pytestmark = [
     pytest.mark.integration,

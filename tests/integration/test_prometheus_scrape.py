@@ -21,10 +21,10 @@ from pathlib import Path
 import pytest
 
 from protocol.batch import encode_batch
-from protocol.client import Client
 from protocol.errors import OffsetOutOfRange
 from tests.conftest import ROOT, BrokerProcess, start_broker
 from tests.integration.promserver import Scrape, http_get, parse_scrape, scrape_text
+from tidelog.client import Client
 
 pytestmark = pytest.mark.integration
 

@@ -18,10 +18,10 @@ from typing import Any
 import pytest
 
 from protocol.batch import encode_batch
-from protocol.client import Client
 from protocol.errors import OffsetOutOfRange, UnknownTopicOrPartition
 from protocol.retention_schema import explain_retention
 from tests.conftest import ROOT, BrokerFactory, BrokerProcess
+from tidelog.client import Client
 
 pytestmark = pytest.mark.integration
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from broker.sdnotify import notify
-from protocol.client import Client
 from tests.conftest import BrokerFactory
+from tidelog.client import Client
 
 pytestmark = pytest.mark.integration
 

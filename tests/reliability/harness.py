@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from protocol.batch import encode_batch
-from protocol.client import Client
 from protocol.errors import StorageError, TidelogError
 from tests.conftest import BrokerProcess, start_broker
 from tests.reliability.oracle import ID_HEADER, Ack, Ledger, value_hash
+from tidelog.client import Client
 
 # Small segments so that every crash cycle crosses several rolls.
 SMALL_SEGMENT_SETTINGS = (

@@ -24,7 +24,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from protocol.batch import check_crc, decode_records, read_header
-from protocol.client import Client
 from protocol.errors import TidelogError
 from storage.files import (
     CLEANED_SUFFIX,
@@ -35,6 +34,7 @@ from storage.files import (
     TEMP_SUFFIX,
     TIME_INDEX_SUFFIX,
 )
+from tidelog.client import Client
 
 # Header key under which test producers store each record's unique id.
 ID_HEADER = "id"

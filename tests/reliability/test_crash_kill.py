@@ -16,7 +16,6 @@ from pathlib import Path
 
 import pytest
 
-from protocol.client import Client
 from tests.conftest import start_broker
 from tests.reliability.harness import (
     QUIET_START_SETTINGS,
@@ -25,6 +24,7 @@ from tests.reliability.harness import (
     with_settings,
 )
 from tests.reliability.oracle import Ledger, verify
+from tidelog.client import Client
 
 # Cycles in CI (each one a restart, ~2 s here); the soak raises it.
 KILL_CYCLES = int(os.environ.get("TIDELOG_SOAK_KILL_CYCLES", "20"))

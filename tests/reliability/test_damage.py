@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 
 from protocol.batch import check_crc, encode_batch
-from protocol.client import Client
 from protocol.errors import CorruptMessage, StorageError
 from tests.conftest import BrokerProcess, start_broker
 from tests.reliability.harness import QUIET_START_SETTINGS, produce_once
 from tests.reliability.oracle import Ledger, verify
+from tidelog.client import Client
 
 SETTINGS = (
     "log.segment.bytes=4096",

@@ -18,7 +18,6 @@ from pathlib import Path
 import pytest
 
 from protocol.batch import encode_batch
-from protocol.client import Client
 from protocol.errors import StorageError
 from storage.config import LogConfig
 from storage.fileio import FaultyFileIO
@@ -32,6 +31,7 @@ from tests.reliability.harness import (
     with_settings,
 )
 from tests.reliability.oracle import Ledger, verify
+from tidelog.client import Client
 
 ROOT = Path(__file__).resolve().parents[2]
 # Size of the test file system: a few segments and their preallocated indexes.

@@ -18,7 +18,6 @@ from pathlib import Path
 
 import pytest
 
-from protocol.client import Client
 from protocol.errors import TidelogError
 from storage import failpoints
 from tests.conftest import BrokerProcess, start_broker
@@ -30,6 +29,7 @@ from tests.reliability.harness import (
     with_settings,
 )
 from tests.reliability.oracle import Ledger, fetch_all, verify
+from tidelog.client import Client
 
 SWEEP_HITS = int(os.environ.get("TIDELOG_SOAK_SWEEP_HITS", "2"))
 # Seconds of load a point gets to be hit before the sweep calls it unreachable.

@@ -18,7 +18,6 @@ from pathlib import Path
 
 import pytest
 
-from protocol.client import Client
 from protocol.errors import OffsetOutOfRange
 from tests.conftest import start_broker
 from tests.reliability.harness import (
@@ -30,6 +29,7 @@ from tests.reliability.harness import (
     with_settings,
 )
 from tests.reliability.oracle import Ledger, decode_stream, verify
+from tidelog.client import Client
 
 LOAD_S = float(os.environ.get("TIDELOG_SOAK_LOAD_S", "60"))
 # Memory and descriptors are compared from the end of the warm-up on.

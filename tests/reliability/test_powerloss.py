@@ -16,7 +16,6 @@ from pathlib import Path
 
 import pytest
 
-from protocol.client import Client
 from tests.conftest import start_broker
 from tests.reliability.harness import (
     QUIET_START_SETTINGS,
@@ -26,6 +25,7 @@ from tests.reliability.harness import (
 )
 from tests.reliability.oracle import Ledger, verify
 from tests.reliability.powerloss import Baseline, cut_power, journal_env
+from tidelog.client import Client
 
 POWER_CUTS = int(os.environ.get("TIDELOG_SOAK_POWER_CUTS", "4"))
 TOPICS = {"power": 2, "rolled": 1}

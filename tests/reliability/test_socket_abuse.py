@@ -21,10 +21,10 @@ import msgpack
 import pytest
 
 from protocol.batch import HEADER, encode_batch
-from protocol.client import Client
 from tests.conftest import BrokerProcess, start_broker
 from tests.integration.wire import WireClient, batch
 from tests.reliability.harness import open_fds, rss_bytes, wait_until
+from tidelog.client import Client
 
 # Small limits so the abuse reaches them quickly.
 MAX_FRAME_BYTES = 1024 * 1024

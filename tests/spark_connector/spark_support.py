@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from protocol.batch import encode_batch
-from protocol.client import Client
+from tidelog.client import Client
 
 ROOT = Path(__file__).resolve().parents[2]
 # Seconds the broker may take to log `broker_ready`.

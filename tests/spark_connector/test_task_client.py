@@ -8,11 +8,11 @@ import pytest
 
 from protocol import calls
 from protocol.batch import encode_batch
-from protocol.client import Client
 from protocol.errors import OffsetOutOfRange, UnknownTopicOrPartition
 from spark_connector.arrow_convert import records_to_arrow
 from spark_connector.task_client import TaskClient
 from tests.protocol.fakebroker import FakeBroker, serve_in_thread
+from tidelog.client import Client
 
 TOPIC = "t"
 

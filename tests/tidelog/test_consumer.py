@@ -16,18 +16,17 @@ from protocol.batch import (
     set_log_append_time,
 )
 from protocol.calls import OffsetAndTimestamp
-from protocol.client import Client
 from protocol.connection import BrokerProtocolError
-from protocol.consumer import (
+from protocol.errors import CorruptMessage, UnknownTopicOrPartition
+from tests.protocol.fakebroker import FakeBroker, serve_in_thread
+from tidelog.client import Client
+from tidelog.consumer import (
     Consumer,
     ConsumerRecord,
     NoOffsetForPartitionError,
     TopicPartition,
     decode_fetched,
 )
-from protocol.errors import CorruptMessage
-
-from .fakebroker import FakeBroker, serve_in_thread
 
 TP = TopicPartition("t", 0)
 
@@ -134,6 +133,14 @@ def test_constructor_topics_assign_every_partition(address: str) -> None:
     assert sorted(r.value for r in records) == [b"0", b"1", b"2", b"3", b"4", b"p1"]
     [p1] = [r for r in records if r.partition == 1]
     assert (p1.key, p1.headers, p1.timestamp) == (b"k", (("h", b"v"),), 42)
+
+
+def test_partitions_of_a_topic_come_from_the_broker(address: str) -> None:
+    with consumer(address) as c:
+        assert c.partitions_for_topic("t") == {0, 1}
+        assert c.partitions_for("t") == [0, 1]
+        with pytest.raises(UnknownTopicOrPartition):
+            c.partitions_for_topic("missing")
 
 
 def test_latest_reset_starts_at_the_end(address: str) -> None:

@@ -10,15 +10,14 @@ import pytest
 
 from protocol.batch import decode_records, encode_batch
 from protocol.calls import OffsetAndTimestamp
-from protocol.client import Client
 from protocol.errors import (
     OffsetOutOfRange,
     RequestTimedOut,
     TopicAlreadyExists,
     UnknownTopicOrPartition,
 )
-
-from .fakebroker import FakeBroker, serve_in_thread
+from tests.protocol.fakebroker import FakeBroker, serve_in_thread
+from tidelog.client import Client
 
 
 @pytest.fixture
@@ -177,7 +176,7 @@ def test_broker_hanging_up_is_reported() -> None:
 
 def test_send_with_tail_delivers_every_chunk_through_partial_sends() -> None:
     """A tiny socket buffer makes `sendmsg` stop mid-chunk; every byte still arrives in order."""
-    from protocol.client import _sendmsg_all
+    from tidelog.client import _sendmsg_all
 
     left, right = socket.socketpair()
     left.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)

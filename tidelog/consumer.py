@@ -15,7 +15,7 @@ topics to the constructor assigns every partition of them.
 A fetch returns whole batches starting with the one that holds the position;
 records below the position are dropped, and after compaction offsets may have
 gaps, so the next position always comes from the batch header, never from a
-record count. Records are decoded by `protocol.consumer_record` (one C-level
+record count. Records are decoded by `tidelog.consumer_record` (one C-level
 msgspec call per batch, no Python bytecode per record).
 
 Fetches are pipelined one ahead: as soon as an answer arrives, and while there
@@ -43,11 +43,11 @@ from types import TracebackType
 from typing import Any, NamedTuple
 
 from protocol.calls import OffsetAndTimestamp
-from protocol.client import DEFAULT_BOOTSTRAP_SERVER, DEFAULT_REQUEST_TIMEOUT_MS, Client
 from protocol.connection import DEFAULT_CLIENT_ID, BrokerProtocolError, Reply
-from protocol.consumer_record import ConsumerRecord, decode_fetched, next_position
 from protocol.errors import OffsetOutOfRange, TidelogError, error_from_wire
 from protocol.offsets_schema import commit_offsets, fetch_offsets
+from tidelog.client import DEFAULT_BOOTSTRAP_SERVER, DEFAULT_REQUEST_TIMEOUT_MS, Client
+from tidelog.consumer_record import ConsumerRecord, decode_fetched, next_position
 
 __all__ = [
     "Consumer",

@@ -29,14 +29,14 @@ from collections.abc import Sequence
 from types import TracebackType
 from typing import Any
 
-from protocol.client import DEFAULT_BOOTSTRAP_SERVER, DEFAULT_REQUEST_TIMEOUT_MS, Client
 from protocol.compression import Compression
 from protocol.connection import DEFAULT_CLIENT_ID, BrokerProtocolError, Reply
 from protocol.errors import error_from_wire
 from protocol.framing import TAIL_PLACEHOLDER
-from protocol.joiner import ChunkJoiner, Joined
-from protocol.partitioner import murmur2, partition_for_key
-from protocol.pending import (
+from tidelog.client import DEFAULT_BOOTSTRAP_SERVER, DEFAULT_REQUEST_TIMEOUT_MS, Client
+from tidelog.joiner import ChunkJoiner, Joined
+from tidelog.partitioner import murmur2, partition_for_key
+from tidelog.pending import (
     BatchFuture,
     BatchMetadata,
     PendingBatch,

@@ -8,11 +8,10 @@ import pytest
 import trio
 import trio.testing
 
-from protocol.aio import AsyncClient, stream_client
 from protocol.batch import decode_records, encode_batch, iter_records
 from protocol.errors import RequestTimedOut, TopicAlreadyExists, UnknownTopicOrPartition
-
-from .fakebroker import FakeBroker, ServerConnection
+from tests.protocol.fakebroker import FakeBroker, ServerConnection
+from tidelog.aio import AsyncClient, stream_client
 
 
 async def serve(stream: trio.abc.Stream, broker: FakeBroker) -> None:

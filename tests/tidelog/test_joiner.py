@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocol.joiner import _KEEP_BYTES, ChunkJoiner
+from tidelog.joiner import _KEEP_BYTES, ChunkJoiner
 
 _TOPICS = st.dictionaries(
     st.sampled_from(["a", "b", "c"]),

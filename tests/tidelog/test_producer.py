@@ -11,20 +11,19 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from protocol.batch import iter_records, set_base_offset, validate_batch
-from protocol.client import Client
 from protocol.compression import Compression
-from protocol.consumer import decode_fetched
 from protocol.errors import UnknownTopicOrPartition
-from protocol.pending import PendingBatch
-from protocol.producer import (
+from tests.protocol.fakebroker import FakeBroker, serve_in_thread
+from tidelog.client import Client
+from tidelog.consumer import decode_fetched
+from tidelog.pending import PendingBatch
+from tidelog.producer import (
     BufferFullError,
     Producer,
     RecordMetadata,
     murmur2,
     partition_for_key,
 )
-
-from .fakebroker import FakeBroker, serve_in_thread
 
 
 @pytest.fixture

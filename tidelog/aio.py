@@ -21,11 +21,6 @@ import trio
 
 from protocol import calls
 from protocol.calls import Call, FetchResult, OffsetAndTimestamp, ProduceResult
-from protocol.client import (
-    DEFAULT_BOOTSTRAP_SERVER,
-    DEFAULT_CONNECT_TIMEOUT_MS,
-    DEFAULT_REQUEST_TIMEOUT_MS,
-)
 from protocol.connection import (
     DEFAULT_CLIENT_ID,
     DEFAULT_MAX_RESPONSE_BYTES,
@@ -34,6 +29,11 @@ from protocol.connection import (
     parse_address,
 )
 from protocol.errors import RequestTimedOut
+from tidelog.client import (
+    DEFAULT_BOOTSTRAP_SERVER,
+    DEFAULT_CONNECT_TIMEOUT_MS,
+    DEFAULT_REQUEST_TIMEOUT_MS,
+)
 
 # Read in chunks of this size: large enough for a fetch answer in a few calls.
 _RECEIVE_BYTES = 256 * 1024

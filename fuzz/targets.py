@@ -1,4 +1,4 @@
-"""Fuzz targets shared by the hypothesis tests (CI) and the atheris harness (`fuzz/`, hours).
+"""Fuzz targets shared by the hypothesis tests (tests/fuzz, CI) and the atheris harness (hours).
 
 Each target feeds one decoder and lets only that decoder's own error type through;
 anything else propagates and is reported as a crash by either fuzzer.

@@ -6,14 +6,15 @@ import copy
 import gc
 import pickle
 import struct
+import threading
 
 import crc32c
 import msgpack
 import pytest
 
 from protocol.batch import Compression, build_batch, encode_batch, set_log_append_time
-from protocol.consumer_record import ConsumerRecord, decode_fetched, next_position
 from protocol.errors import CorruptMessage
+from tidelog.consumer_record import ConsumerRecord, decode_fetched, next_position
 
 RECORDS = [
     (b"k0", b"v0", [("trace", b"abc")], 1_700_000_000_000),
@@ -162,3 +163,27 @@ def test_crc_is_checked_unless_disabled() -> None:
         decode_fetched("t", 0, bytes(data), 0)
     records, _ = decode_fetched("t", 0, bytes(data), 0, check_crcs=False)
     assert [r.value for r in records] == [b"w0", b"v1", None]
+
+
+def test_threads_decoding_at_once_each_get_their_own_batches_origin() -> None:
+    """No state is shared between decodes: every record names the batch it came from."""
+    threads_count, rounds = 4, 200
+    records_of = [stored([(None, b"v", [], 1_000 + n)] * 50, base_offset=n) for n in range(4)]
+    start = threading.Barrier(threads_count)
+    wrong: list[str] = []
+
+    def decode(n: int) -> None:
+        start.wait()
+        for _ in range(rounds):
+            records, _ = decode_fetched(f"topic-{n}", n, records_of[n], 0)
+            if {
+                (r.topic, r.partition, r.offset - i, r.timestamp) for i, r in enumerate(records)
+            } != {(f"topic-{n}", n, n, 1_000 + n)}:
+                wrong.append(f"thread {n}: {records[0]!r}")
+
+    threads = [threading.Thread(target=decode, args=(n,)) for n in range(threads_count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert wrong == []
