@@ -73,7 +73,6 @@ KNOWN_CYCLES: set[frozenset[str]] = {
 # not listed fails the test, and so does a listed one now within the limit.
 KNOWN_LONG_FUNCTIONS: set[str] = {
     "storage.recovery:open_log",
-    "spark_connector.options:parse_source_options",
 }
 
 
