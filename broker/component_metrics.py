@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from broker.handlers_offsets import OffsetStore
 from broker.metrics import Sample
 
 
@@ -35,6 +36,13 @@ def component_samples(ctx: Any, tasks: Any, cleaner: Any, readiness: Any) -> Ite
         "gauge",
         "Fetches waiting for data (long poll).",
         ctx.notifier.waiting_count(),
+    )
+    offsets = OffsetStore.of(ctx.manager, ctx.config.offsets_topic_segment_bytes).statistics()
+    yield Sample(
+        "tidelog_offsets_malformed_records",
+        "gauge",
+        "Records of __consumer_offsets skipped by its latest load (not a valid commit).",
+        offsets.malformed_records,
     )
     yield from _retention_samples(tasks.retention.statistics(), topics)
     yield from _cleaner_samples(cleaner.statistics(), topics)

@@ -131,6 +131,8 @@ BROKER_CONFIG_DEFS: dict[str, BrokerKeyDef] = {
            1.7976931348623157e308, at_least(1), "Cleaner read+write throttle."),
         _K("log.cleaner.backoff.ms", "log_cleaner_backoff_ms", int, 15000, at_least(0),
            "Cleaner sleep when no log needed cleaning."),
+        _K("offsets.topic.segment.bytes", "offsets_topic_segment_bytes", int, 104857600,
+           between(1, INT_MAX), "segment.bytes of __consumer_offsets when the broker creates it."),
     )
 }  # fmt: skip
 
@@ -245,6 +247,7 @@ class BrokerConfig:
     log_cleaner_io_buffer_load_factor: float = 0.9
     log_cleaner_io_max_bytes_per_second: float = 1.7976931348623157e308
     log_cleaner_backoff_ms: int = 15000
+    offsets_topic_segment_bytes: int = 104857600
 
     @property
     def message_max_bytes(self) -> int:

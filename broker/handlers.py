@@ -25,7 +25,7 @@ import trio
 from broker.config import BrokerConfig, unknown_key_error
 from broker.fetch_send import RecordSpan, locate_records, record_count
 from broker.groupcommit import GroupCommitter
-from broker.handlers_offsets import OFFSETS_HANDLERS
+from broker.handlers_offsets import OFFSETS_HANDLERS, check_not_internal
 from broker.housekeeping import explain_retention_handler
 from broker.logging import get_logger
 from broker.longpoll import FETCH_MAX_WAIT_MS_CAP, AppendNotifier
@@ -170,6 +170,7 @@ async def api_versions(ctx: BrokerContext, body: dict[str, Any]) -> dict[str, An
 async def create_topic(ctx: BrokerContext, body: dict[str, Any]) -> dict[str, Any]:
     topic, partitions, configs = body["topic"], body["partitions"], body["configs"]
     check_topic_name(topic)
+    check_not_internal(topic, "create")
     if not 1 <= partitions <= MAX_PARTITIONS_PER_TOPIC:
         raise InvalidPartitions(
             f"partitions must be between 1 and {MAX_PARTITIONS_PER_TOPIC}, got {partitions}"
@@ -183,6 +184,7 @@ async def create_topic(ctx: BrokerContext, body: dict[str, Any]) -> dict[str, An
 async def delete_topic(ctx: BrokerContext, body: dict[str, Any]) -> dict[str, Any]:
     topic = body["topic"]
     check_topic_name(topic)
+    check_not_internal(topic, "delete")
     _require_topic(ctx, topic)
     logs = [ctx.manager.get_log(topic, p) for p in range(ctx.manager.partition_count(topic))]
     await trio.to_thread.run_sync(ctx.manager.delete_topic, topic)
@@ -255,6 +257,7 @@ async def describe_configs(ctx: BrokerContext, body: dict[str, Any]) -> dict[str
 async def alter_configs(ctx: BrokerContext, body: dict[str, Any]) -> dict[str, Any]:
     topic = body["topic"]
     _require_topic(ctx, topic)
+    check_not_internal(topic, "alter the configs of")
     _check_topic_keys([*body["set"], *body["delete"]])
     new_values = {k: _config_text(v) for k, v in body["set"].items()}
     # The manager validates the whole result, persists it, applies it to every
@@ -296,6 +299,7 @@ async def produce(ctx: BrokerContext, body: dict[str, Any]) -> dict[str, Any] | 
         for p in t["partitions"]:
             res: dict[str, Any] = {"partition": p["partition"], "error": None, "message": None}
             try:
+                check_not_internal(topic, "append to")
                 plog = await _get_or_create_log(ctx, topic, p["partition"])
                 records = p["records"]
                 if len(records) <= INLINE_APPEND_MAX_BYTES:
@@ -534,6 +538,7 @@ async def offset_for_time(ctx: BrokerContext, body: dict[str, Any]) -> dict[str,
 
 
 async def _delete_records(plog: Any, p: dict[str, Any]) -> dict[str, Any]:
+    check_not_internal(plog.topic, "delete records of")
     # The log checks the range (-1 = high watermark) and the policy (compact-only
     # topics refuse, POLICY_VIOLATION as in Kafka); it may write a checkpoint.
     low = await trio.to_thread.run_sync(plog.delete_records, p["offset"])
