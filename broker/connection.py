@@ -37,7 +37,7 @@ import trio
 from broker.fetch_send import FrameParts, encode_parts, memory_bytes, send_parts, spans_of_fetch
 from broker.handlers import BrokerContext, PendingResponse, handle_request
 from broker.logging import get_logger
-from protocol.envelope import UNKNOWN_ID, Response, error_response
+from protocol.envelope import UNKNOWN_ID, Response, error_response, msgpack_type_name
 from protocol.errors import InvalidRequest, TidelogError, UnknownServerError
 from protocol.framing import LENGTH, FrameDecoder, FrameError, encode_body
 
@@ -104,14 +104,6 @@ class ConnectionState:
     queued_bytes: int = 0  # encoded responses waiting for the writer
     room: trio.Event = field(default_factory=trio.Event)  # set when queued_bytes drops
     reader_scope: trio.CancelScope = field(default_factory=trio.CancelScope)
-
-
-_MSGPACK_TYPES = {tuple: "array", list: "array", bytes: "bin", type(None): "nil"}
-
-
-def _msgpack_type(obj: object) -> str:
-    """The msgpack name of a decoded value's type, for error messages."""
-    return _MSGPACK_TYPES.get(type(obj), type(obj).__name__)
 
 
 def _peer_name(stream: trio.abc.Stream) -> str:
@@ -238,7 +230,7 @@ async def _handle_frames(
                 return
             if not isinstance(item.obj, dict):
                 # PROTOCOL.md §1: a frame that is not a map is answered, then closed.
-                error = InvalidRequest(f"request must be a map, got {_msgpack_type(item.obj)}")
+                error = InvalidRequest(f"request must be a map, got {msgpack_type_name(item.obj)}")
                 state.close_reason = "bad_frame"
                 await out_send.send(_Fatal(error))
                 return

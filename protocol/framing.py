@@ -138,7 +138,16 @@ def decode_body(body: bytes | bytearray | memoryview) -> Any:
     try:
         return msgpack.unpackb(body, raw=False, use_list=False, strict_map_key=True)
     except Exception as exc:  # msgpack raises a zoo of types for bad input
-        raise FrameDecodeError(f"undecodable frame: {type(exc).__name__}: {exc}") from exc
+        raise FrameDecodeError(f"undecodable frame: {_why_undecodable(body, exc)}") from exc
+
+
+def _why_undecodable(body: bytes | bytearray | memoryview, exc: Exception) -> str:
+    """A reason for the peer: msgpack's FormatError and StackError carry no message."""
+    if isinstance(exc, msgpack.FormatError):
+        return f"not msgpack: reserved or unknown type byte (first byte 0x{body[0]:02x})"
+    if isinstance(exc, msgpack.StackError):
+        return "not msgpack: arrays or maps nested too deep"
+    return f"{type(exc).__name__}: {exc}" if str(exc) else f"not msgpack ({type(exc).__name__})"
 
 
 class FrameDecoder:

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from protocol.envelope import Request
+from protocol.envelope import Request, msgpack_type_name
 from protocol.errors import InvalidRequest, InvalidTopic, UnsupportedVersion
 
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
@@ -50,7 +50,7 @@ class _Invalid(Exception):
 
 
 def _type_name(value: object) -> str:
-    return "nil" if value is None else type(value).__name__
+    return msgpack_type_name(value)
 
 
 class Schema:
