@@ -210,6 +210,23 @@ class FrameDecoder:
         )
         return max(0, LENGTH_SIZE + length - available)
 
+    def next_frame_bytes(self) -> int | None:
+        """The body length of the next frame if it is complete (so a caller can decode a
+        large one off its event loop), else None; raises like `next_message`."""
+        if self._failed is not None:
+            raise self._failed
+        available = self.buffered_bytes
+        if available < LENGTH_SIZE:
+            return None
+        try:
+            length = frame_length(
+                self._buf[self._start : self._start + LENGTH_SIZE], self.max_frame_bytes
+            )
+        except FrameError as exc:
+            self._failed = exc
+            raise
+        return length if available >= LENGTH_SIZE + length else None
+
     def next_message(self) -> tuple[bool, Any]:
         """`(True, obj)` for the next complete frame, or `(False, None)` if none is complete."""
         if self._failed is not None:

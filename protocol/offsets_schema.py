@@ -40,6 +40,7 @@ from protocol.schemas import (
     Nullable,
     Str,
     Struct,
+    TopicPartitions,
     opt,
 )
 
@@ -59,7 +60,7 @@ COMMIT_OFFSETS_SCHEMA = ApiSchema(
     COMMIT_OFFSETS,
     Struct(
         group=Str(),
-        topics=ListOf(
+        topics=TopicPartitions(
             Struct(
                 topic=Str(),
                 partitions=ListOf(Struct(partition=INT32, offset=INT64, metadata=opt(Str(), ""))),
@@ -81,7 +82,9 @@ FETCH_OFFSETS_SCHEMA = ApiSchema(
     Struct(
         group=Str(),
         topics=opt(
-            Nullable(ListOf(Struct(topic=Str(), partitions=opt(Nullable(ListOf(INT32)), None)))),
+            Nullable(
+                TopicPartitions(Struct(topic=Str(), partitions=opt(Nullable(ListOf(INT32)), None)))
+            ),
             None,
         ),
     ),
