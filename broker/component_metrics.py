@@ -44,6 +44,19 @@ def component_samples(ctx: Any, tasks: Any, cleaner: Any, readiness: Any) -> Ite
         "Records of __consumer_offsets skipped by its latest load (not a valid commit).",
         offsets.malformed_records,
     )
+    memory = ctx.memory.statistics()
+    yield Sample(
+        "tidelog_queued_memory_bytes",
+        "gauge",
+        "Bytes of queued requests and unsent answers (budget: queued.max.request.bytes).",
+        memory.used_bytes,
+    )
+    yield Sample(
+        "tidelog_queued_memory_waits",
+        "counter",
+        "Times a connection was muted because the memory budget was full.",
+        memory.waits,
+    )
     yield from _retention_samples(tasks.retention.statistics(), topics)
     yield from _cleaner_samples(cleaner.statistics(), topics)
     yield Sample(

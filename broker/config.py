@@ -106,6 +106,11 @@ BROKER_CONFIG_DEFS: dict[str, BrokerKeyDef] = {
         # byte is never idle and holds its connection slot forever (slowloris).
         _K("socket.request.read.timeout.ms", "socket_request_read_timeout_ms", int, 30000,
            at_least(1), "A request must arrive whole within this long of its first byte."),
+        # Kafka's default is -1 (unbounded); a finite one keeps N connections from
+        # holding N times the per-connection caps (issue 23 #6).
+        _K("queued.max.request.bytes", "queued_max_request_bytes", int, 536870912,
+           between(1024 * 1024, LONG_MAX),
+           "Broker-wide bytes of queued requests and unsent answers; past it reads pause."),
         _K("log.retention.check.interval.ms", "log_retention_check_interval_ms", int, 300000,
            at_least(1), "Period of the retention task."),
         _K("log.initial.task.delay.ms", "log_initial_task_delay_ms", int, 30000, at_least(0),
@@ -235,6 +240,7 @@ class BrokerConfig:
     connections_max_idle_ms: int = 600000
     max_connections: int = 1000
     socket_request_read_timeout_ms: int = 30000
+    queued_max_request_bytes: int = 536870912
     log_retention_check_interval_ms: int = 300000
     log_initial_task_delay_ms: int = 30000
     log_flush_scheduler_interval_ms: int = LONG_MAX

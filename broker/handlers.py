@@ -29,6 +29,7 @@ from broker.handlers_offsets import OFFSETS_HANDLERS, check_not_internal
 from broker.housekeeping import explain_retention_handler
 from broker.logging import get_logger
 from broker.longpoll import FETCH_MAX_WAIT_MS_CAP, AppendNotifier
+from broker.membudget import MemoryBudget
 from broker.metrics import BrokerMetrics
 from protocol.batch import HEADER_SIZE, iter_headers, read_header
 from protocol.envelope import Response, error_response, parse_request, request_id_of
@@ -93,6 +94,10 @@ class BrokerContext:
     metrics: BrokerMetrics
     connections: dict[int, ConnectionState] = field(default_factory=dict)
     inflight_total: int = 0
+    memory: MemoryBudget = field(init=False)  # queued.max.request.bytes, broker-wide
+
+    def __post_init__(self) -> None:
+        self.memory = MemoryBudget(self.config.queued_max_request_bytes)
 
     def connection_opened(self, state: ConnectionState) -> None:
         self.connections[state.conn_id] = state
@@ -106,6 +111,8 @@ class BrokerContext:
         self.metrics.get("tidelog_inflight_requests").set(self.inflight_total)
 
     def connection_closed(self, state: ConnectionState) -> None:
+        self.memory.release(state.held_bytes)  # whatever its queues still held
+        state.held_bytes = 0
         self.inflight_changed(state, -state.inflight)
         self.connections.pop(state.conn_id, None)
         self.metrics.get("tidelog_connections").set(len(self.connections))
@@ -440,14 +447,20 @@ async def _fetch_once(
         res: dict[str, Any] = {"partition": p["partition"], "error": None, "message": None}
         try:
             plog = _get_log(ctx, topic, p["partition"])  # afresh: the topic may be gone
-            limit = min(p["max_bytes"], remaining)
+            # Never read more than the broker-wide memory budget has room for.
+            limit = min(p["max_bytes"], remaining, ctx.memory.room())
             if total and limit <= 0:
                 res["records"] = b""
                 res["high_watermark"] = _high_watermark(plog)
                 res["log_start_offset"] = plog.log_start_offset
             else:
                 # Only the first partition with data may exceed the limit (one whole batch).
-                data = await _read(plog, p["offset"], max(limit, 1), min_one=total == 0)
+                # The read is charged while it runs, so concurrent reads share the room.
+                ctx.memory.charge(max(limit, 1))
+                try:
+                    data = await _read(plog, p["offset"], max(limit, 1), min_one=total == 0)
+                finally:
+                    ctx.memory.release(max(limit, 1), freed=False)
                 res["records"] = data.records
                 res["high_watermark"] = data.high_watermark
                 res["log_start_offset"] = data.log_start_offset

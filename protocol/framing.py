@@ -210,22 +210,28 @@ class FrameDecoder:
         )
         return max(0, LENGTH_SIZE + length - available)
 
-    def next_frame_bytes(self) -> int | None:
-        """The body length of the next frame if it is complete (so a caller can decode a
-        large one off its event loop), else None; raises like `next_message`."""
+    def announced_bytes(self) -> int | None:
+        """The body length the next frame's header announces, once its 4 bytes are in
+        (whether or not the body is); None before. Raises like `next_message`."""
         if self._failed is not None:
             raise self._failed
-        available = self.buffered_bytes
-        if available < LENGTH_SIZE:
+        if self.buffered_bytes < LENGTH_SIZE:
             return None
         try:
-            length = frame_length(
+            return frame_length(
                 self._buf[self._start : self._start + LENGTH_SIZE], self.max_frame_bytes
             )
         except FrameError as exc:
             self._failed = exc
             raise
-        return length if available >= LENGTH_SIZE + length else None
+
+    def next_frame_bytes(self) -> int | None:
+        """The body length of the next frame if it is complete (so a caller can decode a
+        large one off its event loop), else None; raises like `next_message`."""
+        length = self.announced_bytes()
+        if length is None:
+            return None
+        return length if self.buffered_bytes >= LENGTH_SIZE + length else None
 
     def next_message(self) -> tuple[bool, Any]:
         """`(True, obj)` for the next complete frame, or `(False, None)` if none is complete."""
