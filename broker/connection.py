@@ -12,6 +12,13 @@ Three tasks joined by bounded channels:
   answer is framed around its records, which go from the segment file to the socket
   with `sendfile` (`broker.fetch_send`).
 
+Memory is bounded broker-wide as well (`broker.membudget`, `queued.max.request.bytes`):
+the reader reserves a large request's bytes when its length header arrives and stops
+reading while the budget is full; a fetch waits for room; answers are charged until
+sent, and whatever a connection still holds is released when it closes. Frames over
+`INLINE_DECODE_MAX_BYTES` are decoded and validated in a worker thread, and a long
+poll ends when the client is seen gone (`broker.longpoll.peer_gone`).
+
 The only overlap: an `acks: -1` produce is appended in order, then its wait for
 the fsync runs beside the following requests (`PendingResponse`), so pipelined
 durable produces on one connection share group-commit rounds. Its response is
