@@ -253,7 +253,9 @@ async def metadata(ctx: BrokerContext, body: dict[str, Any]) -> dict[str, Any]:
     known = set(ctx.manager.topics())
     wanted = sorted(known) if names is None else list(names)
     out = []
+    done = 0
     for topic in wanted:
+        done = await _share_loop(done)  # every topic's partitions are listed: share the loop
         entry: dict[str, Any] = {"topic": topic, "error": None, "message": None}
         try:
             if topic not in known:
