@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from broker.handlers_offsets import OffsetStore
 from broker.metrics import Sample
 
 
@@ -35,6 +36,26 @@ def component_samples(ctx: Any, tasks: Any, cleaner: Any, readiness: Any) -> Ite
         "gauge",
         "Fetches waiting for data (long poll).",
         ctx.notifier.waiting_count(),
+    )
+    offsets = OffsetStore.of(ctx.manager, ctx.config.offsets_topic_segment_bytes).statistics()
+    yield Sample(
+        "tidelog_offsets_malformed_records",
+        "gauge",
+        "Records of __consumer_offsets skipped by its latest load (not a valid commit).",
+        offsets.malformed_records,
+    )
+    memory = ctx.memory.statistics()
+    yield Sample(
+        "tidelog_queued_memory_bytes",
+        "gauge",
+        "Bytes of queued requests and unsent answers (budget: queued.max.request.bytes).",
+        memory.used_bytes,
+    )
+    yield Sample(
+        "tidelog_queued_memory_waits",
+        "counter",
+        "Times a connection was muted because the memory budget was full.",
+        memory.waits,
     )
     yield from _retention_samples(tasks.retention.statistics(), topics)
     yield from _cleaner_samples(cleaner.statistics(), topics)

@@ -62,6 +62,14 @@ BROKER_SETTINGS: tuple[Setting, ...] = (
     Setting("socket.request.read.timeout.ms", "socket_request_read_timeout_ms", int, 30000,
             "A request must arrive whole within this long of its first byte (slowloris guard).",
             low=1, section="connections"),
+    # Kafka's default is -1 (unbounded); a finite one keeps N connections from
+    # holding N times the per-connection caps (issue 23 #6).
+    Setting("queued.max.request.bytes", "queued_max_request_bytes", int, 536870912,
+            "Broker-wide bytes of queued requests and unsent answers; past it reads pause.",
+            low=1024 * 1024, section="connections"),
+    Setting("offsets.topic.segment.bytes", "offsets_topic_segment_bytes", int, 104857600,
+            "segment.bytes of __consumer_offsets when the broker creates it.",
+            low=1, high=2**31 - 1, section="topics"),
     Setting("log.retention.check.interval.ms", "log_retention_check_interval_ms", int, 300000,
             "Period of the retention task.", low=1, section="retention"),
     Setting("log.initial.task.delay.ms", "log_initial_task_delay_ms", int, 30000,
@@ -182,11 +190,13 @@ class BrokerConfig:
     connections_max_idle_ms: int = 600000
     max_connections: int = 1000
     socket_request_read_timeout_ms: int = 30000
+    queued_max_request_bytes: int = 536870912
     log_retention_check_interval_ms: int = 300000
     log_initial_task_delay_ms: int = 30000
     log_flush_scheduler_interval_ms: int = LONG_MAX
     log_flush_offset_checkpoint_interval_ms: int = 60000
     log_flush_start_offset_checkpoint_interval_ms: int = 60000
+    offsets_topic_segment_bytes: int = 104857600
     cleaner: CleanerConfig = field(default_factory=CleanerConfig)
 
     @property

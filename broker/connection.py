@@ -12,6 +12,13 @@ Three tasks joined by bounded channels:
   answer is framed around its records, which go from the segment file to the socket
   with `sendfile` (`broker.fetch_send`).
 
+Memory is bounded broker-wide as well (`broker.membudget`, `queued.max.request.bytes`):
+the reader reserves a large request's bytes when its length header arrives and stops
+reading while the budget is full; a fetch waits for room; answers are charged until
+sent, and whatever a connection still holds is released when it closes. Frames over
+`INLINE_DECODE_MAX_BYTES` are decoded and validated in a worker thread, and a long
+poll ends when the client is seen gone (`broker.longpoll.peer_gone`).
+
 The only overlap: an `acks: -1` produce is appended in order, then its wait for
 the fsync runs beside the following requests (`PendingResponse`), so pipelined
 durable produces on one connection share group-commit rounds. Its response is
@@ -27,7 +34,9 @@ raise out of this module.
 from __future__ import annotations
 
 import itertools
+import socket
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,7 +46,8 @@ import trio
 from broker.fetch_send import FrameParts, encode_parts, memory_bytes, send_parts, spans_of_fetch
 from broker.handlers import BrokerContext, PendingResponse, handle_request
 from broker.logging import get_logger
-from protocol.envelope import UNKNOWN_ID, Response, error_response
+from broker.longpoll import peer_gone
+from protocol.envelope import UNKNOWN_ID, Response, error_response, msgpack_type_name
 from protocol.errors import InvalidRequest, TidelogError, UnknownServerError
 from protocol.framing import LENGTH, FrameDecoder, FrameError, encode_body
 
@@ -48,6 +58,11 @@ log = get_logger(component="connection")
 MAX_INFLIGHT_REQUESTS = 16
 # Bytes asked of the socket per read: a 1,000-record batch arrives in one or two.
 RECV_BYTES = 256 * 1024
+# Frames longer than this are decoded (and validated) in a worker thread: decoding
+# costs per object, up to ~40 ns per byte of the densest msgpack, so this bounds the
+# event-loop time one frame can take to ~45 ms, while a producer's default 1 MiB
+# request (records are one bin: ~0.1 ms to decode) stays inline and skips a thread hop.
+INLINE_DECODE_MAX_BYTES = 1024 * 1024 + 64 * 1024
 # Encoded responses a connection may hold for a client that reads slowly; past it
 # the handler pauses (16 queued 55 MiB fetch answers would otherwise be ~1 GiB).
 MAX_QUEUED_RESPONSE_BYTES = 64 * 1024 * 1024
@@ -63,6 +78,8 @@ _conn_ids = itertools.count(1)
 class _Frame:
     obj: Any
     arrived: float
+    large: bool  # longer than INLINE_DECODE_MAX_BYTES: validated off the loop too
+    reserved: int  # bytes it holds in the broker-wide memory budget until handled
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,16 +119,9 @@ class ConnectionState:
     close_reason: str = "eof"
     last_activity: float = field(default_factory=trio.current_time)
     queued_bytes: int = 0  # encoded responses waiting for the writer
+    held_bytes: int = 0  # what this connection holds in the broker-wide memory budget
     room: trio.Event = field(default_factory=trio.Event)  # set when queued_bytes drops
     reader_scope: trio.CancelScope = field(default_factory=trio.CancelScope)
-
-
-_MSGPACK_TYPES = {tuple: "array", list: "array", bytes: "bin", type(None): "nil"}
-
-
-def _msgpack_type(obj: object) -> str:
-    """The msgpack name of a decoded value's type, for error messages."""
-    return _MSGPACK_TYPES.get(type(obj), type(obj).__name__)
 
 
 def _peer_name(stream: trio.abc.Stream) -> str:
@@ -125,10 +135,47 @@ def _peer_name(stream: trio.abc.Stream) -> str:
     return f"{host}:{port}"
 
 
+# Linux TCP states (tcp_states.h) in which the peer has sent FIN or the socket is gone.
+_TCP_PEER_CLOSED_STATES = frozenset({7, 8, 9})  # CLOSE, CLOSE_WAIT, LAST_ACK
+
+
+def _peer_gone_check(stream: trio.abc.Stream) -> Callable[[], bool]:
+    """Whether the client has closed its side, without reading: the data it pipelined
+    may still be queued ahead of its FIN (TCP_INFO's state is CLOSE_WAIT then)."""
+    sock = getattr(stream, "socket", None)
+    tcp_info = getattr(socket, "TCP_INFO", None)
+    if sock is None or tcp_info is None:
+        return lambda: False
+
+    def gone() -> bool:
+        try:
+            state = sock.getsockopt(socket.IPPROTO_TCP, tcp_info, 1)[0]
+        except OSError:
+            return True
+        return state in _TCP_PEER_CLOSED_STATES
+
+    return gone
+
+
+def _hold(ctx: BrokerContext, state: ConnectionState, size: int) -> None:
+    ctx.memory.charge(size)
+    state.held_bytes += size
+
+
+def _let_go(ctx: BrokerContext, state: ConnectionState, size: int) -> None:
+    ctx.memory.release(size)
+    state.held_bytes -= size
+
+
+def _is_fetch(obj: object) -> bool:
+    return isinstance(obj, dict) and obj.get("api") == "fetch"
+
+
 async def serve_connection(stream: trio.abc.Stream, ctx: BrokerContext) -> None:
     """Serve one client until it disconnects, misbehaves, idles out or the broker drains."""
     state = ConnectionState(conn_id=next(_conn_ids), peer=_peer_name(stream))
     structlog.contextvars.bind_contextvars(conn_id=state.conn_id, peer=state.peer)
+    peer_gone.set(_peer_gone_check(stream))  # long polls end when the client leaves
     ctx.connection_opened(state)
     try:
         async with stream:
@@ -168,9 +215,25 @@ async def _read_frames(
     # first byte (slowloris); the 30 s default lets a 100 MiB frame through at ~3.5 MB/s.
     frame_timeout_s = ctx.config.socket_request_read_timeout_ms / 1000
     frame_started: float | None = None  # when the first byte of a partial frame came
+    reserved = 0  # budget bytes taken for the partial frame at the head of the decoder
     async with req_send:
         with state.reader_scope:
             while True:
+                try:
+                    announced = decoder.announced_bytes()
+                except FrameError as exc:
+                    ctx.inflight_changed(state, +1)
+                    state.close_reason = "bad_frame"
+                    await req_send.send(_Fatal(exc))
+                    return
+                if announced is not None and not reserved:
+                    # The body is not buffered until the budget has room: meanwhile this
+                    # connection is not read (muted), and TCP pushes back on the client.
+                    await ctx.memory.acquire(announced)
+                    state.held_bytes += announced
+                    reserved = announced
+                    if frame_started is not None:
+                        frame_started = trio.current_time()  # the wait was ours
                 # Idle = nothing in flight and no traffic either way for idle_s.
                 deadline = state.last_activity + idle_s
                 if frame_started is not None:
@@ -207,10 +270,19 @@ async def _read_frames(
                 completed = 0
                 try:
                     decoder.feed(data)
-                    for obj in decoder:
+                    while (size := decoder.next_frame_bytes()) is not None:
+                        if not reserved:  # arrived whole in one read: already in memory
+                            _hold(ctx, state, size)
+                            reserved = size
+                        large = size > INLINE_DECODE_MAX_BYTES
+                        if large:
+                            _, obj = await trio.to_thread.run_sync(decoder.next_message)
+                        else:
+                            _, obj = decoder.next_message()
                         completed += 1
                         ctx.inflight_changed(state, +1)
-                        await req_send.send(_Frame(obj, time.perf_counter()))
+                        frame, reserved = _Frame(obj, time.perf_counter(), large, reserved), 0
+                        await req_send.send(frame)
                     if not decoder.buffered_bytes:
                         frame_started = None
                     elif completed:
@@ -238,11 +310,16 @@ async def _handle_frames(
                 return
             if not isinstance(item.obj, dict):
                 # PROTOCOL.md §1: a frame that is not a map is answered, then closed.
-                error = InvalidRequest(f"request must be a map, got {_msgpack_type(item.obj)}")
+                error = InvalidRequest(f"request must be a map, got {msgpack_type_name(item.obj)}")
                 state.close_reason = "bad_frame"
                 await out_send.send(_Fatal(error))
                 return
-            result = await handle_request(ctx, item.obj, item.arrived)
+            if _is_fetch(item.obj):
+                await ctx.memory.wait_for_room()  # its answer may be large
+            try:
+                result = await handle_request(ctx, item.obj, item.arrived, large=item.large)
+            finally:
+                _let_go(ctx, state, item.reserved)
             if isinstance(result, PendingResponse):
                 slot = _Slot()
                 nursery.start_soon(slot.fill, result)
@@ -251,6 +328,7 @@ async def _handle_frames(
             body = None if result is None else _encode(result)
             if body is not None:
                 state.queued_bytes += _memory_bytes(body)
+                _hold(ctx, state, _memory_bytes(body))
             await out_send.send(body)
             while state.queued_bytes > MAX_QUEUED_RESPONSE_BYTES:
                 state.room = trio.Event()
@@ -280,6 +358,8 @@ async def _write_responses(
                     state.queued_bytes -= _memory_bytes(body)
             if body is not None:
                 await _send(stream, body)
+                if not isinstance(item, _Slot):
+                    _let_go(ctx, state, _memory_bytes(body))
                 state.room.set()
             state.last_activity = trio.current_time()
             ctx.inflight_changed(state, -1)

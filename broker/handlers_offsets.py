@@ -16,13 +16,17 @@ from __future__ import annotations
 
 import threading
 import weakref
+from dataclasses import dataclass
 from typing import Any
 
 import trio
 
-from protocol.batch import encode_batch, iter_headers, iter_records
+from broker.logging import get_logger
+from protocol.batch import decode_records, encode_batch, iter_headers
 from protocol.errors import (
     InvalidRequest,
+    InvalidTopic,
+    TidelogError,
     TopicAlreadyExists,
     UnknownTopicOrPartition,
 )
@@ -39,10 +43,25 @@ from protocol.offsets_schema import (
     parse_offset_record,
 )
 
-__all__ = ["OFFSETS_HANDLERS", "OffsetStore", "commit_offsets", "fetch_offsets"]
+__all__ = [
+    "INTERNAL_TOPICS",
+    "OFFSETS_HANDLERS",
+    "OffsetStore",
+    "OffsetStoreStatistics",
+    "check_not_internal",
+    "commit_offsets",
+    "fetch_offsets",
+]
 
-# The internal topic's settings: compacted, Kafka's offsets.topic.segment.bytes.
-OFFSETS_TOPIC_CONFIG = {"cleanup.policy": "compact", "segment.bytes": 104857600}
+log = get_logger(component="offsets")
+
+# Topics only the broker writes, creates, reconfigures or deletes (Kafka's
+# Topic.isInternal); clients may read and describe them.
+INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC})
+
+# The internal topic's settings when the broker creates it: compacted, with
+# segment.bytes from the broker's offsets.topic.segment.bytes (clients cannot alter it).
+OFFSETS_TOPIC_POLICY = "compact"
 # Bytes read per fetch while loading the topic.
 LOAD_READ_BYTES = 4 * 1024 * 1024
 
@@ -52,21 +71,55 @@ _stores: weakref.WeakKeyDictionary[Any, OffsetStore] = weakref.WeakKeyDictionary
 _stores_lock = threading.Lock()
 
 
-class OffsetStore:
-    """Committed positions of every group over one LogManager. Thread-safe, blocking."""
+def check_not_internal(topic: str, action: str) -> None:
+    """INVALID_TOPIC_EXCEPTION for a client's write, create, alter or delete of an
+    internal topic (what Kafka answers a produce or delete_records to one)."""
+    if topic in INTERNAL_TOPICS:
+        raise InvalidTopic(f"cannot {action} internal topic {topic}: it is managed by the broker")
 
-    def __init__(self, manager: Any) -> None:
+
+@dataclass(frozen=True, slots=True)
+class OffsetStoreStatistics:
+    """What the latest load of `__consumer_offsets` found (STYLE item 11)."""
+
+    loaded_records: int  # commits and tombstones applied
+    malformed_records: int  # records skipped: not a valid key/value (or undecodable batch)
+    unreadable_ranges: int  # reads that failed (fenced damage); skipped to the next segment
+
+
+def _next_segment_base(plog: Any, offset: int) -> int:
+    """The first segment base above `offset`, or the high watermark (ends the load)."""
+    bases = [info.base_offset for info in plog.segments_info() if info.base_offset > offset]
+    return min(bases, default=plog.high_watermark)
+
+
+class OffsetStore:
+    """Committed positions of every group over one LogManager. Thread-safe, blocking.
+
+    Rebuilt from a log anyone's bug could have written: a record that is not a valid
+    commit is skipped and counted, a batch that cannot be decoded or a range that
+    cannot be read is skipped, so one bad record never stops every group's offsets.
+    """
+
+    def __init__(self, manager: Any, segment_bytes: int) -> None:
         self._manager = manager
+        self._topic_config = {
+            "cleanup.policy": OFFSETS_TOPIC_POLICY,
+            "segment.bytes": segment_bytes,
+        }
         self._lock = threading.Lock()
         self._positions: dict[Key, OffsetAndMetadata] = {}
         self._loaded = False
+        self._stats = OffsetStoreStatistics(0, 0, 0)
+        self._first_skipped: int | None = None
 
     @classmethod
-    def of(cls, manager: Any) -> OffsetStore:
+    def of(cls, manager: Any, segment_bytes: int) -> OffsetStore:
+        """The store of `manager` (made on first use, with that segment size)."""
         with _stores_lock:
             store = _stores.get(manager)
             if store is None:
-                store = _stores[manager] = cls(manager)
+                store = _stores[manager] = cls(manager, segment_bytes)
             return store
 
     def _log(self, *, create: bool) -> Any:
@@ -74,7 +127,7 @@ class OffsetStore:
             if not create:
                 return None
             try:
-                self._manager.create_topic(OFFSETS_TOPIC, 1, OFFSETS_TOPIC_CONFIG)
+                self._manager.create_topic(OFFSETS_TOPIC, 1, self._topic_config)
             except TopicAlreadyExists:
                 pass
         return self._manager.get_log(OFFSETS_TOPIC, 0)
@@ -82,24 +135,64 @@ class OffsetStore:
     def _load_locked(self) -> None:
         if self._loaded:
             return
-        log = self._log(create=False)
-        if log is not None:
-            offset = log.log_start_offset
-            while offset < log.high_watermark:
-                data = log.read(offset, LOAD_READ_BYTES).records
-                if not data:
+        plog = self._log(create=False)
+        loaded = malformed = unreadable = 0
+        if plog is not None:
+            policy = self._manager.topic_config(OFFSETS_TOPIC).cleanup_policy
+            if policy != {OFFSETS_TOPIC_POLICY}:  # made by a client before it was refused
+                log.warning("offsets_topic_misconfigured", cleanup_policy=sorted(policy))
+            offset = plog.log_start_offset
+            while offset < plog.high_watermark:
+                try:
+                    data = plog.read(offset, LOAD_READ_BYTES).records
+                    headers = list(iter_headers(data))
+                except TidelogError as exc:  # fenced damage: go on at the next segment
+                    unreadable += 1
+                    log.error("offsets_load_unreadable", offset=offset, error=exc.code)
+                    offset = _next_segment_base(plog, offset)
+                    continue
+                if not headers:
                     break
-                for record in iter_records(data):
-                    parsed = parse_offset_record(record.key, record.value)
-                    if parsed is None:
-                        continue
-                    key, position = parsed
-                    if position is None:
-                        self._positions.pop(key, None)
-                    else:
-                        self._positions[key] = position
-                offset = max(h.next_offset for _, h in iter_headers(data))
+                for pos, header in headers:
+                    applied, skipped = self._apply_batch(data, pos, header)
+                    loaded, malformed = loaded + applied, malformed + skipped
+                    offset = header.next_offset
+        self._stats = OffsetStoreStatistics(loaded, malformed, unreadable)
+        if malformed or unreadable:
+            log.warning(
+                "offsets_load_skipped",
+                topic=OFFSETS_TOPIC,
+                malformed_records=malformed,
+                first_malformed_offset=self._first_skipped,
+                unreadable_ranges=unreadable,
+            )
         self._loaded = True
+
+    def _apply_batch(self, data: bytes, pos: int, header: Any) -> tuple[int, int]:
+        """(records applied, records skipped) of the batch at `pos`."""
+        try:
+            records = decode_records(data, pos)
+        except TidelogError:
+            if self._first_skipped is None:
+                self._first_skipped = header.base_offset
+            return 0, header.record_count
+        applied = 0
+        for record in records:
+            parsed = parse_offset_record(record.key, record.value)
+            if parsed is None:
+                if self._first_skipped is None:
+                    self._first_skipped = record.offset
+                continue
+            key, position = parsed
+            if position is None:
+                self._positions.pop(key, None)
+            else:
+                self._positions[key] = position
+            applied += 1
+        return applied, len(records) - applied
+
+    def statistics(self) -> OffsetStoreStatistics:
+        return self._stats
 
     def commit(
         self, group: str, entries: list[tuple[str, int, OffsetAndMetadata]], now_ms: int
@@ -109,7 +202,7 @@ class OffsetStore:
             return
         with self._lock:
             self._load_locked()
-            log = self._log(create=True)
+            plog = self._log(create=True)
             rows = [
                 (
                     offset_key(group, t, p),
@@ -119,8 +212,8 @@ class OffsetStore:
                 )
                 for t, p, pos in entries
             ]
-            info = log.append(encode_batch(rows))
-            log.flush(info.last_offset + 1)
+            info = plog.append(encode_batch(rows))
+            plog.flush(info.last_offset + 1)
             for topic, partition, position in entries:
                 self._positions[(group, topic, partition)] = position
 
@@ -129,6 +222,10 @@ class OffsetStore:
         with self._lock:
             self._load_locked()
             return {(t, p): pos for (g, t, p), pos in self._positions.items() if g == group}
+
+
+def _store(ctx: Any) -> OffsetStore:
+    return OffsetStore.of(ctx.manager, ctx.config.offsets_topic_segment_bytes)
 
 
 def _check_group(group: str) -> None:
@@ -156,6 +253,8 @@ async def commit_offsets(ctx: Any, body: dict[str, Any]) -> dict[str, Any]:
         for p in topic["partitions"]:
             if len(p["metadata"]) > MAX_METADATA_CHARS:
                 raise InvalidRequest(f"metadata: longer than {MAX_METADATA_CHARS} characters")
+            if p["offset"] < 0:  # a position is an offset to read next, never negative
+                raise InvalidRequest(f"offset: must be >= 0, got {p['offset']}")
             problem = _partition_error(ctx.manager, topic["topic"], p["partition"])
             if problem is None:
                 position = OffsetAndMetadata(p["offset"], p["metadata"])
@@ -170,16 +269,17 @@ async def commit_offsets(ctx: Any, body: dict[str, Any]) -> dict[str, Any]:
                     }
                 )
         answer.append({"topic": topic["topic"], "partitions": parts})
-    store = OffsetStore.of(ctx.manager)
+    store = _store(ctx)
     await trio.to_thread.run_sync(store.commit, group, accepted, ctx.clock_ms())
     return {"topics": answer}
 
 
 async def fetch_offsets(ctx: Any, body: dict[str, Any]) -> dict[str, Any]:
-    """The group's positions (-1 where nothing was committed)."""
+    """The group's positions (-1 where nothing was committed); a partition with no
+    commit that does not exist either gets UNKNOWN_TOPIC_OR_PARTITION, as in commit."""
     group = body["group"]
     _check_group(group)
-    store = OffsetStore.of(ctx.manager)
+    store = _store(ctx)
     committed = await trio.to_thread.run_sync(store.fetch, group)
     wanted = body["topics"]
     if wanted is None:
@@ -196,13 +296,16 @@ async def fetch_offsets(ctx: Any, body: dict[str, Any]) -> dict[str, Any]:
         parts = []
         for partition in partitions:
             position = committed.get((topic, partition))
+            problem = None
+            if position is None:
+                problem = _partition_error(ctx.manager, topic, partition)
             parts.append(
                 {
                     "partition": partition,
                     "offset": NO_OFFSET if position is None else position.offset,
                     "metadata": "" if position is None else position.metadata,
-                    "error": None,
-                    "message": None,
+                    "error": None if problem is None else UnknownTopicOrPartition.code,
+                    "message": problem,
                 }
             )
         answer.append({"topic": topic, "partitions": parts})

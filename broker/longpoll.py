@@ -14,8 +14,9 @@ before it is already visible to the read.
 from __future__ import annotations
 
 import weakref
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 import trio
@@ -23,6 +24,13 @@ import trio
 # A fetch never parks longer than this, whatever `max_wait_ms` asks: a client
 # asking for a year would otherwise pin a connection and its buffers forever.
 FETCH_MAX_WAIT_MS_CAP = 300_000
+# How often a waiting fetch checks that its client is still there: a client that
+# pipelined frames behind a long poll and left must not pin them for the whole wait.
+PEER_CHECK_INTERVAL_S = 0.5
+
+# "Has the client of the current request gone?", set per connection by
+# broker.connection (the handler tasks inherit it); never, outside a connection.
+peer_gone: ContextVar[Callable[[], bool]] = ContextVar("peer_gone", default=lambda: False)
 
 
 class Subscription:
@@ -32,13 +40,18 @@ class Subscription:
         self.event = trio.Event()
 
     async def wait_until(self, deadline: float) -> bool:
-        """Sleep until an append or `deadline` (trio time); True if woken by an append.
+        """Sleep until an append, `deadline` (trio time) or the client's disconnect
+        (`peer_gone`, checked every PEER_CHECK_INTERVAL_S); True if woken by an append.
 
         Re-arms before returning, so an append during the caller's next read wakes
         the next wait instead of being lost.
         """
-        with trio.move_on_at(deadline):
-            await self.event.wait()
+        gone = peer_gone.get()
+        while True:
+            with trio.move_on_at(min(deadline, trio.current_time() + PEER_CHECK_INTERVAL_S)):
+                await self.event.wait()
+            if self.event.is_set() or trio.current_time() >= deadline or gone():
+                break
         woken = self.event.is_set()
         self.event = trio.Event()
         return woken

@@ -59,6 +59,11 @@ EXIT_FAILURE = 1
 EXIT_CONFIG = 2
 
 
+class ShutdownFailed(Exception):
+    """Closing the logs failed after the broker had served (e.g. a full disk): reported
+    as `shutdown_failed`, not as a failed start. The cause is chained."""
+
+
 @dataclass
 class BrokerHandle:
     """What `serve_broker` reports once it accepts connections."""
@@ -154,7 +159,10 @@ async def serve_broker(
             with trio.CancelScope(shield=True):
                 cleaner.request_stop()  # running cleanings give up at their next chunk
                 await scheduler.aclose()  # no task may touch the logs while they close
-                await trio.to_thread.run_sync(manager.close)
+                try:
+                    await trio.to_thread.run_sync(manager.close)
+                except (TidelogError, OSError) as exc:
+                    raise ShutdownFailed(str(exc)) from exc
                 log.info("shutdown_complete")
             services.cancel_scope.cancel()
 
@@ -335,14 +343,15 @@ def run_serve(args: Any) -> int:
     _tune_gc()
     try:
         trio.run(_run_with_signals, config)
-    except (TidelogError, OSError, BaseExceptionGroup) as exc:
+    except (TidelogError, OSError, ShutdownFailed, BaseExceptionGroup) as exc:
         cause = _first_leaf(exc)
+        if isinstance(cause, ShutdownFailed):
+            log.error("shutdown_failed", error=_error_code(cause.__cause__), reason=str(cause))
+            return EXIT_FAILURE
         if not isinstance(cause, TidelogError | OSError):
             raise
-        if isinstance(cause, TidelogError):
-            log.error("startup_failed", error=cause.code, reason=cause.message)
-        else:
-            log.error("startup_failed", error="OS_ERROR", reason=str(cause))
+        reason = cause.message if isinstance(cause, TidelogError) else str(cause)
+        log.error("startup_failed", error=_error_code(cause), reason=reason)
         return EXIT_FAILURE
     return EXIT_OK
 
@@ -353,6 +362,10 @@ def _tune_gc() -> None:
     gc.freeze()
     _, gen1, gen2 = gc.get_threshold()
     gc.set_threshold(GC_GEN0_THRESHOLD, gen1, gen2)
+
+
+def _error_code(exc: BaseException | None) -> str:
+    return exc.code if isinstance(exc, TidelogError) else "OS_ERROR"
 
 
 def _first_leaf(exc: BaseException) -> BaseException:

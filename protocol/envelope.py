@@ -28,6 +28,26 @@ def _is_int(value: object) -> bool:
     return type(value) is int
 
 
+_MSGPACK_TYPES = {
+    tuple: "array",
+    list: "array",
+    dict: "map",
+    bytes: "bin",
+    bytearray: "bin",
+    type(None): "nil",
+    str: "str",
+    int: "int",
+    float: "float",
+    bool: "bool",
+}
+
+
+def msgpack_type_name(value: object) -> str:
+    """The msgpack name of a decoded value's type, for messages to the peer (who sent
+    msgpack, not Python: an array, not a tuple)."""
+    return _MSGPACK_TYPES.get(type(value), type(value).__name__)
+
+
 @dataclass(frozen=True, slots=True)
 class Request:
     """One request envelope; `body` is the API's fields, not yet validated."""
@@ -95,11 +115,11 @@ def _require(obj: dict[str, Any], key: str, kind: type, kind_name: str) -> Any:
     value = obj[key]
     if kind is int:
         if not _is_int(value):
-            raise InvalidRequest(f"key {key!r} must be an int, got {type(value).__name__}")
+            raise InvalidRequest(f"key {key!r} must be an int, got {msgpack_type_name(value)}")
         if not ID_MIN <= value <= ID_MAX:
             raise InvalidRequest(f"key {key!r} is out of int64 range")
     elif not isinstance(value, kind):
-        raise InvalidRequest(f"key {key!r} must be {kind_name}, got {type(value).__name__}")
+        raise InvalidRequest(f"key {key!r} must be {kind_name}, got {msgpack_type_name(value)}")
     return value
 
 
@@ -110,14 +130,14 @@ def parse_request(obj: object) -> Request:
     schemas' business (`protocol.schemas.validate_request`).
     """
     if not isinstance(obj, dict):
-        raise InvalidRequest(f"request must be a map, got {type(obj).__name__}")
+        raise InvalidRequest(f"request must be a map, got {msgpack_type_name(obj)}")
     api = _require(obj, "api", str, "a str")
     v = _require(obj, "v", int, "an int")
     request_id = _require(obj, "id", int, "an int")
     client = obj.get("client")
     if client is not None:
         if not isinstance(client, str):
-            raise InvalidRequest(f"key 'client' must be a str, got {type(client).__name__}")
+            raise InvalidRequest(f"key 'client' must be a str, got {msgpack_type_name(client)}")
         if len(client) > MAX_CLIENT_ID_CHARS:
             raise InvalidRequest(f"key 'client' is longer than {MAX_CLIENT_ID_CHARS} chars")
     body = _require(obj, "body", dict, "a map")
@@ -131,18 +151,20 @@ def parse_response(obj: object) -> Response:
     uses for a malformed request: the peer broke the contract.)
     """
     if not isinstance(obj, dict):
-        raise InvalidRequest(f"response must be a map, got {type(obj).__name__}")
+        raise InvalidRequest(f"response must be a map, got {msgpack_type_name(obj)}")
     request_id = _require(obj, "id", int, "an int")
     error = obj.get("error")
     message = obj.get("message")
     body = obj.get("body")
     if error is not None and not isinstance(error, str):
-        raise InvalidRequest(f"key 'error' must be a str or nil, got {type(error).__name__}")
+        raise InvalidRequest(f"key 'error' must be a str or nil, got {msgpack_type_name(error)}")
     if message is not None and not isinstance(message, str):
-        raise InvalidRequest(f"key 'message' must be a str or nil, got {type(message).__name__}")
+        raise InvalidRequest(
+            f"key 'message' must be a str or nil, got {msgpack_type_name(message)}"
+        )
     if error is None:
         if not isinstance(body, dict):
-            raise InvalidRequest(f"key 'body' must be a map, got {type(body).__name__}")
+            raise InvalidRequest(f"key 'body' must be a map, got {msgpack_type_name(body)}")
     else:
         body = None
     return Response(id=request_id, error=error, message=message, body=body)

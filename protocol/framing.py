@@ -138,7 +138,16 @@ def decode_body(body: bytes | bytearray | memoryview) -> Any:
     try:
         return msgpack.unpackb(body, raw=False, use_list=False, strict_map_key=True)
     except Exception as exc:  # msgpack raises a zoo of types for bad input
-        raise FrameDecodeError(f"undecodable frame: {type(exc).__name__}: {exc}") from exc
+        raise FrameDecodeError(f"undecodable frame: {_why_undecodable(body, exc)}") from exc
+
+
+def _why_undecodable(body: bytes | bytearray | memoryview, exc: Exception) -> str:
+    """A reason for the peer: msgpack's FormatError and StackError carry no message."""
+    if isinstance(exc, msgpack.FormatError):
+        return f"not msgpack: reserved or unknown type byte (first byte 0x{body[0]:02x})"
+    if isinstance(exc, msgpack.StackError):
+        return "not msgpack: arrays or maps nested too deep"
+    return f"{type(exc).__name__}: {exc}" if str(exc) else f"not msgpack ({type(exc).__name__})"
 
 
 class FrameDecoder:
@@ -200,6 +209,29 @@ class FrameDecoder:
             self._buf[self._start : self._start + LENGTH_SIZE], self.max_frame_bytes
         )
         return max(0, LENGTH_SIZE + length - available)
+
+    def announced_bytes(self) -> int | None:
+        """The body length the next frame's header announces, once its 4 bytes are in
+        (whether or not the body is); None before. Raises like `next_message`."""
+        if self._failed is not None:
+            raise self._failed
+        if self.buffered_bytes < LENGTH_SIZE:
+            return None
+        try:
+            return frame_length(
+                self._buf[self._start : self._start + LENGTH_SIZE], self.max_frame_bytes
+            )
+        except FrameError as exc:
+            self._failed = exc
+            raise
+
+    def next_frame_bytes(self) -> int | None:
+        """The body length of the next frame if it is complete (so a caller can decode a
+        large one off its event loop), else None; raises like `next_message`."""
+        length = self.announced_bytes()
+        if length is None:
+            return None
+        return length if self.buffered_bytes >= LENGTH_SIZE + length else None
 
     def next_message(self) -> tuple[bool, Any]:
         """`(True, obj)` for the next complete frame, or `(False, None)` if none is complete."""

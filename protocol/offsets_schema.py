@@ -40,6 +40,7 @@ from protocol.schemas import (
     Nullable,
     Str,
     Struct,
+    TopicPartitions,
     opt,
 )
 
@@ -59,7 +60,7 @@ COMMIT_OFFSETS_SCHEMA = ApiSchema(
     COMMIT_OFFSETS,
     Struct(
         group=Str(),
-        topics=ListOf(
+        topics=TopicPartitions(
             Struct(
                 topic=Str(),
                 partitions=ListOf(Struct(partition=INT32, offset=INT64, metadata=opt(Str(), ""))),
@@ -81,7 +82,9 @@ FETCH_OFFSETS_SCHEMA = ApiSchema(
     Struct(
         group=Str(),
         topics=opt(
-            Nullable(ListOf(Struct(topic=Str(), partitions=opt(Nullable(ListOf(INT32)), None)))),
+            Nullable(
+                TopicPartitions(Struct(topic=Str(), partitions=opt(Nullable(ListOf(INT32)), None)))
+            ),
             None,
         ),
     ),
@@ -133,19 +136,43 @@ def offset_value(offset: int, metadata: str, commit_timestamp_ms: int) -> bytes:
 def parse_offset_record(
     key: bytes | None, value: bytes | None
 ) -> tuple[tuple[str, str, int], OffsetAndMetadata | None] | None:
-    """((group, topic, partition), position or None for a tombstone); None if not ours."""
+    """((group, topic, partition), position or None for a tombstone); None if malformed.
+
+    Anything could be in the log (a bug, an old broker, a damaged file), so every
+    field is checked against the range it was written in: a str group of 1-249
+    characters, a str topic, an int32 partition >= 0, an int64 offset >= 0 (never a
+    float or a bool), a str metadata. A record failing any check is not ours.
+    """
     if key is None:
         return None
     try:
-        group, topic, partition = msgpack.unpackb(key, raw=False)
+        parts = msgpack.unpackb(key, raw=False)
+        if not isinstance(parts, list) or len(parts) != 3:
+            return None
+        group, topic, partition = parts
+        if not _valid_key(group, topic, partition):
+            return None
         if value is None:
             return (group, topic, partition), None
         fields = msgpack.unpackb(value, raw=False)
-        return (group, topic, partition), OffsetAndMetadata(
-            int(fields["offset"]), str(fields.get("metadata", ""))
-        )
-    except (ValueError, TypeError, KeyError, msgpack.UnpackException):
+    except (ValueError, TypeError, msgpack.UnpackException):
         return None
+    if not isinstance(fields, dict):
+        return None
+    offset, metadata = fields.get("offset"), fields.get("metadata", "")
+    if type(offset) is not int or not 0 <= offset <= INT64.hi or not isinstance(metadata, str):
+        return None
+    return (group, topic, partition), OffsetAndMetadata(offset, metadata)
+
+
+def _valid_key(group: object, topic: object, partition: object) -> bool:
+    return (
+        isinstance(group, str)
+        and 1 <= len(group) <= MAX_GROUP_CHARS
+        and isinstance(topic, str)
+        and type(partition) is int
+        and 0 <= partition <= INT32.hi
+    )
 
 
 # --- typed calls ---------------------------------------------------------------

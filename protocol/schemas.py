@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from protocol.envelope import Request
+from protocol.envelope import Request, msgpack_type_name
 from protocol.errors import InvalidRequest, InvalidTopic, UnsupportedVersion
 
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
@@ -32,6 +32,10 @@ MAX_LIST_ITEMS = 100_000
 
 # Config maps are small in practice; a huge one is a mistake or an attack.
 MAX_CONFIG_ENTRIES = 1_000
+
+# Partitions one request may name, over all its topics: the broker's work per
+# request is per partition, and this bounds it (a Tidelog limit; Kafka has none).
+MAX_PARTITIONS_PER_REQUEST = 10_000
 
 # PROTOCOL.md §4: legal topic names are 1-249 chars of [a-zA-Z0-9._-], not "." or "..".
 MAX_TOPIC_NAME_CHARS = 249
@@ -50,7 +54,7 @@ class _Invalid(Exception):
 
 
 def _type_name(value: object) -> str:
-    return "nil" if value is None else type(value).__name__
+    return msgpack_type_name(value)
 
 
 class Schema:
@@ -233,9 +237,43 @@ class Struct(Schema):
         return out
 
 
+class TopicPartitions(Schema):
+    """`[{topic, partitions: [...]}]`: each (topic, partition) at most once (Kafka answers
+    a duplicate with INVALID_REQUEST), and at most MAX_PARTITIONS_PER_REQUEST partitions
+    in all, counted before any entry is checked so an oversized list costs nothing.
+
+    `partitions` items are partition numbers or maps with a `partition` key; nil means
+    "all" (fetch_offsets).
+    """
+
+    def __init__(self, topic: Struct) -> None:
+        self.topics = ListOf(topic)
+
+    def check(self, value: Any) -> Any:
+        if isinstance(value, list | tuple):
+            total = sum(
+                len(parts)
+                for t in value
+                if isinstance(t, dict) and isinstance(parts := t.get("partitions"), list | tuple)
+            )
+            if total > MAX_PARTITIONS_PER_REQUEST:
+                raise _Invalid(
+                    f"{total} partitions in one request, more than {MAX_PARTITIONS_PER_REQUEST}"
+                )
+        topics = self.topics.check(value)
+        seen: set[tuple[str, int]] = set()
+        for t in topics:
+            for part in t["partitions"] or ():
+                key = (t["topic"], part if type(part) is int else part["partition"])
+                if key in seen:
+                    raise _Invalid(f"partition {key[0]}-{key[1]} listed twice")
+                seen.add(key)
+        return topics
+
+
 def _topics(partition: Struct, **topic_fields: Schema | Field) -> Schema:
     """The `topics: [{topic, partitions: [...]}]` shape most APIs share."""
-    return ListOf(Struct(topic=Str(), partitions=ListOf(partition), **topic_fields))
+    return TopicPartitions(Struct(topic=Str(), partitions=ListOf(partition), **topic_fields))
 
 
 _ERROR = opt(Nullable(Str()), None)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from protocol.batch import encode_batch
-from protocol.errors import InvalidRequest, UnknownTopicOrPartition
+from protocol.errors import InvalidRequest, InvalidTopic, UnknownTopicOrPartition
 from protocol.offsets_schema import (
     OFFSETS_TOPIC,
     OffsetAndMetadata,
@@ -50,18 +50,22 @@ def test_commit_and_fetch(broker_factory: BrokerFactory):
         assert "commit_offsets" in client.api_versions()["apis"]
 
 
+# Rolling and cleaning the internal topic needs small segments (clients cannot alter it).
+SMALL_OFFSETS_SEGMENTS = (
+    "offsets.topic.segment.bytes=2048",
+    "log.cleaner.min.cleanable.ratio=0.01",
+)
+
+
 def test_commits_survive_kill_restart_and_compaction(broker_factory: BrokerFactory, tmp_path):
-    broker = broker_factory(*FAST_CLEANER)
+    broker = broker_factory(*FAST_CLEANER, *SMALL_OFFSETS_SEGMENTS)
     with Client(broker.bootstrap) as client:
         client.create_topic("events", 1)
-        for offset in range(1, 301):
+        for offset in range(1, 401):
             client.call(commit_offsets("g", {("events", 0): offset}))
-        # Rolling and cleaning the internal topic needs small segments.
-        client.alter_configs(
-            OFFSETS_TOPIC, set={"segment.bytes": 2048, "min.cleanable.dirty.ratio": 0.01}
-        )
-        for offset in range(301, 401):
-            client.call(commit_offsets("g", {("events", 0): offset}))
+        assert client.describe_configs(OFFSETS_TOPIC)["segment.bytes"]["value"] == 2048
+        with pytest.raises(InvalidTopic):
+            client.alter_configs(OFFSETS_TOPIC, set={"cleanup.policy": "delete"})
         wait_until(
             lambda: len(read_all(client, OFFSETS_TOPIC)) < 100, "the commits to be compacted"
         )

@@ -1,0 +1,117 @@
+"""The broker-wide memory budget for queued requests and answers (`queued.max.request.bytes`).
+
+Per-connection caps alone let N connections hold N times as much (issue 23 #6: 40
+connections pipelining 40 MiB fetches took the broker to 3.8 GB). Every connection
+draws from this one budget instead:
+
+- a request body larger than `SMALL_REQUEST_BYTES` is reserved (`acquire`) when its
+  length header arrives, before it is buffered: while the budget is full that
+  connection is not read, and TCP pushes back on its client (Kafka mutes the channel
+  when its memory pool is exhausted). One request larger than the whole budget is
+  still let in, alone. Smaller requests are charged without waiting, so a small
+  request from another client is never stuck behind the abusers;
+- a fetch is not started while the budget is full (`wait_for_room`), and its reads
+  are limited to the room left;
+- an encoded answer is charged when it is queued and released once it is sent.
+
+Trio thread only. Invariant: `used_bytes` is the sum of what is held; it exceeds the
+capacity only by charged answers and small requests. Freed memory is handed back to
+the OS (`malloc_trim`) once enough has been released, because glibc keeps freed heap
+pages, and raises its mmap threshold after large frees, so RSS would stay high.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+from dataclasses import dataclass
+
+import trio
+
+# Requests up to this size are charged without waiting for room: bounded by the
+# per-connection in-flight cap, and they keep small clients served while the
+# budget is held by large ones.
+SMALL_REQUEST_BYTES = 64 * 1024
+# After this many bytes are released, and once usage is low, freed heap pages are
+# returned to the OS (a trim walks the heap: a few ms, so not after every answer).
+TRIM_AFTER_FREED_BYTES = 64 * 1024 * 1024
+
+
+def _load_malloc_trim() -> ctypes._CFuncPtr | None:  # type: ignore[name-defined]
+    name = ctypes.util.find_library("c")
+    if name is None:
+        return None
+    trim = getattr(ctypes.CDLL(name), "malloc_trim", None)  # glibc only
+    if trim is not None:
+        trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
+    return trim
+
+
+_MALLOC_TRIM = _load_malloc_trim()
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryBudgetStatistics:
+    capacity_bytes: int
+    used_bytes: int
+    peak_bytes: int
+    waits: int  # times a connection was muted (a read or a fetch waited for room)
+    trims: int  # times freed memory was returned to the OS
+
+
+class MemoryBudget:
+    """Bytes of queued requests and unsent answers over every connection."""
+
+    def __init__(self, capacity_bytes: int) -> None:
+        if capacity_bytes < 1:
+            raise ValueError("capacity_bytes must be positive")
+        self.capacity_bytes = capacity_bytes
+        self.used_bytes = 0
+        self._peak = 0
+        self._waits = 0
+        self._trims = 0
+        self._freed = 0
+        self._lot = trio.lowlevel.ParkingLot()
+
+    def room(self) -> int:
+        """Bytes that may still be taken before the budget is full (never negative)."""
+        return max(self.capacity_bytes - self.used_bytes, 0)
+
+    async def acquire(self, size: int) -> None:
+        """Take `size` bytes, waiting while they do not fit (alone, anything fits)."""
+        if size > SMALL_REQUEST_BYTES and self.used_bytes and size > self.room():
+            self._waits += 1
+            while self.used_bytes and size > self.room():
+                await self._lot.park()
+        self.charge(size)
+
+    async def wait_for_room(self) -> None:
+        """Wait until the budget is not full (before work that will allocate)."""
+        if not self.room():
+            self._waits += 1
+            while not self.room():
+                await self._lot.park()
+
+    def charge(self, size: int) -> None:
+        """Take `size` bytes at once (memory that already exists)."""
+        self.used_bytes += size
+        self._peak = max(self._peak, self.used_bytes)
+
+    def release(self, size: int, *, freed: bool = True) -> None:
+        """Give back `size` bytes and wake whoever waits for room; `freed=False` when no
+        memory was actually let go (a reservation that was never filled)."""
+        self.used_bytes -= size
+        self._lot.unpark_all()
+        if not freed:
+            return
+        self._freed += size
+        if self._freed >= TRIM_AFTER_FREED_BYTES and self.used_bytes <= self.capacity_bytes // 4:
+            self._freed = 0
+            if _MALLOC_TRIM is not None:
+                _MALLOC_TRIM(0)
+                self._trims += 1
+
+    def statistics(self) -> MemoryBudgetStatistics:
+        return MemoryBudgetStatistics(
+            self.capacity_bytes, self.used_bytes, self._peak, self._waits, self._trims
+        )

@@ -1,0 +1,58 @@
+"""The broker-wide memory budget (queued.max.request.bytes): who waits, who does not."""
+
+from __future__ import annotations
+
+import trio
+import trio.testing
+
+from broker.membudget import SMALL_REQUEST_BYTES, MemoryBudget
+
+MIB = 1024 * 1024
+
+
+async def test_a_large_request_waits_until_room_is_released() -> None:
+    budget = MemoryBudget(8 * MIB)
+    budget.charge(6 * MIB)
+    got = trio.Event()
+
+    async def reader() -> None:
+        await budget.acquire(4 * MIB)
+        got.set()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(reader)
+        await trio.testing.wait_all_tasks_blocked()
+        assert not got.is_set()  # muted: 6 + 4 > 8
+        budget.release(3 * MIB)
+        await got.wait()
+    assert budget.used_bytes == 7 * MIB
+    assert budget.statistics().waits == 1
+
+
+async def test_small_requests_and_a_lone_oversized_one_never_wait() -> None:
+    budget = MemoryBudget(2 * MIB)
+    budget.charge(2 * MIB)
+    with trio.move_on_after(5) as scope:
+        await budget.acquire(SMALL_REQUEST_BYTES)  # a neighbour's small request
+    assert not scope.cancelled_caught
+    budget.release(2 * MIB + SMALL_REQUEST_BYTES)
+    await budget.acquire(10 * MIB)  # alone, anything fits
+    assert budget.used_bytes == 10 * MIB
+    assert budget.room() == 0
+
+
+async def test_fetches_wait_while_the_budget_is_full() -> None:
+    budget = MemoryBudget(MIB)
+    budget.charge(MIB)
+    done = trio.Event()
+
+    async def fetch() -> None:
+        await budget.wait_for_room()
+        done.set()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(fetch)
+        await trio.testing.wait_all_tasks_blocked()
+        assert not done.is_set()
+        budget.release(1)
+    assert done.is_set()
