@@ -31,6 +31,12 @@ def component_samples(ctx: Any, tasks: Any, cleaner: Any, readiness: Any) -> Ite
         storage.fenced_segments,
     )
     yield Sample(
+        "tidelog_recovery_quarantined_segments",
+        "gauge",
+        "Segment files load refused (overlapping, misplaced, out of range), renamed aside.",
+        storage.quarantined_segments,
+    )
+    yield Sample(
         "tidelog_longpoll_waiters",
         "gauge",
         "Fetches waiting for data (long poll).",

@@ -170,6 +170,7 @@ class Log:
         # Set by recovery when the log was opened: what the last start had to repair.
         self.recovery_truncated_bytes = 0
         self.fenced_segments = 0
+        self.quarantined_segments = 0
         self._listeners: list[AppendListener] = []
         self._log = log.bind(topic=topic, partition=partition)
 

@@ -80,6 +80,7 @@ class StorageStatistics:
     open_duration_s: float
     recovery_truncated_bytes: int
     fenced_segments: int
+    quarantined_segments: int
     topics: int
     partitions: int
     poisoned_partitions: int
@@ -415,6 +416,7 @@ class LogManager:
             open_duration_s=self._open_duration_s,
             recovery_truncated_bytes=sum(current.recovery_truncated_bytes for current in logs),
             fenced_segments=sum(current.fenced_segments for current in logs),
+            quarantined_segments=sum(current.quarantined_segments for current in logs),
             topics=len(self._topics),
             partitions=len(logs),
             poisoned_partitions=sum(1 for current in logs if current.poisoned),

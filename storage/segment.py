@@ -206,6 +206,10 @@ class Segment:
         self.next_offset = max(self.next_offset, self.base_offset)
         end = start
         for batch in self.iter_batches(start, self.size):
+            if batch.base_offset < self.next_offset or (
+                batch.last_offset - self.base_offset > INT_MAX
+            ):
+                break  # not the next batch of this segment: recovery rescans from here
             self.next_offset = batch.last_offset + 1
             end = batch.position + batch.size
             if batch.max_timestamp > self.max_timestamp:
