@@ -37,6 +37,12 @@ def component_samples(ctx: Any, tasks: Any, cleaner: Any, readiness: Any) -> Ite
         storage.quarantined_segments,
     )
     yield Sample(
+        "tidelog_storage_unloaded_topics",
+        "gauge",
+        "Topics left unloaded at start: their segments did not fit the fd budget.",
+        storage.unloaded_topics,
+    )
+    yield Sample(
         "tidelog_longpoll_waiters",
         "gauge",
         "Fetches waiting for data (long poll).",

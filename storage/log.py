@@ -46,7 +46,8 @@ from protocol.errors import (
     UnknownTopicOrPartition,
 )
 from storage import failpoints
-from storage.config import LogConfig
+from storage.config import INT_MAX, LogConfig
+from storage.fdbudget import FDS_PER_ACTIVE_SEGMENT, FdBudget
 from storage.fileio import FileIO
 from storage.files import DeletionQueue
 from storage.segment import Segment, SegmentInfo, TornAppendError
@@ -147,6 +148,7 @@ class Log:
         io: FileIO,
         clock_ms: Callable[[], int],
         deletion_queue: DeletionQueue,
+        fd_budget: FdBudget | None = None,
     ) -> None:
         if not segments:
             raise ValueError("a log needs at least one segment")
@@ -171,6 +173,10 @@ class Log:
         self.recovery_truncated_bytes = 0
         self.fenced_segments = 0
         self.quarantined_segments = 0
+        # Rolls skipped because the fd budget was spent (issue 23, finding 1).
+        self._fd_budget = fd_budget
+        self.rolls_deferred = 0
+        self._roll_deferred = False
         self._listeners: list[AppendListener] = []
         self._log = log.bind(topic=topic, partition=partition)
 
@@ -372,7 +378,32 @@ class Log:
         )
         if reason is None:
             return active
+        budget = self._fd_budget
+        if budget is not None and not budget.allows(FDS_PER_ACTIVE_SEGMENT):
+            return self._defer_roll(reason, active, chunk_bytes, budget)
         return self._roll_locked(reason, now_ms)
+
+    def _defer_roll(
+        self, reason: str, active: Segment, chunk_bytes: int, budget: FdBudget
+    ) -> Segment:
+        """No descriptors for a new segment: the active one takes the chunk while its
+        positions and relative offsets still fit an int32 (a full index only stops
+        taking entries: lookups scan further), else the append fails retriably."""
+        if reason == "relative_offset_overflow" or active.size + chunk_bytes > INT_MAX:
+            raise StorageError(
+                f"{self.topic}-{self.partition}: a new segment is needed ({reason}) but the "
+                f"file descriptor budget is spent: {budget.describe()}"
+            )
+        self.rolls_deferred += 1
+        if not self._roll_deferred:
+            self._roll_deferred = True
+            self._log.warning(
+                "segment_roll_deferred",
+                reason=reason,
+                base_offset=active.base_offset,
+                budget=budget.describe(),
+            )
+        return active
 
     def _roll_locked(self, reason: str, now_ms: int) -> Segment:
         active = self._segments[-1]
@@ -395,6 +426,7 @@ class Log:
         self._segments = [*self._segments, segment]
         self._bases = [*self._bases, new_base]
         self._dir_dirty = True
+        self._roll_deferred = False
         self._log.info(
             "segment_rolled",
             reason=reason,

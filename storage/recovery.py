@@ -44,6 +44,7 @@ import structlog
 from protocol.batch import HEADER, HEADER_SIZE, LOG_OVERHEAD, check_crc
 from protocol.errors import CorruptMessage
 from storage.config import LogConfig
+from storage.fdbudget import FdBudget
 from storage.fileio import FileIO
 from storage.files import (
     CLEANED_SUFFIX,
@@ -270,6 +271,7 @@ def open_log(
     recovery_point: int | None,
     log_start_offset: int | None,
     clean: bool,
+    fd_budget: FdBudget | None = None,
 ) -> Log:
     """Load (and after an unclean stop, recover) one partition directory into a Log."""
     started = time.monotonic()
@@ -405,6 +407,7 @@ def open_log(
         io=io,
         clock_ms=clock_ms,
         deletion_queue=deletion_queue,
+        fd_budget=fd_budget,
     )
     result_log.recovery_truncated_bytes = truncated_total
     result_log.quarantined_segments = quarantined
