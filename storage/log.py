@@ -37,6 +37,7 @@ from protocol.batch import (
     validate_batch,
 )
 from protocol.errors import (
+    CorruptMessage,
     InvalidRecord,
     InvalidTimestamp,
     MessageTooLarge,
@@ -171,7 +172,6 @@ class Log:
         self._deleted = False
         # Set by recovery when the log was opened: what the last start had to repair.
         self.recovery_truncated_bytes = 0
-        self.fenced_segments = 0
         self.quarantined_segments = 0
         # Rolls skipped because the fd budget was spent (issue 23, finding 1).
         self._fd_budget = fd_budget
@@ -210,6 +210,11 @@ class Log:
     @property
     def active_segment(self) -> Segment:
         return self._segments[-1]
+
+    @property
+    def fenced_segments(self) -> int:
+        """Segments with a fenced (damaged) range: found by recovery or by a read."""
+        return sum(1 for s in self._segments if s.fence_position is not None)
 
     @property
     def poisoned(self) -> bool:
@@ -525,6 +530,13 @@ class Log:
                     return Location(Extent(self, segment, *found), hw, start)
         except OSError as exc:
             raise self._read_error(exc) from exc
+        if offset < hw and "compact" not in self.config.cleanup_policy:
+            # Only compaction leaves offsets no batch holds: an empty answer here would
+            # stall a consumer below the high watermark for good.
+            raise CorruptMessage(
+                f"{self.topic}-{self.partition}: no batch holds offset {offset} or a later "
+                f"one although the high watermark is {hw}: the log has a hole"
+            )
         return Location(None, hw, start)
 
     def _read_error(self, exc: OSError) -> StorageError:

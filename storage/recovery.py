@@ -411,7 +411,6 @@ def open_log(
     )
     result_log.recovery_truncated_bytes = truncated_total
     result_log.quarantined_segments = quarantined
-    result_log.fenced_segments = sum(1 for s in segments if s.fence_position is not None)
     bound.info(
         "log_loaded",
         clean=clean,
