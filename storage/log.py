@@ -56,8 +56,6 @@ from storage.segment import Segment, SegmentInfo, TornAppendError
 log = structlog.get_logger("tidelog.storage")
 
 AppendListener = Callable[["Log"], None]
-# Kafka's RecordBatch.NO_TIMESTAMP: a record without a timestamp.
-NO_TIMESTAMP = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -244,6 +242,14 @@ class Log:
         """Check every batch; returns (position, offset count, max timestamp) per batch."""
         config = self.config
         cap = max_decompressed_bytes(config.max_message_bytes)
+        # Kafka's LogValidator: every CreateTime record within the bounds (a
+        # LogAppendTime topic overwrites the timestamps, so checks none).
+        bounds = None
+        if not config.log_append_time:
+            bounds = (
+                now_ms - config.message_timestamp_before_max_ms,
+                now_ms + config.message_timestamp_after_max_ms,
+            )
         batches: list[tuple[int, int, int]] = []
         pos = 0
         while pos < len(buf):
@@ -253,14 +259,18 @@ class Log:
                     f"{self.topic}-{self.partition}: batch of {size} bytes exceeds "
                     f"max.message.bytes {config.max_message_bytes}"
                 )
-            header = validate_batch(buf, pos, max_decompressed=cap, producer=True)
+            header = validate_batch(
+                buf,
+                pos,
+                max_decompressed=cap,
+                producer=True,
+                timestamp_bounds=bounds,
+            )
             if (
                 header.timestamp_type == TimestampType.LOG_APPEND_TIME
                 and not config.log_append_time
             ):
                 raise InvalidTimestamp("producers may not send LogAppendTime batches")
-            if not config.log_append_time:
-                self._check_timestamps(header.base_timestamp, header.max_timestamp, now_ms)
             if config.compacted:
                 _, records = decode_payload(buf, pos, header=header, max_decompressed=cap)
                 if None in tuple(map(itemgetter(2), records)):
@@ -268,23 +278,6 @@ class Log:
             batches.append((pos, header.last_offset_delta + 1, header.max_timestamp))
             pos += size
         return batches
-
-    def _check_timestamps(self, first_ms: int, max_ms: int, now_ms: int) -> None:
-        """CreateTime bounds on a batch's first and max timestamps; -1 means "none" (Kafka)."""
-        config = self.config
-        for timestamp in (first_ms, max_ms):
-            if timestamp < NO_TIMESTAMP:
-                raise InvalidTimestamp(f"negative timestamp {timestamp}")
-        if first_ms != NO_TIMESTAMP and now_ms - first_ms > config.message_timestamp_before_max_ms:
-            raise InvalidTimestamp(
-                f"timestamp {first_ms} is more than message.timestamp.before.max.ms "
-                f"before now ({now_ms})"
-            )
-        if max_ms != NO_TIMESTAMP and max_ms - now_ms > config.message_timestamp_after_max_ms:
-            raise InvalidTimestamp(
-                f"timestamp {max_ms} is more than message.timestamp.after.max.ms "
-                f"after now ({now_ms})"
-            )
 
     def append(self, records: bytes | bytearray | memoryview) -> AppendInfo:
         """Validate, assign offsets and write all batches with one write (all or nothing).
