@@ -254,6 +254,11 @@ class Log:
         pos = 0
         while pos < len(buf):
             size = read_header(buf, pos).size
+            if size > len(buf) - pos:  # a length past the bytes sent: corrupt, not large
+                raise CorruptMessage(
+                    f"{self.topic}-{self.partition}: batch at byte {pos} is truncated: "
+                    f"{len(buf) - pos} of {size} bytes present"
+                )
             if size > config.max_message_bytes:
                 raise MessageTooLarge(
                     f"{self.topic}-{self.partition}: batch of {size} bytes exceeds "
