@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 from structlog.testing import capture_logs
 
-from protocol.batch import BATCH_LENGTH_OFFSET, MAGIC_OFFSET, iter_records
+from protocol.batch import BATCH_LENGTH_OFFSET, MAGIC_OFFSET, iter_headers, iter_records
+from protocol.consumer_record import decode_fetched
 from protocol.errors import CorruptMessage
 from storage.config import LogConfig
 from storage.files import log_path
@@ -128,3 +129,28 @@ def test_a_range_fenced_at_load_is_skipped_by_time_lookups(tmp_path: Path) -> No
     assert log.fenced_segments == 1
     assert log.offset_for_timestamp(BASE_TS + 6) == (8, BASE_TS + 8)
     assert log.offset_for_timestamp(BASE_TS + 4) == (4, BASE_TS + 4)
+
+
+def test_a_flipped_payload_byte_is_served_and_refused_by_the_consumers_crc_check(
+    tmp_path: Path,
+) -> None:
+    """The chosen split, as Kafka's: fetch does not verify CRCs (per-batch work on the
+    hot path, and sendfile never sees the bytes); the consumer does (check_crcs,
+    on by default), and recovery does for everything past the recovery point."""
+    log = open_test_log(tmp_path, CONFIG)
+    for i in range(COUNT):
+        log.append(batch(1, tag=i, value_bytes=40, ts=BASE_TS + i))
+    log.close()
+    path = log_path(tmp_path, 4)
+    data = bytearray(path.read_bytes())
+    data[len(batch(1, value_bytes=40)) + 70] ^= 0x01  # inside batch 5's payload
+    path.write_bytes(bytes(data))
+    reopened = open_test_log(tmp_path, CONFIG, clean=True, recovery_point=COUNT)
+    served = reopened.read(4, 1 << 20).records
+    assert [h.base_offset for _, h in iter_headers(served)] == [4, 5, 6, 7]
+    with pytest.raises(CorruptMessage, match="CRC"):
+        decode_fetched("t", 0, served, 4, check_crcs=True)
+    # After an unclean stop with the recovery point below it, recovery's CRC scan
+    # finds the same byte and cuts the unflushed tail there.
+    recovered = open_test_log(tmp_path, CONFIG, clean=False, recovery_point=4)
+    assert recovered.high_watermark == 5
