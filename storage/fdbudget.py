@@ -18,7 +18,10 @@ broker unable to start. So storage:
 
 The budget is the soft limit minus `FD_RESERVE` for everything else the broker
 holds (connections, sendfile spans, worker threads). What is open is measured
-(`/proc/self/fd`), not estimated, so descriptors anyone holds count.
+(`/proc/self/fd`), not estimated, so descriptors anyone holds count. Each index
+map is also a memory map, so the limit is capped by `vm.max_map_count` too (the
+unit's LimitNOFILE of 1048576 is far above its usual 65530): past it, `mmap`
+fails with ENOMEM instead of EMFILE, just as much for good.
 
 Thread safety: `allows` may be called from any thread.
 """
@@ -44,6 +47,7 @@ FD_RESERVE = 2048
 FD_COUNT_CACHE_S = 0.1
 _PROC_FDS = Path("/proc/self/fd")
 _NR_OPEN = Path("/proc/sys/fs/nr_open")
+_MAX_MAP_COUNT = Path("/proc/sys/vm/max_map_count")
 
 
 def raise_nofile_limit() -> int:
@@ -52,10 +56,7 @@ def raise_nofile_limit() -> int:
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     target = hard
     if hard == resource.RLIM_INFINITY:
-        try:
-            target = int(_NR_OPEN.read_text())
-        except (OSError, ValueError):
-            target = soft
+        target = _read_int(_NR_OPEN) or soft
     if soft != resource.RLIM_INFINITY and target > soft:
         try:
             resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
@@ -63,6 +64,20 @@ def raise_nofile_limit() -> int:
         except (OSError, ValueError):
             pass
     return soft
+
+
+def _read_int(path: Path) -> int | None:
+    try:
+        return int(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def storage_limit(nofile: int, max_map_count: int | None) -> tuple[int, str]:
+    """The binding limit on segment descriptors and what it is, for messages."""
+    if max_map_count is not None and max_map_count < nofile:
+        return max_map_count, "vm.max_map_count"
+    return nofile, "RLIMIT_NOFILE"
 
 
 def partition_fds(directory: Path) -> int:
@@ -105,7 +120,11 @@ class FdBudget:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if limit is None:
-            limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+            limit, self.limit_name = storage_limit(
+                resource.getrlimit(resource.RLIMIT_NOFILE)[0], _read_int(_MAX_MAP_COUNT)
+            )
+        else:
+            self.limit_name = "the limit"
         self.limit = limit
         # A small limit (tests, containers) still leaves storage a quarter of it.
         self.reserve = min(reserve, limit * 3 // 4)
@@ -138,6 +157,6 @@ class FdBudget:
     def describe(self) -> str:
         """For error messages: the numbers behind a refusal."""
         return (
-            f"{max(self.headroom(), 0)} of RLIMIT_NOFILE {self.limit} are free for storage "
+            f"{max(self.headroom(), 0)} of {self.limit_name} {self.limit} are free for storage "
             f"({self.reserve} kept for connections and the rest of the broker)"
         )

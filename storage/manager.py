@@ -34,6 +34,7 @@ from protocol.errors import (
     InvalidPartitions,
     InvalidTopic,
     StorageError,
+    TidelogError,
     TopicAlreadyExists,
     UnknownTopicOrPartition,
 )
@@ -142,16 +143,20 @@ class LogManager:
         self._remove_temp_files()
         recovery_points = read_checkpoint(self._io, self.data_dir / RECOVERY_POINT_CHECKPOINT)
         start_offsets = read_checkpoint(self._io, self.data_dir / LOG_START_OFFSET_CHECKPOINT)
-        limit = raise_nofile_limit()
+        raise_nofile_limit()
         if self._fd_budget is None:
-            self._fd_budget = FdBudget(limit)
+            self._fd_budget = FdBudget()
         log.info("log_manager_opening", path=str(self.data_dir), clean=self.had_clean_shutdown)
         started = time.monotonic()
         for entry in sorted(os.listdir(self.data_dir / TOPICS_DIR)):
             if not entry.endswith(TOPIC_METADATA_SUFFIX):
                 continue
-            meta = self._read_metadata(self.data_dir / TOPICS_DIR / entry)
-            topic = _Topic(meta["topic"], meta["configs"], self._config_for(meta["configs"]))
+            try:
+                meta = self._read_metadata(self.data_dir / TOPICS_DIR / entry)
+                topic = _Topic(meta["topic"], meta["configs"], self._config_for(meta["configs"]))
+            except TidelogError as exc:  # one topic's bad file never stops the start
+                self._leave_unloaded(entry[: -len(TOPIC_METADATA_SUFFIX)], exc.message)
+                continue
             self._load_topic(topic, meta["partitions"], recovery_points, start_offsets)
         self._remove_stray_dirs()
         self._open_duration_s = time.monotonic() - started
@@ -234,8 +239,14 @@ class LogManager:
         try:
             meta = json.loads(self._io.read_file(path))
             name, partitions, configs = meta["topic"], meta["partitions"], meta["configs"]
-            if validate_topic_name(name) is not None or not isinstance(partitions, int):
-                raise ValueError("bad topic name or partition count")
+            if validate_topic_name(name) is not None or f"{name}{TOPIC_METADATA_SUFFIX}" != (
+                path.name
+            ):
+                raise ValueError(f"topic name {name!r} does not match the file name")
+            if type(partitions) is not int or not 1 <= partitions <= MAX_PARTITIONS_PER_TOPIC:
+                raise ValueError(f"partitions must be in [1, {MAX_PARTITIONS_PER_TOPIC}]")
+            if not isinstance(configs, dict):
+                raise ValueError("configs must be a map")
             return {"topic": name, "partitions": partitions, "configs": dict(configs)}
         except (ValueError, KeyError, TypeError) as exc:
             raise StorageError(f"topic metadata {path} is unreadable: {exc}") from exc

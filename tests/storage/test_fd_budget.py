@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from protocol.errors import StorageError, TopicAlreadyExists
-from storage.fdbudget import FdBudget
+from storage.fdbudget import FdBudget, storage_limit
 from storage.fileio import FaultyFileIO
 from storage.manager import LogManager
 from tests.storage.helpers import ManualClock
@@ -132,3 +132,35 @@ def test_an_unloaded_topic_can_be_deleted(tmp_path: Path) -> None:
     manager.create_topic("huge", 1)
     assert manager.topics() == ["huge"]
     manager.close()
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        '{"version": 1, "topic": "bad", "partitions": 1000000000, "configs": {}}',
+        '{"version": 1, "topic": "bad", "partitions": 0, "configs": {}}',
+        '{"version": 1, "topic": "bad", "partitions": 2, "configs": {"retention.ms": "soon"}}',
+        '{"version": 1, "topic": "bad", "partitions": 2, "configs": ["x"]}',
+        "{not json",
+    ],
+    ids=["a-billion-partitions", "no-partitions", "bad-config", "configs-not-a-map", "not-json"],
+)
+def test_a_start_leaves_a_topic_with_unusable_metadata_unloaded(tmp_path: Path, body: str) -> None:
+    """A start never fails for good on a file it can reason about (issue 23, the class
+    of finding 1): one topic's bad metadata leaves that topic unloaded, not the broker
+    down."""
+    (tmp_path / "topics").mkdir()
+    (tmp_path / "topics" / "bad.json").write_text(body)
+    manager = LogManager(tmp_path, clock_ms=ManualClock())
+    manager.open()
+    assert manager.topics() == [] and manager.statistics().unloaded_topics == 1
+    manager.create_topic("good", 1)
+    assert manager.topics() == ["good"]
+    manager.close()
+    assert (tmp_path / "topics" / "bad.json").read_text() == body  # left for an operator
+
+
+def test_the_map_count_caps_the_limit_when_it_is_lower() -> None:
+    assert storage_limit(1_048_576, 65_530) == (65_530, "vm.max_map_count")
+    assert storage_limit(20_000, 65_530) == (20_000, "RLIMIT_NOFILE")
+    assert storage_limit(20_000, None) == (20_000, "RLIMIT_NOFILE")
