@@ -39,9 +39,18 @@ from storage.files import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX
 
 # The active segment: its `.log`, two index maps and two index writers (see above).
 FDS_PER_ACTIVE_SEGMENT = 5
-# Descriptors kept free for everything but segments: max.connections (1000 by
-# default), MAX_OPEN_SPANS (256), worker threads' pipes, checkpoints, slack.
-FD_RESERVE = 2048
+# Descriptors kept free for everything but segments and connections: sendfile
+# spans (MAX_OPEN_SPANS, 256), worker threads' pipes, checkpoints, slack.
+FD_RESERVE_BESIDES_CONNECTIONS = 1048
+# The reserve with max.connections at its default (1000); the broker passes its own.
+FD_RESERVE = 1000 + FD_RESERVE_BESIDES_CONNECTIONS
+
+
+def fd_reserve_for(max_connections: int) -> int:
+    """Descriptors storage leaves free when the broker accepts `max_connections`."""
+    return max_connections + FD_RESERVE_BESIDES_CONNECTIONS
+
+
 # A measured count is reused this long (plus what was admitted since): a roll on
 # every append must not list /proc/self/fd on every append.
 FD_COUNT_CACHE_S = 0.1

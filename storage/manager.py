@@ -40,7 +40,13 @@ from protocol.errors import (
 )
 from storage.checkpoint import read_checkpoint, write_checkpoint
 from storage.config import LogConfig
-from storage.fdbudget import FDS_PER_ACTIVE_SEGMENT, FdBudget, partition_fds, raise_nofile_limit
+from storage.fdbudget import (
+    FD_RESERVE,
+    FDS_PER_ACTIVE_SEGMENT,
+    FdBudget,
+    partition_fds,
+    raise_nofile_limit,
+)
 from storage.fileio import FileIO
 from storage.files import (
     CLEAN_SHUTDOWN_FILE,
@@ -111,8 +117,10 @@ class LogManager:
         clock_ms: Callable[[], int] = wall_clock_ms,
         io: FileIO | None = None,
         fd_budget: FdBudget | None = None,
+        fd_reserve: int = FD_RESERVE,
     ) -> None:
-        """`fd_budget`: None builds one from RLIMIT_NOFILE at `open()` (storage.fdbudget)."""
+        """`fd_budget`: None builds one at `open()` from RLIMIT_NOFILE (raised there),
+        leaving `fd_reserve` descriptors to the rest of the process (storage.fdbudget)."""
         self.data_dir = Path(data_dir)
         self._defaults = default_config or LogConfig()
         self._clock_ms = clock_ms
@@ -122,6 +130,7 @@ class LogManager:
         # Topics whose metadata exists but that did not fit the fd budget at open: why.
         self._unloaded: dict[str, str] = {}
         self._fd_budget = fd_budget
+        self._fd_reserve = fd_reserve
         self._lock_fd: int | None = None
         self._deletions = DeletionQueue()
         self.had_clean_shutdown = False
@@ -145,7 +154,7 @@ class LogManager:
         start_offsets = read_checkpoint(self._io, self.data_dir / LOG_START_OFFSET_CHECKPOINT)
         raise_nofile_limit()
         if self._fd_budget is None:
-            self._fd_budget = FdBudget()
+            self._fd_budget = FdBudget(reserve=self._fd_reserve)
         log.info("log_manager_opening", path=str(self.data_dir), clean=self.had_clean_shutdown)
         started = time.monotonic()
         for entry in sorted(os.listdir(self.data_dir / TOPICS_DIR)):
@@ -212,7 +221,7 @@ class LogManager:
 
     def _budget(self) -> FdBudget:
         if self._fd_budget is None:
-            self._fd_budget = FdBudget()
+            self._fd_budget = FdBudget(reserve=self._fd_reserve)
         return self._fd_budget
 
     @staticmethod
