@@ -161,6 +161,8 @@ class Log:
         self._lock = threading.Lock()
         self._flush_lock = threading.Lock()
         self._segments = list(segments)  # replaced, never mutated: readers may hold it
+        for segment in segments:
+            segment.fence_listener = self._segment_fenced
         self._bases = [s.base_offset for s in segments]
         self._log_start_offset = log_start_offset
         self._recovery_point = recovery_point
@@ -426,6 +428,7 @@ class Log:
         except OSError as exc:  # untrimmed indexes are harmless: the next open trims them
             self._log.warning("index_trim_failed", path=str(active.log_path), errno=exc.errno)
         failpoints.hit("log.roll.after_old_trimmed")
+        segment.fence_listener = self._segment_fenced
         self._segments = [*self._segments, segment]
         self._bases = [*self._bases, new_base]
         self._dir_dirty = True
@@ -536,6 +539,17 @@ class Log:
                 f"one although the high watermark is {hw}: the log has a hole"
             )
         return Location(None, hw, start)
+
+    def _segment_fenced(self, segment: Segment) -> None:
+        """A read fenced `segment` to its end: if it is the active one, roll, so what is
+        appended from now on lands outside the fenced range and stays readable."""
+        with self._lock:
+            if segment is not self._segments[-1] or self._deleted or self._poisoned:
+                return
+            try:
+                self._roll_locked("fenced", self._clock_ms())
+            except StorageError:
+                pass  # logged by the roll; the next fenced read tries again
 
     def _read_error(self, exc: OSError) -> StorageError:
         self._log.error("storage_error", operation="read", errno=exc.errno)
@@ -709,6 +723,8 @@ class Log:
                 self._poisoned = f"segment swap failed: {exc}"
                 self._on_write_error("replace_segments", self.directory, exc)
             first = positions[0]
+            for segment in new:
+                segment.fence_listener = self._segment_fenced
             segments = self._segments[:first] + new + self._segments[first + len(old) :]
             self._segments = segments
             self._bases = [s.base_offset for s in segments]

@@ -175,6 +175,8 @@ class Segment:
         self.roll_jitter_ms = roll_jitter_ms
         self.fence_position: int | None = None
         self.fence_reason = ""
+        # Told when a read fences this segment (its log rolls an active one).
+        self.fence_listener: Callable[[Segment], None] | None = None
         # False when loading found bytes after the last whole batch: rescan needed.
         self.tail_is_whole = True
 
@@ -557,6 +559,8 @@ class Segment:
             reason=reason,
             found_by="read",
         )
+        if self.fence_listener is not None:
+            self.fence_listener(self)
 
     def _fenced_error(self, what: str) -> CorruptMessage:
         return CorruptMessage(

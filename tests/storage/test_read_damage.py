@@ -154,3 +154,25 @@ def test_a_flipped_payload_byte_is_served_and_refused_by_the_consumers_crc_check
     # finds the same byte and cuts the unflushed tail there.
     recovered = open_test_log(tmp_path, CONFIG, clean=False, recovery_point=4)
     assert recovered.high_watermark == 5
+
+
+def test_damage_found_in_the_active_segment_does_not_hide_later_appends(tmp_path: Path) -> None:
+    """The fenced range runs to the end of its segment: when that is the active one,
+    it is rolled, so what is appended afterwards stays readable."""
+    log = open_test_log(tmp_path, CONFIG)
+    for i in range(3):
+        log.append(batch(1, tag=i, value_bytes=40))
+    log.close()
+    size = len(batch(1, value_bytes=40))
+    path = log_path(tmp_path, 0)
+    data = bytearray(path.read_bytes())
+    data[size + MAGIC_OFFSET] = 0x7F  # batch 1
+    path.write_bytes(bytes(data))
+    reopened = open_test_log(tmp_path, CONFIG, clean=True, recovery_point=3)
+    assert reopened.segment_count == 1 and reopened.high_watermark == 3
+    with pytest.raises(CorruptMessage):
+        reopened.read(1, 1 << 20)
+    appended = reopened.append(batch(1, tag=7, value_bytes=40)).base_offset
+    assert appended == 3
+    assert [r.offset for r in iter_records(reopened.read(3, 1 << 20).records)] == [3]
+    assert [r.offset for r in iter_records(reopened.read(0, 1 << 20).records)] == [0]
