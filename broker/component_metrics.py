@@ -27,7 +27,7 @@ def component_samples(ctx: Any, tasks: Any, cleaner: Any, readiness: Any) -> Ite
     yield Sample(
         "tidelog_recovery_fenced_segments",
         "gauge",
-        "Segments with damage below the recovery point, fenced (reads of it fail).",
+        "Segments with damage found by recovery or by a read, fenced (reads of it fail).",
         storage.fenced_segments,
     )
     yield Sample(
