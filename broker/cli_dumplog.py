@@ -6,7 +6,8 @@ position, timestamps, size, codec, CRC) and whether the batch is valid (CRC
 and payload checked); `--print-data-log` adds one line per record. A batch
 whose header is unreadable or runs past the end of the file ends the scan
 (nothing after it can be located). For `.index` and `.timeindex` it prints the
-entries and checks they increase and point inside the segment's log.
+entries and checks they increase and point inside the segment's log; an entry no
+calendar can show is reported and the dump goes on.
 Exit status 1 when anything is invalid, with a summary line on stderr.
 """
 
@@ -246,10 +247,13 @@ def dump_time_index(path: Path, base_offset: int, findings: _Findings) -> None:
             findings.flag(f"{path}: length {len(buf)} is not a multiple of {TIME_ENTRY.size}")
         entries = _entries(buf, TIME_ENTRY)
     last_ts, last_rel = -1, -1
-    for timestamp, rel in entries:
-        print_out(
-            f"timestamp: {timestamp} ({format_time_ms(timestamp)}) offset: {base_offset + rel}"
-        )
+    for number, (timestamp, rel) in enumerate(entries):
+        try:
+            shown = format_time_ms(timestamp)
+        except (ValueError, OverflowError, OSError):  # beyond what a calendar can show
+            shown = "out of range"
+            findings.flag(f"{path}: timestamp {timestamp} at entry {number} is not a valid time")
+        print_out(f"timestamp: {timestamp} ({shown}) offset: {base_offset + rel}")
         if timestamp <= last_ts:
             findings.flag(f"{path}: timestamp {timestamp} does not increase")
         if rel < last_rel:

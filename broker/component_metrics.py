@@ -28,8 +28,20 @@ def component_samples(ctx: Any, tasks: Any, cleaner: Any, readiness: Any) -> Ite
     yield Sample(
         "tidelog_recovery_fenced_segments",
         "gauge",
-        "Segments with damage below the recovery point, fenced (reads of it fail).",
+        "Segments with damage found by recovery or by a read, fenced (reads of it fail).",
         storage.fenced_segments,
+    )
+    yield Sample(
+        "tidelog_recovery_quarantined_segments",
+        "gauge",
+        "Segment files load refused (overlapping, misplaced, out of range), renamed aside.",
+        storage.quarantined_segments,
+    )
+    yield Sample(
+        "tidelog_storage_unloaded_topics",
+        "gauge",
+        "Topics left unloaded at start: their segments did not fit the fd budget.",
+        storage.unloaded_topics,
     )
     yield Sample(
         "tidelog_longpoll_waiters",

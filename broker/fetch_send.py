@@ -20,16 +20,17 @@ import os
 import struct
 import threading
 import weakref
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import msgspec
 import trio
 
-from protocol.batch import HEADER_SIZE, LOG_OVERHEAD
+from protocol.batch import HEADER_SIZE, LOG_OVERHEAD, MAGIC
+from protocol.errors import CorruptMessage
 from protocol.framing import LENGTH
 from storage.log import Extent, Log
+from storage.segment import BatchPosition
 
 # Reads shorter than this are copied into the answer: two thread hops and a
 # sendfile cost more than copying 64 KiB.
@@ -43,6 +44,7 @@ HEADER_SCAN_BYTES = 64 * 1024
 
 _BATCH_LENGTH = struct.Struct(">i")  # batch_length, at byte 8 of a batch
 _BATCH_LENGTH_AT = 8
+_MAGIC_AT = 12
 _RECORD_COUNT = struct.Struct(">i")  # record_count, the header's last field
 _RECORD_COUNT_AT = HEADER_SIZE - _RECORD_COUNT.size
 _TOKEN_BYTES = 16
@@ -181,7 +183,7 @@ def _records(extent: Extent) -> bytes | RecordSpan:
     """The extent's whole batches: read when small, else a span found from headers only."""
     if extent.stop - extent.position < SENDFILE_MIN_BYTES:
         return extent.read()
-    length, count = _whole_batches(extent.pread, extent.position, extent.stop)
+    length, count = _whole_batches(extent, extent.position, extent.stop)
     span = (
         RecordSpan.of(extent.fd, extent.position, length, count, str(extent.path))
         if length >= SENDFILE_MIN_BYTES
@@ -190,27 +192,54 @@ def _records(extent: Extent) -> bytes | RecordSpan:
     return extent.pread(length, extent.position) if span is None else span
 
 
-def _whole_batches(pread: Callable[[int, int], bytes], position: int, stop: int) -> tuple[int, int]:
+def _whole_batches(extent: Extent, position: int, stop: int) -> tuple[int, int]:
     """(bytes, records) of the whole batches from `position` up to byte `stop`.
 
     Reads headers only: a block of small batches at a time, or one header alone
-    after a big batch, so an 8 MiB answer of 110 KB batches reads ~4 KB.
+    after a big batch, so an 8 MiB answer of 110 KB batches reads ~4 KB. A header
+    that cannot be (wrong magic, a length below the minimum, or past the segment's
+    end when the extent reaches it) is damage: the segment is fenced there (see
+    `Segment.fence`) and the answer stops before it; damage at `position` raises
+    CorruptMessage.
     """
     pos, records, read_bytes = position, 0, HEADER_SCAN_BYTES
+    previous: BatchPosition | None = None
     while pos + HEADER_SIZE <= stop:
-        block = pread(min(read_bytes, stop - pos), pos)
+        block = extent.pread(min(read_bytes, stop - pos), pos)
         at = 0
         while at + HEADER_SIZE <= len(block):
             size = _BATCH_LENGTH.unpack_from(block, at + _BATCH_LENGTH_AT)[0] + LOG_OVERHEAD
-            if size < HEADER_SIZE or pos + at + size > stop:
+            magic = block[at + _MAGIC_AT]
+            if magic != MAGIC or size < HEADER_SIZE or (pos + at + size > stop and extent.whole):
+                return _fenced(extent, previous, pos + at, position, records)
+            if pos + at + size > stop:
                 return pos + at - position, records
             records += _RECORD_COUNT.unpack_from(block, at + _RECORD_COUNT_AT)[0]
+            previous = BatchPosition(pos + at, size, 0, 0, 0)
             at += size
         if at == 0:
             break  # a header cut short by the file: stop before it
         read_bytes = HEADER_SIZE if size > HEADER_SCAN_BYTES // 4 else HEADER_SCAN_BYTES
         pos += at
+    if extent.whole and pos < stop:
+        return _fenced(extent, previous, pos, position, records)
     return pos - position, records
+
+
+def _fenced(
+    extent: Extent, previous: BatchPosition | None, bad: int, position: int, records: int
+) -> tuple[int, int]:
+    """Fence the segment at the damage a header walk found; (bytes, records) before it."""
+    segment = extent.segment
+    at = segment.culprit(previous, bad)
+    segment.fence(at, "a batch header a fetch walked into cannot be valid")
+    if at <= position:
+        raise CorruptMessage(f"{extent.path}: the batch at byte {position} is damaged (fenced)")
+    if at < bad and previous is not None:  # the previous batch is the damaged one
+        records -= _RECORD_COUNT.unpack_from(
+            extent.pread(HEADER_SIZE, previous.position), _RECORD_COUNT_AT
+        )[0]
+    return at - position, records
 
 
 # --- framing ------------------------------------------------------------------

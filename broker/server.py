@@ -43,6 +43,7 @@ from broker.sdnotify import notify
 from compaction.service import CleanerService
 from protocol.clock import ClockMs, wall_clock_ms
 from protocol.errors import InvalidConfig, TidelogError
+from storage.fdbudget import fd_reserve_for
 from storage.manager import LogManager
 
 log = get_logger(component="server")
@@ -128,7 +129,12 @@ async def serve_broker(
     metrics_addr = _bound(metrics_listeners)
     async with trio.open_nursery() as services:
         services.start_soon(serve_metrics_http, metrics_listeners, metrics, readiness)
-        manager = LogManager(config.data_dir, config.log_config, clock_ms=clock_ms)
+        manager = LogManager(
+            config.data_dir,
+            config.log_config,
+            clock_ms=clock_ms,
+            fd_reserve=fd_reserve_for(config.max_connections),
+        )
         started = time.perf_counter()
         await trio.to_thread.run_sync(manager.open)
         log.info("logs_loaded", topics=len(manager.topics()), duration_s=_since(started))

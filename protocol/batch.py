@@ -45,9 +45,10 @@ from typing import NamedTuple
 import crc32c
 import msgpack
 import msgspec
+import numpy as np
 
 from protocol.compression import Compression, compress, decompress
-from protocol.errors import CorruptMessage, InvalidRecord, MessageTooLarge
+from protocol.errors import CorruptMessage, InvalidRecord, InvalidTimestamp, MessageTooLarge
 
 HEADER = struct.Struct(">qibIhiqqqhii")
 HEADER_SIZE = HEADER.size  # 57
@@ -271,7 +272,19 @@ def decode_payload(
         raise AssertionError("unreachable") from exc  # _explain_malformed always raises
 
 
-def _check_records(header: BatchHeader, records: tuple[RecordTuple, ...], producer: bool) -> None:
+# Kafka's RecordBatch.NO_TIMESTAMP: a record without a timestamp passes every bound.
+NO_TIMESTAMP = -1
+# From this many records on, numpy finds both timestamp bounds in one pass faster than
+# two `map` passes (measured: ~equal to the one `max` pass the header check needed).
+NUMPY_MIN_RECORDS = 256
+
+
+def _check_records(
+    header: BatchHeader,
+    records: tuple[RecordTuple, ...],
+    producer: bool,
+    timestamp_bounds: tuple[int, int] | None = None,
+) -> None:
     """The header's claims against well-shaped records, with C-level passes only."""
     where = f"batch at offset {header.base_offset}"
     if len(records) != header.record_count:
@@ -287,11 +300,62 @@ def _check_records(header: BatchHeader, records: tuple[RecordTuple, ...], produc
     elif deltas[-1] > header.last_offset_delta or min(deltas) < 0 or max(deltas) != deltas[-1]:
         raise CorruptMessage(f"{where}: offset deltas exceed last_offset_delta")
     if header.timestamp_type == TimestampType.CREATE_TIME:
-        largest = header.base_timestamp + max(map(_TIMESTAMP_DELTA, records))
+        if timestamp_bounds is None:
+            smallest, largest = 0, max(map(_TIMESTAMP_DELTA, records))
+        else:
+            smallest, largest = _delta_range(records)
+        smallest += header.base_timestamp
+        largest += header.base_timestamp
         if largest != header.max_timestamp:
             raise CorruptMessage(
                 f"{where}: max_timestamp {header.max_timestamp} differs from the largest "
                 f"record timestamp {largest}"
+            )
+        if timestamp_bounds is not None:
+            low, high = timestamp_bounds
+            undated = smallest == largest == NO_TIMESTAMP  # no record has a timestamp
+            if not undated and (smallest < max(low, NO_TIMESTAMP) or largest > high):
+                _check_each_timestamp(header, records, low, high)
+
+
+def _delta_range(records: tuple[RecordTuple, ...]) -> tuple[int, int]:
+    """(smallest, largest) timestamp delta: one numpy pass for a large batch, two C-level
+    `map` passes for a small one (or deltas beyond int64, which the header check refuses)."""
+    if len(records) >= NUMPY_MIN_RECORDS:
+        try:
+            deltas = np.fromiter(map(_TIMESTAMP_DELTA, records), np.int64, len(records))
+        except OverflowError:
+            pass
+        else:
+            return int(deltas.min()), int(deltas.max())
+    return min(map(_TIMESTAMP_DELTA, records)), max(map(_TIMESTAMP_DELTA, records))
+
+
+def _check_each_timestamp(
+    header: BatchHeader, records: tuple[RecordTuple, ...], low: int, high: int
+) -> None:
+    """Raise InvalidTimestamp naming the first record outside [low, high] (Kafka's
+    LogValidator), passing records without a timestamp (-1).
+
+    Reached only when the batch's smallest or largest timestamp is out of bounds: a
+    refusal, or a batch mixing records without a timestamp with dated ones.
+    """
+    base = header.base_timestamp
+    for index, delta in enumerate(map(_TIMESTAMP_DELTA, records)):
+        timestamp = base + delta
+        if timestamp == NO_TIMESTAMP:
+            continue
+        problem = None
+        if timestamp < 0:
+            problem = "is negative"
+        elif timestamp < low:
+            problem = "is more than message.timestamp.before.max.ms before now"
+        elif timestamp > high:
+            problem = "is more than message.timestamp.after.max.ms after now"
+        if problem is not None:
+            raise InvalidTimestamp(
+                f"batch at offset {header.base_offset}: record {index} has timestamp "
+                f"{timestamp}, which {problem} (allowed: {low} to {high})"
             )
 
 
@@ -345,12 +409,14 @@ def validate_batch(
     max_batch_bytes: int | None = None,
     max_decompressed: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
     producer: bool = False,
+    timestamp_bounds: tuple[int, int] | None = None,
 ) -> BatchHeader:
     """Check one whole batch: header, CRC-32C, and a payload of well-shaped records.
 
     With `producer=True` the produce rules apply too: `record_count >= 1`, offset
     deltas 0..n-1 (CorruptMessage), and a zero base offset with bit 6 clear
-    (InvalidRecord), as PROTOCOL.md §3 says.
+    (InvalidRecord), as PROTOCOL.md §3 says. `timestamp_bounds` (low, high): every
+    CreateTime record's timestamp must lie within, or be -1 (InvalidTimestamp).
     """
     header = check_crc(buf, pos)
     if max_batch_bytes is not None and header.size > max_batch_bytes:
@@ -374,7 +440,7 @@ def validate_batch(
         if header.has_delete_horizon:
             raise InvalidRecord("producers may not set the delete-horizon attribute (bit 6)")
     _, records = decode_payload(buf, pos, header=header, max_decompressed=max_decompressed)
-    _check_records(header, records, producer)
+    _check_records(header, records, producer, timestamp_bounds)
     return header
 
 

@@ -2,7 +2,8 @@
 
 gzip is an RFC 1952 member, lz4 the LZ4 frame format, zstd a Zstandard frame and
 snappy a raw Snappy block (as Kafka). Decompression is always capped: a hostile
-batch may not inflate past `max_bytes`, whatever its frame header claims.
+batch may not inflate past `max_bytes`, whatever its frame header claims. A payload
+must end where its stream ends: trailing bytes are CorruptMessage.
 """
 
 from __future__ import annotations
@@ -85,6 +86,7 @@ def _decompress(codec: int, data: bytes | memoryview, max_bytes: int) -> bytes:
         out = unpacker.decompress(data, max_bytes + 1)
         if not unpacker.eof and len(out) <= max_bytes:
             raise CorruptMessage("truncated gzip payload")
+        _refuse_trailing("gzip member", unpacker.unused_data)
         return out
     if codec == Compression.SNAPPY:
         declared = cramjam.snappy.decompress_raw_len(bytes(data))
@@ -96,12 +98,24 @@ def _decompress(codec: int, data: bytes | memoryview, max_bytes: int) -> bytes:
         out = unpacker.decompress(bytes(data), max_length=max_bytes + 1)
         if not unpacker.eof and len(out) <= max_bytes:
             raise CorruptMessage("truncated lz4 payload")
+        _refuse_trailing("lz4 frame", unpacker.unused_data if unpacker.eof else b"")
         return out
     if codec == Compression.ZSTD:
-        reader = zstandard.ZstdDecompressor().stream_reader(io.BytesIO(bytes(data)))
+        # Across frames: junk after the first is an error, and a second frame's bytes
+        # reach the record decoder (which refuses them) instead of going unseen.
+        reader = zstandard.ZstdDecompressor().stream_reader(
+            io.BytesIO(bytes(data)), read_across_frames=True
+        )
         with reader:
             return reader.read(max_bytes + 1)
     raise CorruptMessage(f"unknown compression codec {codec}")
+
+
+def _refuse_trailing(what: str, unused: bytes) -> None:
+    """Bytes after the end of the stream: junk, or a second stream whose records the
+    decoder would never see (and so never validate)."""
+    if unused:
+        raise CorruptMessage(f"{len(unused)} trailing bytes after the {what}")
 
 
 def _name(codec: int) -> str:

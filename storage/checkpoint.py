@@ -7,8 +7,9 @@
 
 Written atomically (temp file, fsync, rename, fsync the directory), so a crash
 leaves the old or the new file. Reading is forgiving: a missing file is empty,
-and a malformed one is reported and treated as empty, which only makes the
-next start rescan more (recovery point 0), never lose data.
+and a malformed one (including an offset outside [0, int64 max] or a partition
+outside int32) is reported and treated as empty, which only makes the next start
+rescan more (recovery point 0), never lose data.
 """
 
 from __future__ import annotations
@@ -19,8 +20,11 @@ from pathlib import Path
 import structlog
 
 from storage.fileio import FileIO
+from storage.files import MAX_BASE_OFFSET
 
 CHECKPOINT_VERSION = 0
+# Partitions are int32 on the wire.
+_MAX_PARTITION = 2**31 - 1
 
 log = structlog.get_logger("tidelog.storage")
 
@@ -51,8 +55,13 @@ def decode_checkpoint(data: bytes) -> dict[TopicPartition, int]:
             raise CheckpointFormatError(f"header says {count} entries, file has {len(body)}")
         entries: dict[TopicPartition, int] = {}
         for line in body:
-            topic, partition, offset = line.split()
-            entries[(topic, int(partition))] = int(offset)
+            topic, partition_text, offset_text = line.split()
+            partition, offset = int(partition_text), int(offset_text)
+            # Load trusts nothing it did not check: an offset past int64 would start a
+            # log where no offset can be encoded (and delete every segment below it).
+            if not 0 <= partition <= _MAX_PARTITION or not 0 <= offset <= MAX_BASE_OFFSET:
+                raise CheckpointFormatError(f"entry {line!r} is out of range")
+            entries[(topic, partition)] = offset
         return entries
     except CheckpointFormatError:
         raise

@@ -13,7 +13,9 @@ Layout::
         00000000000000000000.log         record batches, back to back
         00000000000000000000.index       offset index (8-byte entries)
         00000000000000000000.timeindex   time index (12-byte entries)
-        ... plus transient `.deleted`, `.cleaned`, `.swap` suffixes after the normal one
+        ... plus transient `.deleted`, `.cleaned`, `.swap` suffixes after the normal one,
+        and `.quarantined` on files load refused (overlapping, out of order or out of
+        range); load ignores them, an operator decides what to do with them
 
 Also the delayed deletion queue: segments chosen for deletion are renamed with
 `.deleted` at once and unlinked `file.delete.delay.ms` later by whoever drains
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import re
 import threading
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,6 +38,8 @@ DELETED_SUFFIX = ".deleted"
 CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
 TEMP_SUFFIX = ".tmp"
+# Segment files load refused; never read again, kept for an operator.
+QUARANTINED_SUFFIX = ".quarantined"
 
 LOCK_FILE = ".lock"
 CLEAN_SHUTDOWN_FILE = ".tidelog_cleanshutdown"
@@ -46,6 +51,8 @@ TOPIC_METADATA_SUFFIX = ".json"
 
 # Base offsets are printed in 20 digits: enough for any int64, and names sort as numbers.
 OFFSET_DIGITS = 20
+# Offsets are int64: a segment file named above this cannot hold a valid batch.
+MAX_BASE_OFFSET = 2**63 - 1
 # Kafka's limit: a partition directory name `<topic>-<partition>` must fit in 255 bytes.
 TOPIC_NAME_MAX_CHARS = 249
 _TOPIC_NAME_RE = re.compile(r"[a-zA-Z0-9._-]+")
@@ -141,6 +148,15 @@ def capped_name(stem: str, suffix: str) -> str:
     """`stem + suffix`, cutting `stem` so the result fits NAME_MAX (Kafka caps its
     `-delete` directory names the same way: a 249-character topic must still work)."""
     return stem[: NAME_MAX - len(suffix)] + suffix
+
+
+def quarantined_name(path: Path) -> Path:
+    """`<name>.quarantined`, or `<name>.<random>.quarantined` if that exists already
+    (a second quarantine of the same name never overwrites the first)."""
+    target = path.with_name(path.name + QUARANTINED_SUFFIX)
+    if target.exists():
+        target = path.with_name(capped_name(path.name, f".{uuid.uuid4().hex}{QUARANTINED_SUFFIX}"))
+    return target
 
 
 def deleted_name(path: Path) -> Path:

@@ -37,6 +37,7 @@ from protocol.batch import (
     validate_batch,
 )
 from protocol.errors import (
+    CorruptMessage,
     InvalidRecord,
     InvalidTimestamp,
     MessageTooLarge,
@@ -46,7 +47,8 @@ from protocol.errors import (
     UnknownTopicOrPartition,
 )
 from storage import failpoints
-from storage.config import LogConfig
+from storage.config import INT_MAX, LogConfig
+from storage.fdbudget import FDS_PER_ACTIVE_SEGMENT, FdBudget
 from storage.fileio import FileIO
 from storage.files import DeletionQueue
 from storage.segment import Segment, SegmentInfo, TornAppendError
@@ -54,8 +56,6 @@ from storage.segment import Segment, SegmentInfo, TornAppendError
 log = structlog.get_logger("tidelog.storage")
 
 AppendListener = Callable[["Log"], None]
-# Kafka's RecordBatch.NO_TIMESTAMP: a record without a timestamp.
-NO_TIMESTAMP = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,6 +147,7 @@ class Log:
         io: FileIO,
         clock_ms: Callable[[], int],
         deletion_queue: DeletionQueue,
+        fd_budget: FdBudget | None = None,
     ) -> None:
         if not segments:
             raise ValueError("a log needs at least one segment")
@@ -160,6 +161,8 @@ class Log:
         self._lock = threading.Lock()
         self._flush_lock = threading.Lock()
         self._segments = list(segments)  # replaced, never mutated: readers may hold it
+        for segment in segments:
+            segment.fence_listener = self._segment_fenced
         self._bases = [s.base_offset for s in segments]
         self._log_start_offset = log_start_offset
         self._recovery_point = recovery_point
@@ -169,7 +172,11 @@ class Log:
         self._deleted = False
         # Set by recovery when the log was opened: what the last start had to repair.
         self.recovery_truncated_bytes = 0
-        self.fenced_segments = 0
+        self.quarantined_segments = 0
+        # Rolls skipped because the fd budget was spent (issue 23, finding 1).
+        self._fd_budget = fd_budget
+        self.rolls_deferred = 0
+        self._roll_deferred = False
         self._listeners: list[AppendListener] = []
         self._log = log.bind(topic=topic, partition=partition)
 
@@ -205,6 +212,11 @@ class Log:
         return self._segments[-1]
 
     @property
+    def fenced_segments(self) -> int:
+        """Segments with a fenced (damaged) range: found by recovery or by a read."""
+        return sum(1 for s in self._segments if s.fence_position is not None)
+
+    @property
     def poisoned(self) -> bool:
         return self._poisoned is not None
 
@@ -232,23 +244,40 @@ class Log:
         """Check every batch; returns (position, offset count, max timestamp) per batch."""
         config = self.config
         cap = max_decompressed_bytes(config.max_message_bytes)
+        # Kafka's LogValidator: every CreateTime record within the bounds (a
+        # LogAppendTime topic overwrites the timestamps, so checks none).
+        bounds = None
+        if not config.log_append_time:
+            bounds = (
+                now_ms - config.message_timestamp_before_max_ms,
+                now_ms + config.message_timestamp_after_max_ms,
+            )
         batches: list[tuple[int, int, int]] = []
         pos = 0
         while pos < len(buf):
             size = read_header(buf, pos).size
+            if size > len(buf) - pos:  # a length past the bytes sent: corrupt, not large
+                raise CorruptMessage(
+                    f"{self.topic}-{self.partition}: batch at byte {pos} is truncated: "
+                    f"{len(buf) - pos} of {size} bytes present"
+                )
             if size > config.max_message_bytes:
                 raise MessageTooLarge(
                     f"{self.topic}-{self.partition}: batch of {size} bytes exceeds "
                     f"max.message.bytes {config.max_message_bytes}"
                 )
-            header = validate_batch(buf, pos, max_decompressed=cap, producer=True)
+            header = validate_batch(
+                buf,
+                pos,
+                max_decompressed=cap,
+                producer=True,
+                timestamp_bounds=bounds,
+            )
             if (
                 header.timestamp_type == TimestampType.LOG_APPEND_TIME
                 and not config.log_append_time
             ):
                 raise InvalidTimestamp("producers may not send LogAppendTime batches")
-            if not config.log_append_time:
-                self._check_timestamps(header.base_timestamp, header.max_timestamp, now_ms)
             if config.compacted:
                 _, records = decode_payload(buf, pos, header=header, max_decompressed=cap)
                 if None in tuple(map(itemgetter(2), records)):
@@ -256,23 +285,6 @@ class Log:
             batches.append((pos, header.last_offset_delta + 1, header.max_timestamp))
             pos += size
         return batches
-
-    def _check_timestamps(self, first_ms: int, max_ms: int, now_ms: int) -> None:
-        """CreateTime bounds on a batch's first and max timestamps; -1 means "none" (Kafka)."""
-        config = self.config
-        for timestamp in (first_ms, max_ms):
-            if timestamp < NO_TIMESTAMP:
-                raise InvalidTimestamp(f"negative timestamp {timestamp}")
-        if first_ms != NO_TIMESTAMP and now_ms - first_ms > config.message_timestamp_before_max_ms:
-            raise InvalidTimestamp(
-                f"timestamp {first_ms} is more than message.timestamp.before.max.ms "
-                f"before now ({now_ms})"
-            )
-        if max_ms != NO_TIMESTAMP and max_ms - now_ms > config.message_timestamp_after_max_ms:
-            raise InvalidTimestamp(
-                f"timestamp {max_ms} is more than message.timestamp.after.max.ms "
-                f"after now ({now_ms})"
-            )
 
     def append(self, records: bytes | bytearray | memoryview) -> AppendInfo:
         """Validate, assign offsets and write all batches with one write (all or nothing).
@@ -371,7 +383,32 @@ class Log:
         )
         if reason is None:
             return active
+        budget = self._fd_budget
+        if budget is not None and not budget.allows(FDS_PER_ACTIVE_SEGMENT):
+            return self._defer_roll(reason, active, chunk_bytes, budget)
         return self._roll_locked(reason, now_ms)
+
+    def _defer_roll(
+        self, reason: str, active: Segment, chunk_bytes: int, budget: FdBudget
+    ) -> Segment:
+        """No descriptors for a new segment: the active one takes the chunk while its
+        positions and relative offsets still fit an int32 (a full index only stops
+        taking entries: lookups scan further), else the append fails retriably."""
+        if reason == "relative_offset_overflow" or active.size + chunk_bytes > INT_MAX:
+            raise StorageError(
+                f"{self.topic}-{self.partition}: a new segment is needed ({reason}) but the "
+                f"file descriptor budget is spent: {budget.describe()}"
+            )
+        self.rolls_deferred += 1
+        if not self._roll_deferred:
+            self._roll_deferred = True
+            self._log.warning(
+                "segment_roll_deferred",
+                reason=reason,
+                base_offset=active.base_offset,
+                budget=budget.describe(),
+            )
+        return active
 
     def _roll_locked(self, reason: str, now_ms: int) -> Segment:
         active = self._segments[-1]
@@ -391,9 +428,11 @@ class Log:
         except OSError as exc:  # untrimmed indexes are harmless: the next open trims them
             self._log.warning("index_trim_failed", path=str(active.log_path), errno=exc.errno)
         failpoints.hit("log.roll.after_old_trimmed")
+        segment.fence_listener = self._segment_fenced
         self._segments = [*self._segments, segment]
         self._bases = [*self._bases, new_base]
         self._dir_dirty = True
+        self._roll_deferred = False
         self._log.info(
             "segment_rolled",
             reason=reason,
@@ -492,7 +531,25 @@ class Log:
                     return Location(Extent(self, segment, *found), hw, start)
         except OSError as exc:
             raise self._read_error(exc) from exc
+        if offset < hw and "compact" not in self.config.cleanup_policy:
+            # Only compaction leaves offsets no batch holds: an empty answer here would
+            # stall a consumer below the high watermark for good.
+            raise CorruptMessage(
+                f"{self.topic}-{self.partition}: no batch holds offset {offset} or a later "
+                f"one although the high watermark is {hw}: the log has a hole"
+            )
         return Location(None, hw, start)
+
+    def _segment_fenced(self, segment: Segment) -> None:
+        """A read fenced `segment` to its end: if it is the active one, roll, so what is
+        appended from now on lands outside the fenced range and stays readable."""
+        with self._lock:
+            if segment is not self._segments[-1] or self._deleted or self._poisoned:
+                return
+            try:
+                self._roll_locked("fenced", self._clock_ms())
+            except StorageError:
+                pass  # logged by the roll; the next fenced read tries again
 
     def _read_error(self, exc: OSError) -> StorageError:
         self._log.error("storage_error", operation="read", errno=exc.errno)
@@ -666,6 +723,8 @@ class Log:
                 self._poisoned = f"segment swap failed: {exc}"
                 self._on_write_error("replace_segments", self.directory, exc)
             first = positions[0]
+            for segment in new:
+                segment.fence_listener = self._segment_fenced
             segments = self._segments[:first] + new + self._segments[first + len(old) :]
             self._segments = segments
             self._bases = [s.base_offset for s in segments]

@@ -3,9 +3,11 @@
 On disk (see storage.files for every name): one `<topic>-<partition>` directory
 per partition, `topics/<topic>.json` per topic holding
 `{"version": 1, "topic": ..., "partitions": N, "configs": {kafka key: str}}`
-(written atomically before the partition directories exist, removed before
-they go), the two offset checkpoints, the `.lock` file and, between a clean
-close and the next open, the clean-shutdown marker.
+(written atomically after every partition directory of a new topic is in
+place, so creation is all or nothing; removed before they go), the two offset
+checkpoints, the `.lock` file and, between a clean close and the next open, the
+clean-shutdown marker. Descriptors are a budget (storage.fdbudget): a topic that
+does not fit is refused up front, or left unloaded at start.
 
 Thread safety: topic creation, deletion and config changes hold `_lock`;
 `get_log` and friends read a dict that is replaced, not mutated. Each Log is
@@ -14,6 +16,7 @@ thread-safe on its own.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import os
@@ -32,11 +35,20 @@ from protocol.errors import (
     InvalidPartitions,
     InvalidTopic,
     StorageError,
+    TidelogError,
     TopicAlreadyExists,
     UnknownTopicOrPartition,
 )
+from protocol.settings import INT64_MAX
 from storage.checkpoint import read_checkpoint, write_checkpoint
-from storage.config import LogConfig
+from storage.config import TOPIC_CONFIG_DEFS, LogConfig
+from storage.fdbudget import (
+    FD_RESERVE,
+    FDS_PER_ACTIVE_SEGMENT,
+    FdBudget,
+    partition_fds,
+    raise_nofile_limit,
+)
 from storage.fileio import FileIO
 from storage.files import (
     CLEAN_SHUTDOWN_FILE,
@@ -59,8 +71,7 @@ from storage.recovery import open_log
 
 log = structlog.get_logger("tidelog.storage")
 
-# Each partition holds three descriptors and two memory maps; 10,000 keeps one
-# topic within ordinary fd and map-count limits.
+# A request-level bound; what fits the process's descriptors is storage.fdbudget's call.
 MAX_PARTITIONS_PER_TOPIC = 10_000
 TOPIC_METADATA_VERSION = 1
 # Suffix of a partition directory whose topic is being deleted (Kafka's naming).
@@ -77,6 +88,8 @@ class StorageStatistics:
     open_duration_s: float
     recovery_truncated_bytes: int
     fenced_segments: int
+    quarantined_segments: int
+    unloaded_topics: int
     topics: int
     partitions: int
     poisoned_partitions: int
@@ -101,13 +114,21 @@ class LogManager:
         *,
         clock_ms: Callable[[], int] = wall_clock_ms,
         io: FileIO | None = None,
+        fd_budget: FdBudget | None = None,
+        fd_reserve: int = FD_RESERVE,
     ) -> None:
+        """`fd_budget`: None builds one at `open()` from RLIMIT_NOFILE (raised there),
+        leaving `fd_reserve` descriptors to the rest of the process (storage.fdbudget)."""
         self.data_dir = Path(data_dir)
         self._defaults = default_config or LogConfig()
         self._clock_ms = clock_ms
         self._io = io or FileIO()
         self._lock = threading.RLock()
         self._topics: dict[str, _Topic] = {}
+        # Topics whose metadata exists but that did not fit the fd budget at open: why.
+        self._unloaded: dict[str, str] = {}
+        self._fd_budget = fd_budget
+        self._fd_reserve = fd_reserve
         self._lock_fd: int | None = None
         self._deletions = DeletionQueue()
         self.had_clean_shutdown = False
@@ -129,19 +150,22 @@ class LogManager:
         self._remove_temp_files()
         recovery_points = read_checkpoint(self._io, self.data_dir / RECOVERY_POINT_CHECKPOINT)
         start_offsets = read_checkpoint(self._io, self.data_dir / LOG_START_OFFSET_CHECKPOINT)
+        raise_nofile_limit()
+        if self._fd_budget is None:
+            self._fd_budget = FdBudget(reserve=self._fd_reserve)
         log.info("log_manager_opening", path=str(self.data_dir), clean=self.had_clean_shutdown)
         started = time.monotonic()
         for entry in sorted(os.listdir(self.data_dir / TOPICS_DIR)):
             if not entry.endswith(TOPIC_METADATA_SUFFIX):
                 continue
-            meta = self._read_metadata(self.data_dir / TOPICS_DIR / entry)
-            overrides = self._valid_stored_overrides(meta["topic"], meta["configs"])
-            topic = _Topic(meta["topic"], overrides, self._config_for(overrides))
-            for partition in range(meta["partitions"]):
-                topic.logs.append(
-                    self._open_partition(topic, partition, recovery_points, start_offsets)
-                )
-            self._topics[topic.name] = topic
+            try:
+                meta = self._read_metadata(self.data_dir / TOPICS_DIR / entry)
+                overrides = self._valid_stored_overrides(meta["topic"], meta["configs"])
+                topic = _Topic(meta["topic"], overrides, self._config_for(overrides))
+            except TidelogError as exc:  # one topic's bad file never stops the start
+                self._leave_unloaded(entry[: -len(TOPIC_METADATA_SUFFIX)], exc.message)
+                continue
+            self._load_topic(topic, meta["partitions"], recovery_points, start_offsets)
         self._remove_stray_dirs()
         self._open_duration_s = time.monotonic() - started
         log.info(
@@ -151,6 +175,61 @@ class LogManager:
             partitions=len(self.all_logs()),
             duration_s=round(self._open_duration_s, 6),
         )
+
+    def _load_topic(
+        self,
+        topic: _Topic,
+        partitions: int,
+        recovery_points: Mapping[tuple[str, int], int],
+        start_offsets: Mapping[tuple[str, int], int],
+    ) -> None:
+        """Open every partition of a topic, or none: a topic whose segments do not fit
+        the fd budget (or whose opening runs out of descriptors anyway) stays unloaded,
+        its files untouched, and the start goes on (issue 23, finding 1)."""
+        needed = sum(
+            partition_fds(self.data_dir / partition_dir_name(topic.name, partition))
+            for partition in range(partitions)
+        )
+        budget = self._budget()
+        if not budget.allows(needed):
+            self._leave_unloaded(
+                topic.name, f"needs ~{needed} file descriptors; " + budget.describe()
+            )
+            return
+        try:
+            for partition in range(partitions):
+                topic.logs.append(
+                    self._open_partition(topic, partition, recovery_points, start_offsets)
+                )
+        except OSError as exc:
+            if exc.errno not in (errno.EMFILE, errno.ENFILE):
+                raise
+            self._close_logs(topic.logs)
+            self._leave_unloaded(topic.name, f"ran out of file descriptors: {exc}")
+            return
+        self._topics[topic.name] = topic
+
+    def _leave_unloaded(self, name: str, reason: str) -> None:
+        self._unloaded[name] = reason
+        log.error(
+            "topic_not_loaded",
+            topic=name,
+            reason=reason,
+            hint="raise the open-files limit (LimitNOFILE) or delete the topic",
+        )
+
+    def _budget(self) -> FdBudget:
+        if self._fd_budget is None:
+            self._fd_budget = FdBudget(reserve=self._fd_reserve)
+        return self._fd_budget
+
+    @staticmethod
+    def _close_logs(logs: list[Log]) -> None:
+        for current in logs:
+            try:
+                current.close()
+            except (StorageError, OSError) as exc:
+                log.warning("log_close_failed", topic=current.topic, error=str(exc))
 
     def _take_lock(self) -> None:
         fd = os.open(self.data_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
@@ -168,8 +247,14 @@ class LogManager:
         try:
             meta = json.loads(self._io.read_file(path))
             name, partitions, configs = meta["topic"], meta["partitions"], meta["configs"]
-            if validate_topic_name(name) is not None or not isinstance(partitions, int):
-                raise ValueError("bad topic name or partition count")
+            if validate_topic_name(name) is not None or f"{name}{TOPIC_METADATA_SUFFIX}" != (
+                path.name
+            ):
+                raise ValueError(f"topic name {name!r} does not match the file name")
+            if type(partitions) is not int or not 1 <= partitions <= MAX_PARTITIONS_PER_TOPIC:
+                raise ValueError(f"partitions must be in [1, {MAX_PARTITIONS_PER_TOPIC}]")
+            if not isinstance(configs, dict):
+                raise ValueError("configs must be a map")
             return {"topic": name, "partitions": partitions, "configs": dict(configs)}
         except (ValueError, KeyError, TypeError) as exc:
             raise StorageError(f"topic metadata {path} is unreadable: {exc}") from exc
@@ -193,6 +278,7 @@ class LogManager:
             recovery_point=recovery_points.get(key),
             log_start_offset=start_offsets.get(key),
             clean=self.had_clean_shutdown,
+            fd_budget=self._fd_budget,
         )
 
     def _remove_temp_files(self) -> None:
@@ -222,6 +308,8 @@ class LogManager:
             parsed = parse_partition_dir_name(entry)
             if parsed is None:
                 continue
+            if parsed[0] in self._unloaded:
+                continue  # its metadata is kept: so are its partitions
             topic = self._topics.get(parsed[0])
             if topic is None or parsed[1] >= len(topic.logs):
                 # Most likely a topic deletion that crashed after removing the metadata.
@@ -259,16 +347,23 @@ class LogManager:
         return LogConfig.from_props(overrides, self._defaults)
 
     def _valid_stored_overrides(self, topic: str, stored: Mapping[str, str]) -> dict[str, str]:
-        """Stored overrides minus those today's validation refuses (an older broker took
-        out-of-range values): each is dropped and logged, so the topic still loads."""
+        """Stored overrides, validated again. An older broker took integers above int64
+        (issue 23 finding 3); where int64's top means "no limit" (`retention.ms`,
+        `retention.bytes`, ...), such a value is clamped to it and logged, so the topic
+        loads with the meaning its owner gave. Any other invalid value raises
+        InvalidConfig: the topic stays unloaded and its data untouched, rather than
+        falling back to a default that could delete what the override kept."""
         overrides = dict(stored)
         for key, value in stored.items():
             try:
                 LogConfig.from_props({key: value}, self._defaults)
             except InvalidConfig as exc:
-                log.warning("topic_config_invalid", topic=topic, key=key, value=value,
-                            error=exc.message)  # fmt: skip
-                del overrides[key]
+                clamped = _clamped_to_int64(key, value)
+                if clamped is None:
+                    raise
+                log.warning("topic_config_clamped", topic=topic, key=key, value=value,
+                            clamped=clamped, error=exc.message)  # fmt: skip
+                overrides[key] = clamped
         return overrides
 
     def _write_metadata(self, name: str, partitions: int, overrides: Mapping[str, str]) -> None:
@@ -296,27 +391,69 @@ class LogManager:
         overrides = {key: _as_text(value) for key, value in (configs or {}).items()}
         config = self._config_for(overrides)
         with self._lock:
-            if name in self._topics:
+            if name in self._topics or name in self._unloaded:
                 raise TopicAlreadyExists(f"topic {name!r} already exists")
-            try:
-                self._write_metadata(name, partitions, overrides)
-                topic = _Topic(name, overrides, config)
-                for partition in range(partitions):
-                    topic.logs.append(self._open_partition(topic, partition, {}, {}))
-            except OSError as exc:
-                raise StorageError(f"creating topic {name!r} failed: {exc}") from exc
-            self._topics = {**self._topics, name: topic}
-            self._io.fsync_dir(self.data_dir)
+            budget = self._budget()
+            needed = partitions * FDS_PER_ACTIVE_SEGMENT
+            if not budget.allows(needed):
+                raise InvalidPartitions(
+                    f"topic {name!r} with {partitions} partitions needs ~{needed} file "
+                    f"descriptors; {budget.describe()}: ask for fewer partitions or raise "
+                    "the open-files limit"
+                )
+            self._create_topic_files(_Topic(name, overrides, config), partitions)
         log.info("topic_created", topic=name, partitions=partitions, configs=overrides)
+
+    def _create_topic_files(self, topic: _Topic, partitions: int) -> None:
+        """All or nothing: partition directories first, the metadata last (a crash
+        before it leaves directories the next start moves aside as strays); a failure
+        closes and removes every partition opened so far."""
+        name = topic.name
+        try:
+            for partition in range(partitions):
+                topic.logs.append(self._open_partition(topic, partition, {}, {}))
+            self._io.fsync_dir(self.data_dir)
+            self._write_metadata(name, partitions, topic.overrides)
+        except OSError as exc:
+            self._close_logs(topic.logs)
+            for partition in range(partitions):
+                directory = self.data_dir / partition_dir_name(name, partition)
+                try:
+                    self._io.rmtree(directory)
+                except FileNotFoundError:
+                    pass
+                except OSError as cleanup:
+                    log.error("topic_rollback_failed", path=str(directory), error=str(cleanup))
+            log.error("topic_create_failed", topic=name, partitions=partitions, error=str(exc))
+            raise StorageError(f"creating topic {name!r} failed (rolled back): {exc}") from exc
+        self._topics = {**self._topics, name: topic}
 
     def delete_topic(self, name: str) -> None:
         with self._lock:
+            if name in self._unloaded:
+                self._delete_unloaded_topic(name)
+                return
             topic = self._topic(name)
             try:
                 self._delete_topic_files(topic)
             except OSError as exc:
                 raise StorageError(f"deleting topic {name!r} failed: {exc}") from exc
         log.info("topic_deleted", topic=name)
+
+    def _delete_unloaded_topic(self, name: str) -> None:
+        """An operator's way out for a topic too big to load: its metadata, then its
+        directories (the next start would move leftovers aside as strays)."""
+        try:
+            self._io.unlink(topic_metadata_path(self.data_dir, name))
+            self._io.fsync_dir(self.data_dir / TOPICS_DIR)
+            del self._unloaded[name]
+            for entry in os.listdir(self.data_dir):
+                parsed = parse_partition_dir_name(entry)
+                if parsed is not None and parsed[0] == name:
+                    self._io.rmtree(self.data_dir / entry)
+        except OSError as exc:
+            raise StorageError(f"deleting topic {name!r} failed: {exc}") from exc
+        log.info("topic_deleted", topic=name, loaded=False)
 
     def _delete_topic_files(self, topic: _Topic) -> None:
         """Metadata first (a crash never resurrects the topic), then each partition dir."""
@@ -426,6 +563,8 @@ class LogManager:
             open_duration_s=self._open_duration_s,
             recovery_truncated_bytes=sum(current.recovery_truncated_bytes for current in logs),
             fenced_segments=sum(current.fenced_segments for current in logs),
+            quarantined_segments=sum(current.quarantined_segments for current in logs),
+            unloaded_topics=len(self._unloaded),
             topics=len(self._topics),
             partitions=len(logs),
             poisoned_partitions=sum(1 for current in logs if current.poisoned),
@@ -451,3 +590,15 @@ def _as_text(value: object) -> str:
     if isinstance(value, str | int | float):
         return str(value)
     raise InvalidConfig(f"config value {value!r} is not a string or number")
+
+
+def _clamped_to_int64(key: str, value: str) -> str | None:
+    """int64's top for an integer above it, where the setting's own top is int64's."""
+    setting = TOPIC_CONFIG_DEFS.get(key)
+    if setting is None or setting.type is not int or setting.bounds[1] != INT64_MAX:
+        return None
+    try:
+        number = int(str(value).strip())
+    except ValueError:
+        return None
+    return str(INT64_MAX) if number > INT64_MAX else None

@@ -16,6 +16,12 @@ Rules (DESIGN.md "Durability", KAFKA_SEMANTICS.md §7.4 and §8):
    So does a rescanned segment of a non-compacted log that ends below the next
    segment's base offset (a power cut lost its unflushed tail after a roll):
    the later segments are removed so the log stays a gap-free prefix.
+2a. Load trusts no file name it did not check. A `.log` named above int64, one
+   whose first whole, CRC-valid batch lies below its name's base offset, or one
+   starting below the end of the segment before it (overlapping) is renamed
+   aside with the `.quarantined` suffix (with its indexes), logged as
+   `segment_quarantined` and counted: offsets never repeat because of a stray
+   or copied file.
 4. A bad byte below the recovery point (or anywhere after a clean stop) is
    damage to acknowledged, flushed data: the segment is fenced from that byte
    (reads there fail with CORRUPT_MESSAGE), nothing is cut, and later segments
@@ -31,23 +37,28 @@ import os
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import structlog
 
-from protocol.batch import HEADER, HEADER_SIZE, LOG_OVERHEAD
+from protocol.batch import HEADER, HEADER_SIZE, LOG_OVERHEAD, check_crc
+from protocol.errors import CorruptMessage
 from storage.config import LogConfig
+from storage.fdbudget import FdBudget
 from storage.fileio import FileIO
 from storage.files import (
     CLEANED_SUFFIX,
     DELETED_SUFFIX,
     INDEX_SUFFIX,
     LOG_SUFFIX,
+    MAX_BASE_OFFSET,
     SWAP_SUFFIX,
     TEMP_SUFFIX,
     TIME_INDEX_SUFFIX,
     DeletionQueue,
     SegmentFileName,
     parse_segment_file_name,
+    quarantined_name,
     segment_paths,
 )
 from storage.index import CorruptIndexError
@@ -183,6 +194,60 @@ def _load_segment(
     return segment, False
 
 
+def _quarantine(io: FileIO, directory: Path, base: int, reason: str, bound: Any) -> None:
+    """Rename a segment's files aside (`.quarantined`): never loaded again, kept for an
+    operator."""
+    for path in segment_paths(directory, base):
+        if path.exists():
+            io.rename(path, quarantined_name(path))
+    io.fsync_dir(directory)
+    bound.error("segment_quarantined", base_offset=base, path=str(directory), reason=reason)
+
+
+def _misplaced_first_batch(segment: Segment) -> str | None:
+    """Why the segment's first batch cannot belong to it: a whole, CRC-valid batch (so
+    real data, not a torn write) whose offsets lie below the name's base offset."""
+    if segment.size < HEADER_SIZE:
+        return None
+    length = HEADER.unpack_from(segment.pread(HEADER_SIZE, 0))[1] + LOG_OVERHEAD
+    if length < HEADER_SIZE or length > segment.size:
+        return None
+    try:
+        header = check_crc(segment.pread(length, 0))
+    except CorruptMessage:
+        return None
+    if header.base_offset < segment.base_offset:
+        return (
+            f"first batch holds offset {header.base_offset}, below the file's base offset "
+            f"{segment.base_offset}"
+        )
+    return None
+
+
+def _admit_segments(
+    io: FileIO, directory: Path, segments: list[Segment], rebuild: list[bool], bound: Any
+) -> tuple[list[Segment], list[bool], int]:
+    """Drop (quarantine) segments that overlap the one before or hold misplaced data."""
+    kept: list[Segment] = []
+    kept_rebuild: list[bool] = []
+    refused = 0
+    for segment, needs in zip(segments, rebuild, strict=True):
+        reason = _misplaced_first_batch(segment)
+        if reason is None and kept and segment.base_offset < kept[-1].next_offset:
+            reason = (
+                f"overlaps the segment at {kept[-1].base_offset}, which ends at offset "
+                f"{kept[-1].next_offset - 1}"
+            )
+        if reason is None:
+            kept.append(segment)
+            kept_rebuild.append(needs)
+            continue
+        segment.close()
+        _quarantine(io, directory, segment.base_offset, reason, bound)
+        refused += 1
+    return kept, kept_rebuild, refused
+
+
 def _hole_after(segments: list[Segment], i: int, config: LogConfig) -> bool:
     """True when segment `i` ends below the next segment's base on a non-compacted log.
 
@@ -206,6 +271,7 @@ def open_log(
     recovery_point: int | None,
     log_start_offset: int | None,
     clean: bool,
+    fd_budget: FdBudget | None = None,
 ) -> Log:
     """Load (and after an unclean stop, recover) one partition directory into a Log."""
     started = time.monotonic()
@@ -213,6 +279,16 @@ def open_log(
     io.mkdir(directory)
     now_ms = clock_ms()
     remove_leftovers(io, directory)
+    quarantined = 0
+    for _, parsed in _segment_files(directory):
+        if (
+            parsed.kind == LOG_SUFFIX
+            and not parsed.transient
+            and parsed.base_offset > MAX_BASE_OFFSET
+        ):
+            reason = f"base offset {parsed.base_offset} is above int64"
+            _quarantine(io, directory, parsed.base_offset, reason, bound)
+            quarantined += 1
     files = _segment_files(directory)
     bases = sorted({n.base_offset for _, n in files if n.kind == LOG_SUFFIX and not n.transient})
     for path, parsed in files:
@@ -225,6 +301,8 @@ def open_log(
         segment, needs = _load_segment(io, directory, base, config, now_ms, thorough=not clean)
         segments.append(segment)
         rebuild.append(needs)
+    segments, rebuild, refused = _admit_segments(io, directory, segments, rebuild, bound)
+    quarantined += refused
 
     checkpoint_rp = recovery_point if recovery_point is not None else 0
     fence_below = ALL_FLUSHED if clean else checkpoint_rp
@@ -329,9 +407,10 @@ def open_log(
         io=io,
         clock_ms=clock_ms,
         deletion_queue=deletion_queue,
+        fd_budget=fd_budget,
     )
     result_log.recovery_truncated_bytes = truncated_total
-    result_log.fenced_segments = sum(1 for s in segments if s.fence_position is not None)
+    result_log.quarantined_segments = quarantined
     bound.info(
         "log_loaded",
         clean=clean,

@@ -4,7 +4,10 @@ Invariants: the `.log` holds whole batches back to back from byte 0 to `size`,
 their offsets strictly increase from `base_offset`, and `next_offset` is one past
 the last batch's last offset (`base_offset` when empty). Index entries point only
 at bytes below `size`. A segment whose bytes from `fence_position` on failed
-recovery below the recovery point is *fenced*: that range is never served.
+recovery below the recovery point, or held a batch header a read walked into
+and could not accept (a clean stop rescans nothing), is *fenced*: that range
+is never served, reads of it fail with CorruptMessage. Reads check the headers
+they serve (magic, length), not the CRC: as in Kafka, the consumer checks that.
 
 Thread safety: `append`, `truncate_to`, `become_inactive` and `close` run under
 the owning log's lock. Readers use positional reads on the open descriptor and
@@ -22,8 +25,9 @@ from __future__ import annotations
 
 import random
 import struct
+import threading
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -54,6 +58,12 @@ SCAN_READ_BYTES = 64 * 1024
 RECOVERY_READ_BYTES = 8 * 1024 * 1024
 _LENGTH = struct.Struct(">i")
 _BATCH_LENGTH_AT = 8
+_MAGIC_AT = 12
+_LENGTH_MAGIC = struct.Struct(">ib")  # batch_length and magic, adjacent from byte 8
+# Serialises fencing by readers, so each damage is logged once (rare: no contention).
+_FENCE_LOCK = threading.Lock()
+# Called with (byte position, reason) when a read walks into a header that cannot be.
+DamageCallback = Callable[[int, str], None]
 # Header tuple fields (protocol.batch.HEADER order).
 _BASE, _LEN, _MAGIC, _ATTRS, _LAST_DELTA, _MAX_TS = 0, 1, 2, 4, 5, 7
 
@@ -150,6 +160,10 @@ class Segment:
             fd = io.open(self.log_path, create=True)
         self._file = _Descriptor(io, fd)
         self.size = io.file_size(self._file.fd)
+        # Bytes [0, verified_bytes) are whole batches with plausible headers: appended by
+        # this process (validated on produce), rescanned by recovery, or walked once by
+        # a read. Reads inside it skip the header walk (the hot tail read stays as cheap).
+        self.verified_bytes = 0
         self.offset_index = OffsetIndex(index_path, base_offset, io, preallocate_bytes=index_bytes)
         self.time_index = TimeIndex(time_index_path, base_offset, io, preallocate_bytes=index_bytes)
         self.next_offset = base_offset
@@ -161,6 +175,8 @@ class Segment:
         self.roll_jitter_ms = roll_jitter_ms
         self.fence_position: int | None = None
         self.fence_reason = ""
+        # Told when a read fences this segment (its log rolls an active one).
+        self.fence_listener: Callable[[Segment], None] | None = None
         # False when loading found bytes after the last whole batch: rescan needed.
         self.tail_is_whole = True
 
@@ -206,12 +222,18 @@ class Segment:
         self.next_offset = max(self.next_offset, self.base_offset)
         end = start
         for batch in self.iter_batches(start, self.size):
+            if batch.base_offset < self.next_offset or (
+                batch.last_offset - self.base_offset > INT_MAX
+            ):
+                break  # not the next batch of this segment: recovery rescans from here
             self.next_offset = batch.last_offset + 1
             end = batch.position + batch.size
             if batch.max_timestamp > self.max_timestamp:
                 self.max_timestamp = batch.max_timestamp
                 self.offset_of_max_timestamp = batch.last_offset
         self.tail_is_whole = end == self.size
+        if start == 0 and self.tail_is_whole:
+            self.verified_bytes = end
 
     def sanity_check(self, *, thorough: bool) -> None:
         """Raise CorruptIndexError when an index cannot belong to this log.
@@ -284,6 +306,8 @@ class Segment:
         self.bytes_since_last_index_entry = since_entry + len(chunk)
         self.next_offset = last_offset + 1
         self.size = position + len(chunk)
+        if self.verified_bytes == position:
+            self.verified_bytes = self.size
         return position
 
     def _cut_back(self, position: int) -> None:
@@ -357,6 +381,7 @@ class Segment:
         removed = self.size - position
         self._io.ftruncate(self._file.fd, position)
         self.size = position
+        self.verified_bytes = min(self.verified_bytes, position)
         self.offset_index.truncate_to(next_offset)
         self.time_index.truncate_to(next_offset)
         self.next_offset = max(self.base_offset, next_offset) if position else self.base_offset
@@ -434,6 +459,7 @@ class Segment:
                 break
         self.bytes_since_last_index_entry = since_entry
         self.next_offset = next_offset
+        self.verified_bytes = position
         if position >= file_size:
             self.size = file_size
             return RecoveryResult(file_size, 0, next_offset, None, "")
@@ -455,11 +481,16 @@ class Segment:
             return None
         return HEADER.unpack_from(data)
 
-    def iter_batches(self, start: int, end: int) -> Iterator[BatchPosition]:
-        """Headers of the whole batches in [start, end), read in blocks; stops at a bad one."""
+    def iter_batches(
+        self, start: int, end: int, on_damage: DamageCallback | None = None
+    ) -> Iterator[BatchPosition]:
+        """Headers of the whole batches in [start, end), read in blocks; stops at a bad
+        one, reporting it to `on_damage` (when `end` is the segment's end, a header that
+        does not fit is damage, not a cut)."""
         position = start
         if self.fence_position is not None:
             end = min(end, self.fence_position)
+        previous: BatchPosition | None = None
         while position + HEADER_SIZE <= end:
             block = self._io.pread(self._file.fd, min(SCAN_READ_BYTES, end - position), position)
             pos = 0
@@ -467,29 +498,75 @@ class Segment:
                 header = HEADER.unpack_from(block, pos)
                 size = header[_LEN] + LOG_OVERHEAD
                 if header[_MAGIC] != MAGIC or size < HEADER_SIZE or position + pos + size > end:
+                    if on_damage is not None:
+                        problem = _header_problem(header[_MAGIC], size)
+                        on_damage(self.culprit(previous, position + pos), problem)
                     return
-                yield BatchPosition(
+                previous = BatchPosition(
                     position + pos,
                     size,
                     header[_BASE],
                     header[_BASE] + header[_LAST_DELTA],
                     header[_MAX_TS],
                 )
+                yield previous
                 pos += size
             if pos == 0:
+                if on_damage is not None:  # fewer than HEADER_SIZE bytes before `end`
+                    problem = "a batch header is cut by the end of the segment"
+                    on_damage(self.culprit(previous, position), problem)
                 return
             position += pos
 
-    def find_batch(self, offset: int, end: int | None = None) -> BatchPosition | None:
+    def culprit(self, previous: BatchPosition | None, position: int) -> int:
+        """Where damage a header walk found at `position` starts: at the batch before it
+        when that one fails its CRC (a wrong length there led the walk astray)."""
+        if previous is None:
+            return position
+        try:
+            check_crc(self._io.pread(self._file.fd, previous.size, previous.position))
+        except CorruptMessage:
+            return previous.position
+        return position
+
+    def find_batch(
+        self, offset: int, end: int | None = None, on_damage: DamageCallback | None = None
+    ) -> BatchPosition | None:
         """The first batch whose last offset is >= `offset`, below byte `end`."""
         _, start = self.offset_index.lookup(offset)
-        for batch in self.iter_batches(start, self.size if end is None else end):
+        for batch in self.iter_batches(start, self.size if end is None else end, on_damage):
             if batch.last_offset >= offset:
                 return batch
         return None
 
     def is_fenced_at(self, position: int) -> bool:
         return self.fence_position is not None and position >= self.fence_position
+
+    def fence(self, position: int, reason: str) -> None:
+        """Damage found by a read at byte `position`: fence from there on (logged once).
+
+        Never cut: the bytes are flushed, acknowledged data an operator may want.
+        """
+        with _FENCE_LOCK:
+            if self.fence_position is not None and self.fence_position <= position:
+                return
+            self.fence_position, self.fence_reason = position, reason
+        log.error(
+            "segment_fenced",
+            segment=str(self.log_path),
+            base_offset=self.base_offset,
+            position=position,
+            reason=reason,
+            found_by="read",
+        )
+        if self.fence_listener is not None:
+            self.fence_listener(self)
+
+    def _fenced_error(self, what: str) -> CorruptMessage:
+        return CorruptMessage(
+            f"{self.log_path}: {what} lies in a damaged range fenced at byte "
+            f"{self.fence_position} ({self.fence_reason})"
+        )
 
     def extent(
         self, offset: int, max_bytes: int, end: int, *, min_one: bool = True
@@ -501,16 +578,14 @@ class Segment:
         None when no batch below `end` holds `offset` or later (look in the next
         segment). Raises CorruptMessage when the batch lies in a fenced range.
         """
-        found = self.find_batch(offset, end)
-        if found is None:
-            if self.fence_position is not None and self.fence_position < end:
-                raise CorruptMessage(
-                    f"{self.log_path}: offset {offset} lies in a damaged range fenced at byte "
-                    f"{self.fence_position} ({self.fence_reason})"
-                )
+        found = self.find_batch(offset, end, self.fence)
+        fence = self.fence_position
+        if found is None or (fence is not None and found.position >= fence):
+            if fence is not None and fence < end:
+                raise self._fenced_error(f"offset {offset}")
             return None
-        if self.fence_position is not None:
-            end = min(end, self.fence_position)
+        if fence is not None:
+            end = min(end, fence)
         limit = max(max_bytes, found.size) if min_one else max_bytes
         if limit < found.size:
             return found.position, found.position, False
@@ -527,11 +602,26 @@ class Segment:
         return None if extent is None else self.read_extent(*extent)
 
     def read_extent(self, position: int, stop: int, whole: bool) -> bytes:
-        """The whole batches of an `extent`: bytes [position, stop), cut unless `whole`."""
+        """The whole batches of an `extent`: bytes [position, stop), cut unless `whole`.
+
+        Headers outside `verified_bytes` are checked (one struct read per batch):
+        damage found there is fenced and the bytes before it are served; damage at
+        `position` raises.
+        """
         if stop == position:
             return b""
         data = self.pread(stop - position, position)
-        return data if whole else data[: whole_batches_length(data)]
+        if whole and stop <= self.verified_bytes:
+            return data
+        length, problem = check_headers(data, whole=whole)
+        if problem is not None:
+            self.fence(position + length, problem)
+            length = min(length, (self.fence_position or position) - position)
+            if length <= 0:
+                raise self._fenced_error(f"byte {position}")
+        elif position <= self.verified_bytes:
+            self.verified_bytes = max(self.verified_bytes, position + length)
+        return data if length == len(data) else data[:length]
 
     def pread(self, length: int, position: int) -> bytes:
         """`length` bytes of the `.log` file at `position` (fewer at its end)."""
@@ -549,7 +639,7 @@ class Segment:
         """First (offset, timestamp) in [start_offset, end_offset) with timestamp >= `timestamp`."""
         _, index_offset = self.time_index.lookup(timestamp)
         _, position = self.offset_index.lookup(max(index_offset, start_offset))
-        for batch in self.iter_batches(position, self.size):
+        for batch in self.iter_batches(position, self.size, self.fence):
             if batch.base_offset >= end_offset:
                 return None
             if batch.max_timestamp < timestamp or batch.last_offset < start_offset:
@@ -557,6 +647,11 @@ class Segment:
             for record_offset, record_ts in self._record_times(batch):
                 if start_offset <= record_offset < end_offset and record_ts >= timestamp:
                     return record_offset, record_ts
+        if self.fence_position is not None:
+            # The walk ended at a fenced range the answer may lie in (the segment's
+            # timestamps said it holds one): say so, rather than "none" here and a
+            # later segment's offset from the caller.
+            raise self._fenced_error(f"timestamp {timestamp}")
         return None
 
     def _record_times(self, batch: BatchPosition) -> list[tuple[int, int]]:
@@ -650,10 +745,44 @@ def _check_batch(block: bytes, pos: int, expected_offset: int, base_offset: int)
 
 def whole_batches_length(data: bytes) -> int:
     """Length of the prefix of `data` made of whole batches."""
-    pos = 0
-    while len(data) - pos >= LOG_OVERHEAD:
-        size = _LENGTH.unpack_from(data, pos + _BATCH_LENGTH_AT)[0] + LOG_OVERHEAD
-        if size < HEADER_SIZE or pos + size > len(data):
+    return check_headers(data, whole=False)[0]
+
+
+def _header_problem(magic: int, size: int) -> str:
+    if magic != MAGIC:
+        return f"a batch header has magic {magic}, expected {MAGIC}"
+    if size < HEADER_SIZE:
+        return f"a batch header has batch_length {size - LOG_OVERHEAD}, below the minimum"
+    return f"a batch header's length ({size} bytes) runs past the end of the segment"
+
+
+def check_headers(data: bytes, *, whole: bool) -> tuple[int, str | None]:
+    """(length of the prefix of whole, plausible batches, why it stops early or None).
+
+    One struct read per batch. A header with a wrong magic or a length below the
+    minimum is damage; so is a batch or header cut by the end of `data` when `whole`
+    says the bytes end on a batch boundary (else that is where a byte limit cut them).
+    """
+    pos, end, previous = 0, len(data), -1
+    problem: str | None = None
+    unpack = _LENGTH_MAGIC.unpack_from  # one struct read per batch: length and magic
+    last_header = end - HEADER_SIZE
+    while pos <= last_header:
+        length, magic = unpack(data, pos + _BATCH_LENGTH_AT)
+        size = length + LOG_OVERHEAD
+        if magic != MAGIC or size < HEADER_SIZE or (pos + size > end and whole):
+            problem = _header_problem(magic, size)
             break
-        pos += size
-    return pos
+        if pos + size > end:
+            return pos, None
+        previous, pos = pos, pos + size
+    else:
+        if not whole or pos == end:
+            return pos, None
+        problem = "a batch header is cut by the end of the segment"
+    if previous >= 0:  # the batch before may be the one whose length is wrong
+        try:
+            check_crc(data, previous)
+        except CorruptMessage:
+            return previous, problem
+    return pos, problem

@@ -2,8 +2,10 @@
 
 Before issue 23 finding 3 was fixed, `alter_configs` stored values above int64
 (e.g. `retention.bytes` = 2**63). A data directory holding one must still open:
-the bad override is dropped (the topic falls back to the broker default) and a
-log event names it, instead of failing every start or every describe.
+where int64's top means "no limit", the override is clamped to it (the meaning
+its owner gave) and a log event names it, instead of failing every start or every
+describe; any other invalid override leaves the topic unloaded, its data untouched
+(tests/storage/test_fd_budget.py), never falling back to a default that deletes.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ def _store_override(data_dir: Path, topic: str, key: str, value: str) -> None:
     path.write_text(json.dumps(meta), encoding="utf-8")
 
 
-def test_out_of_range_stored_override_is_dropped_at_load(tmp_path: Path) -> None:
+def test_out_of_range_stored_override_is_clamped_at_load(tmp_path: Path) -> None:
     manager = LogManager(tmp_path, LogConfig())
     manager.open()
     manager.create_topic("t", 1, {"retention.ms": "1000"})
@@ -38,10 +40,13 @@ def test_out_of_range_stored_override_is_dropped_at_load(tmp_path: Path) -> None
     with capture_logs() as events:
         reopened.open()
     try:
-        assert reopened.topic_overrides("t") == {"retention.ms": "1000"}
-        assert reopened.get_log("t", 0).config.retention_bytes == LogConfig().retention_bytes
+        assert reopened.topic_overrides("t") == {
+            "retention.ms": "1000",
+            "retention.bytes": str(2**63 - 1),
+        }
+        assert reopened.get_log("t", 0).config.retention_bytes == 2**63 - 1
         assert reopened.get_log("t", 0).config.retention_ms == 1000
-        dropped = [e for e in events if e["event"] == "topic_config_invalid"]
+        dropped = [e for e in events if e["event"] == "topic_config_clamped"]
         assert len(dropped) == 1 and dropped[0]["key"] == "retention.bytes"
         assert dropped[0]["value"] == TOO_BIG and "9223372036854775807" in dropped[0]["error"]
     finally:
