@@ -55,7 +55,7 @@ def connector_import_message(cause: ImportError, worker_python: str, source_pyth
         "interpreter. Fix it one of these ways: activate the virtualenv that has tidelog "
         "before starting the job; set PYSPARK_PYTHON to a Python that has tidelog[spark] "
         "before the session starts; install tidelog[spark] into the workers' Python; or ship "
-        "it with the job (--archives with a venv-pack archive and "
+        "it with the job (on YARN or Kubernetes, a venv-pack archive with --archives and "
         "PYSPARK_PYTHON=./env/bin/python). See docs/spark.md, 'Installing and shipping'."
     )
 
