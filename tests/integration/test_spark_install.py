@@ -104,7 +104,7 @@ spark.stop()
 """.replace("RESULT_MARK", repr(RESULT_MARK))
 
 
-def clean_env(venv: Path | None, tmp: Path, **extra: str) -> dict[str, str]:
+def clean_env(venv: Path | None, tmp: Path) -> dict[str, str]:
     """A user's shell: PATH with `venv` activated first (if any), HOME, nothing else of ours."""
     path = [p for p in os.environ.get("PATH", "/usr/bin:/bin").split(os.pathsep) if p]
     path = [p for p in path if not (Path(p).parent / "pyvenv.cfg").exists()]  # no venv's bin
@@ -120,7 +120,6 @@ def clean_env(venv: Path | None, tmp: Path, **extra: str) -> dict[str, str]:
     if venv is not None:
         env["VIRTUAL_ENV"] = str(venv)
         env["PATH"] = os.pathsep.join([str(venv / "bin"), *path])
-    env.update(extra)
     return env
 
 
