@@ -9,11 +9,21 @@ PYTEST_ARGS ?=
 
 install: $(STAMP)
 
-# Reinstall only when the project metadata changes: a second `make install` is a no-op.
-$(STAMP): pyproject.toml
+# Reinstall only when the project metadata or this recipe changes: a second `make install`
+# is a no-op.
+# The editable install serves our flat layout through an import hook, which
+# `pkgutil.iter_modules()` cannot list; PySpark finds `format("tidelog")` with exactly that
+# scan, so from any directory but this one the format was missing (issue 24). The .pth
+# written after it puts the repository on the venv's sys.path, where the scan sees
+# `pyspark_tidelog`, and new modules are picked up with no reinstall. (setuptools' `compat`
+# mode writes the same line but is deprecated; `strict` mode links files one by one and
+# misses modules added later.)
+$(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[spark,dev,bench]'
+	$(BIN)/python -c 'import pathlib, sysconfig; \
+		pathlib.Path(sysconfig.get_path("purelib"), "tidelog-repository.pth").write_text("$(CURDIR)\n")'
 	touch $(STAMP)
 
 run: install

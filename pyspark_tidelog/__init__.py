@@ -1,6 +1,11 @@
 """Static registration of the `tidelog` format: PySpark registers a `DefaultSource` found in
-any top-level `pyspark_*` module, so an installed tidelog needs no `register()` call."""
+any top-level `pyspark_*` module (it scans `pkgutil.iter_modules()` in a Python worker), so
+an installed tidelog needs no `register()` call.
 
-from spark_connector.source import TidelogDataSource as DefaultSource
+`DefaultSource` is the class that checks, in each worker that builds it, that the worker's
+Python can import the connector (spark_connector/worker_import.py).
+"""
+
+from spark_connector.worker_import import ShippedDataSource as DefaultSource
 
 __all__ = ["DefaultSource"]
