@@ -13,7 +13,7 @@ install: $(STAMP)
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[spark,dev,bench]'
+	$(BIN)/python -m pip install --quiet -e '.[spark,dev,bench,kafka]'
 	touch $(STAMP)
 
 run: install
