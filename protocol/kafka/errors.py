@@ -4,8 +4,8 @@ The table mirrors `org.apache.kafka.common.protocol.Errors` (Apache Kafka 4.0): 
 code a Kafka client knows, so a response never carries a number the client cannot
 name. `retriable` is True where Kafka's exception class derives from
 `RetriableException`. Tidelog's own error names (protocol/errors.py) are Kafka's
-names, so `for_tidelog_code` maps them by name; a Tidelog code Kafka lacks becomes
-UNKNOWN_SERVER_ERROR.
+names (STORAGE_ERROR is KAFKA_STORAGE_ERROR), so `for_tidelog_code` maps them by
+name; a Tidelog code Kafka lacks becomes UNKNOWN_SERVER_ERROR.
 
 Malformed Kafka input of any kind becomes `KafkaCodecError`, which carries the Kafka
 error to answer with and chains the low-level cause.
@@ -187,15 +187,19 @@ def error_for_code(code: int) -> KafkaError:
     return ERRORS_BY_CODE.get(code, UNKNOWN_SERVER_ERROR)
 
 
+# Tidelog names that differ from Kafka's for the same meaning.
+_TIDELOG_ALIASES = {"STORAGE_ERROR": "KAFKA_STORAGE_ERROR"}
+
+
 def for_tidelog_code(code: str | None) -> KafkaError:
     """The Kafka error for a Tidelog error name (PROTOCOL.md §5); None is NONE.
 
-    Tidelog named its codes after Kafka's, so the names coincide; one Kafka lacks
-    is reported as UNKNOWN_SERVER_ERROR rather than invented.
+    Tidelog named its codes after Kafka's, so the names coincide but for the
+    aliases above; a name Kafka lacks is UNKNOWN_SERVER_ERROR rather than invented.
     """
     if code is None:
         return NONE
-    return ERRORS_BY_NAME.get(code, UNKNOWN_SERVER_ERROR)
+    return ERRORS_BY_NAME.get(_TIDELOG_ALIASES.get(code, code), UNKNOWN_SERVER_ERROR)
 
 
 class KafkaCodecError(Exception):
