@@ -111,4 +111,4 @@ def test_requests_framed_by_aiokafka_decode(cls, is_request):
 
 
 def test_api_versions_v0_is_what_aiokafka_sends():
-    assert any(cls.API_KEY == API_VERSIONS.key and cls.API_VERSION == 0 for cls, _ in STRUCTS)
+    assert any(API_VERSIONS.key == cls.API_KEY and cls.API_VERSION == 0 for cls, _ in STRUCTS)

@@ -30,6 +30,17 @@ def _kafka_python_errors() -> dict[int, type]:
     return out
 
 
+# kafka-python keeps some older names for the same codes.
+KAFKA_PYTHON_NAMES = {
+    "UNKNOWN_SERVER_ERROR": "UNKNOWN",
+    "NONE": "NO_ERROR",
+    "NOT_LEADER_OR_FOLLOWER": "NOT_LEADER_FOR_PARTITION",
+    "MESSAGE_TOO_LARGE": "MESSAGE_SIZE_TOO_LARGE",
+    "INVALID_TOPIC_EXCEPTION": "INVALID_TOPIC",
+    "INVALID_REPLICA_ASSIGNMENT": "INVALID_REPLICATION_ASSIGNMENT",
+}
+
+
 def test_codes_and_names_are_unique():
     # Kafka 4.0 defines -1..128 except 99 (never assigned).
     assert sorted(ERRORS_BY_CODE) == [c for c in range(-1, 129) if c != 99]
@@ -61,9 +72,9 @@ def test_agrees_with_kafka_python_on_every_shared_code():
     theirs = _kafka_python_errors()
     shared = set(theirs) & set(ERRORS_BY_CODE)
     assert len(shared) > 100
-    for code in shared - {0}:  # kafka-python calls 0 NO_ERROR
+    for code in shared:
         ours = ERRORS_BY_CODE[code]
-        assert theirs[code].message == ours.name, code
+        assert KAFKA_PYTHON_NAMES.get(ours.name, ours.name) == theirs[code].message, code
         if code != 2:  # Java's CorruptRecordException is retriable; kafka-python's is not
             assert bool(theirs[code].retriable) == ours.retriable, ours.name
 
