@@ -50,12 +50,14 @@ class WireProtocol(Enum):
     UNKNOWN = "unknown"
 
 
-def sniff_protocol(first: bytes | bytearray | memoryview) -> WireProtocol | None:
+def sniff_protocol(
+    first: bytes | bytearray | memoryview, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
+) -> WireProtocol | None:
     """The protocol of a connection from its first bytes; None until 5 have arrived.
 
-    Kafka: a plausible size (at least a request header) and a first body byte of
-    0x00 (the high byte of an api key). Tidelog: a msgpack map marker. Anything
-    else is UNKNOWN (the caller answers as it sees fit and closes).
+    Kafka: a plausible size (a request header's worth, up to `max_frame_bytes`) and
+    a first body byte of 0x00 (the high byte of an api key). Tidelog: a msgpack map
+    marker. Anything else (a TLS hello, HTTP) is UNKNOWN: the caller closes.
     """
     if len(first) < SNIFF_BYTES:
         return None
@@ -63,7 +65,7 @@ def sniff_protocol(first: bytes | bytearray | memoryview) -> WireProtocol | None
     if marker in _MSGPACK_MAP_MARKERS:
         return WireProtocol.TIDELOG
     (size,) = _SIZE.unpack_from(first, 0)
-    if marker == 0 and size >= _MIN_REQUEST_BYTES:
+    if marker == 0 and _MIN_REQUEST_BYTES <= size <= max_frame_bytes:
         return WireProtocol.KAFKA
     return WireProtocol.UNKNOWN
 
