@@ -312,14 +312,26 @@ def _fixed_codec(type_name: str) -> tuple[Reader, Writer]:
     return read, write
 
 
-def _read_length(buf: memoryview, pos: int, flexible: bool, wide: bool) -> tuple[int, int]:
-    """A length prefix: compact uvarint (minus one) in flexible versions, else int16/int32."""
+def _length_reader(flexible: bool, wide: bool) -> Callable[[memoryview, int], tuple[int, int]]:
+    """A length prefix's reader: compact uvarint (minus one) when flexible, else int16/int32.
+
+    Chosen once per field, so reading a length is one call with no branching.
+    """
     if flexible:
-        raw, pos = read_uvarint(buf, pos)
-        return raw - 1, pos
-    if wide:
-        return _INT32.unpack_from(buf, pos)[0], pos + 4
-    return _INT16.unpack_from(buf, pos)[0], pos + 2
+
+        def read_compact(buf: memoryview, pos: int) -> tuple[int, int]:
+            raw, pos = read_uvarint(buf, pos)
+            return raw - 1, pos
+
+        return read_compact
+    fixed = _INT32 if wide else _INT16
+    unpack_from = fixed.unpack_from
+    size = fixed.size
+
+    def read_fixed(buf: memoryview, pos: int) -> tuple[int, int]:
+        return unpack_from(buf, pos)[0], pos + size
+
+    return read_fixed
 
 
 def _write_length(out: bytearray, length: int, flexible: bool, wide: bool) -> None:
@@ -334,9 +346,10 @@ def _write_length(out: bytearray, length: int, flexible: bool, wide: bool) -> No
 def _blob_codec(what: str, text: bool, flexible: bool, nullable: bool) -> tuple[Reader, Writer]:
     """string (int16 length, UTF-8), bytes and records (int32 length): compact when flexible."""
     wide = not text
+    read_length = _length_reader(flexible, wide)
 
     def read(buf: memoryview, pos: int) -> tuple[Any, int]:
-        length, pos = _read_length(buf, pos, flexible, wide)
+        length, pos = read_length(buf, pos)
         if length < 0:
             if length == -1 and nullable:
                 return None, pos
@@ -364,8 +377,10 @@ def _blob_codec(what: str, text: bool, flexible: bool, nullable: bool) -> tuple[
 def _array_codec(
     what: str, elem_reader: Reader, elem_writer: Writer, flexible: bool, nullable: bool
 ) -> tuple[Reader, Writer]:
+    read_length = _length_reader(flexible, wide=True)
+
     def read(buf: memoryview, pos: int) -> tuple[Any, int]:
-        count, pos = _read_length(buf, pos, flexible, wide=True)
+        count, pos = read_length(buf, pos)
         if count < 0:
             if count == -1 and nullable:
                 return None, pos
