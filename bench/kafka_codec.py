@@ -26,6 +26,7 @@ from collections.abc import Callable
 from protocol import batch as tidelog
 from protocol.compression import Compression
 from protocol.kafka import kafka_to_tidelog, tidelog_to_kafka
+from protocol.kafka import validate_batch as validate_kafka_batch
 from protocol.kafka.messages import FETCH, PRODUCE
 
 PARTITIONS = 10
@@ -201,6 +202,14 @@ def conversion_rows() -> list[tuple[str, int, str, float]]:
                     count,
                     name,
                     best_us(lambda ours=ours: tidelog.validate_batch(ours, producer=True), count),
+                )
+            )
+            rows.append(
+                (
+                    "Kafka validate_batch, ours (native store: produce checks)",
+                    count,
+                    name,
+                    best_us(lambda theirs=theirs: validate_kafka_batch(theirs), count),
                 )
             )
             rows.append(

@@ -20,9 +20,10 @@ from hypothesis import strategies as st
 
 from protocol import batch as tidelog
 from protocol.compression import Compression
-from protocol.kafka import KafkaCodecError, kafka_to_tidelog, tidelog_to_kafka
+from protocol.kafka import KafkaCodecError, kafka_to_tidelog, tidelog_to_kafka, validate_batch
 from protocol.kafka import records as kafka
-from protocol.kafka.convert import XERIAL_MAGIC, kafka_to_tidelog_all, tidelog_to_kafka_all
+from protocol.kafka.convert import kafka_to_tidelog_all, tidelog_to_kafka_all
+from protocol.kafka.validate import XERIAL_MAGIC
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
@@ -274,3 +275,39 @@ def test_round_trip_from_client_batches(rows, codec):
     assert [tuple(r) for r in tidelog.decode_records(converted)] == _expected(rows)
     again, _ = tidelog_to_kafka(converted)
     assert _read_kafka(KpReader, again) == _expected(rows)
+
+
+# --- produce checks for a Kafka batch stored as it is ----------------------------------------
+
+
+@pytest.mark.parametrize("codec", CODECS)
+@pytest.mark.parametrize("builder", BUILDERS)
+def test_client_batches_pass_the_produce_checks(builder, codec):
+    data = _build(builder, codec, producer=(7, 0, 0))
+    header = validate_batch(data)
+    assert (header.record_count, header.producer_id, header.compression) == (4, 7, codec)
+
+
+@pytest.mark.parametrize(
+    ("fields", "code", "match"),
+    [
+        ({"base_offset": 5}, 87, "base_offset"),
+        ({"attributes": 0x40}, 87, "delete-horizon"),
+        ({"last_offset_delta": 2}, 2, "offset deltas"),
+        ({"max_timestamp": 1}, 2, "max_timestamp"),
+    ],
+)
+def test_produce_checks_refuse(fields, code, match):
+    data = _with_header_fields(_build(KpBuilder, Compression.NONE), **fields)
+    with pytest.raises(KafkaCodecError, match=match) as info:
+        validate_batch(data)
+    assert info.value.code == code
+
+
+def test_produce_checks_refuse_gapped_offset_deltas():
+    records = kafka.encode_records([(0, 0, None, b"a", ()), (2, 0, None, b"b", ())])
+    data = kafka.assemble_batch(
+        records, struct.pack(">hiqqqhii", 0, 1, 5, 5, -1, -1, -1, 2), base_offset=0
+    )
+    with pytest.raises(KafkaCodecError, match="offset deltas"):
+        validate_batch(data)
