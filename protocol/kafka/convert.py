@@ -15,6 +15,7 @@ client reads. Every damaged input is KafkaCodecError(CORRUPT_MESSAGE).
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 
 import crc32c
 
@@ -93,23 +94,23 @@ def tidelog_to_kafka(
     return out, header.size
 
 
-def kafka_to_tidelog_all(buf: bytes | bytearray | memoryview, **kw: int) -> bytes:
-    """Every back-to-back Kafka batch in `buf` (a produce request's records) converted."""
+def _each_batch(
+    convert: Callable[..., tuple[bytes, int]], buf: bytes | bytearray | memoryview, **kw: int
+) -> bytes:
     out = []
     pos = 0
     while pos < len(buf):
-        batch, size = kafka_to_tidelog(buf, pos, **kw)
+        batch, size = convert(buf, pos, **kw)
         out.append(batch)
         pos += size
     return b"".join(out)
+
+
+def kafka_to_tidelog_all(buf: bytes | bytearray | memoryview, **kw: int) -> bytes:
+    """Every back-to-back Kafka batch in `buf` (a produce request's records) converted."""
+    return _each_batch(kafka_to_tidelog, buf, **kw)
 
 
 def tidelog_to_kafka_all(buf: bytes | bytearray | memoryview, **kw: int) -> bytes:
     """Every back-to-back Tidelog batch in `buf` (a fetch answer's records) converted."""
-    out = []
-    pos = 0
-    while pos < len(buf):
-        batch, size = tidelog_to_kafka(buf, pos, **kw)
-        out.append(batch)
-        pos += size
-    return b"".join(out)
+    return _each_batch(tidelog_to_kafka, buf, **kw)
