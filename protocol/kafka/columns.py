@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from itertools import chain, repeat
 from operator import is_
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
@@ -32,7 +32,7 @@ from protocol.kafka.varint import VARINT_MAX_BYTES, VARLONG_MAX_BYTES, read_uvar
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
-__all__ = ["decode_columns", "encode_columns"]
+__all__ = ["RecordColumns", "decode_columns", "encode_columns", "scan_columns"]
 
 
 def _corrupt(message: str) -> KafkaCodecError:
@@ -110,15 +110,28 @@ def _blobs(data: bytes, starts: np.ndarray, lengths: np.ndarray) -> list[bytes |
     return out
 
 
-def decode_columns(
+class RecordColumns(NamedTuple):
+    """Every record's fields as arrays (positions into the data), headers parsed."""
+
+    offset_deltas: np.ndarray
+    timestamp_deltas: np.ndarray
+    key_starts: np.ndarray
+    key_lengths: np.ndarray
+    value_starts: np.ndarray
+    value_lengths: np.ndarray
+    headers: list | repeat
+
+
+def scan_columns(
     data: bytes,
     count: int,
     decode_headers: Callable[[bytes, int, int, int], tuple[tuple, int]],
-) -> list[tuple]:
-    """`count` records of uncompressed `data` as Tidelog record tuples, column-wise.
+) -> RecordColumns:
+    """Walk `count` records of uncompressed `data` column-wise, checking every bound.
 
     `decode_headers(data, pos, header_count, record_end)` parses one record's
-    headers (the per-record code's), for the records that have any.
+    headers (the per-record code's), for the records that have any. No key or
+    value is copied: a produce-side check needs only the deltas.
     """
     starts, ends = _record_starts(data, count)
     # Padding lets every varint window be gathered without a bounds check; a field
@@ -155,13 +168,31 @@ def decode_columns(
     if not np.array_equal(pos, ends):
         bad = int(np.flatnonzero(pos != ends)[0])
         raise _corrupt(f"record {bad} ends at byte {int(pos[bad])}, declared {int(ends[bad])}")
+    return RecordColumns(
+        offset_deltas,
+        timestamp_deltas,
+        key_starts,
+        key_lengths,
+        value_starts,
+        value_lengths,
+        headers,
+    )
+
+
+def decode_columns(
+    data: bytes,
+    count: int,
+    decode_headers: Callable[[bytes, int, int, int], tuple[tuple, int]],
+) -> list[tuple]:
+    """`count` records of uncompressed `data` as Tidelog record tuples, column-wise."""
+    columns = scan_columns(data, count, decode_headers)
     return list(
         zip(
-            offset_deltas.tolist(),
-            timestamp_deltas.tolist(),
-            _blobs(data, key_starts, key_lengths),
-            _blobs(data, value_starts, value_lengths),
-            headers,
+            columns.offset_deltas.tolist(),
+            columns.timestamp_deltas.tolist(),
+            _blobs(data, columns.key_starts, columns.key_lengths),
+            _blobs(data, columns.value_starts, columns.value_lengths),
+            columns.headers,
             strict=False,
         )
     )

@@ -14,9 +14,9 @@ same decompression cap as the other codecs (protocol/compression.py).
 from __future__ import annotations
 
 import struct
-from operator import itemgetter
 
 import cramjam
+import numpy as np
 
 from protocol import batch as tidelog
 from protocol.compression import Compression, decompress
@@ -30,8 +30,6 @@ __all__ = ["XERIAL_MAGIC", "decode_batch", "inflate", "validate_batch"]
 XERIAL_MAGIC = b"\x82SNAPPY\x00"
 _XERIAL_HEADER_SIZE = len(XERIAL_MAGIC) + 8
 _INT32 = struct.Struct(">i")
-_OFFSET_DELTA = itemgetter(0)
-_TIMESTAMP_DELTA = itemgetter(1)
 
 INVALID_RECORD = ERRORS_BY_NAME["INVALID_RECORD"]
 
@@ -86,6 +84,13 @@ def decode_batch(
     Transactional and control batches are refused with INVALID_RECORD: Tidelog
     has no transactions, and a control batch holds markers, not records.
     """
+    header = _read_header(buf, pos)
+    raw = inflate(header.compression, _payload(buf, pos, header), max_decompressed)
+    return header, kafka.decode_records(raw, header.record_count)
+
+
+def _read_header(buf: bytes | bytearray | memoryview, pos: int) -> kafka.KafkaBatchHeader:
+    """The checked header: CRC, no transactions, a known codec."""
     header = kafka.read_batch_header(buf, pos)
     if header.attributes & (kafka.TRANSACTIONAL_MASK | kafka.CONTROL_MASK):
         raise KafkaCodecError(
@@ -95,9 +100,13 @@ def decode_batch(
         )
     if header.compression > Compression.ZSTD:
         raise _corrupt(f"unknown compression codec {header.compression}")
-    body = memoryview(buf)[pos + kafka.HEADER_SIZE : pos + header.size]
-    raw = inflate(header.compression, body, max_decompressed)
-    return header, kafka.decode_records(raw, header.record_count)
+    return header
+
+
+def _payload(
+    buf: bytes | bytearray | memoryview, pos: int, header: kafka.KafkaBatchHeader
+) -> memoryview:
+    return memoryview(buf)[pos + kafka.HEADER_SIZE : pos + header.size]
 
 
 def validate_batch(
@@ -110,22 +119,24 @@ def validate_batch(
 
     CRC, codec and well-formed records (CORRUPT_MESSAGE); at least one record,
     offset deltas 0..n-1 and `max_timestamp` matching the records (CreateTime);
-    base offset 0 and no delete horizon (INVALID_RECORD). C-level passes only.
+    base offset 0 and no delete horizon (INVALID_RECORD). Records are walked
+    column-wise and no key or value is copied (`records.record_deltas`).
     """
-    header, records = decode_batch(buf, pos, max_decompressed=max_decompressed)
+    header = _read_header(buf, pos)
     where = f"Kafka batch at byte {pos}"
     if header.base_offset != 0:
         raise KafkaCodecError(INVALID_RECORD, f"{where} has base_offset {header.base_offset}")
     if header.attributes & kafka.DELETE_HORIZON_MASK:
         raise KafkaCodecError(INVALID_RECORD, f"{where} sets the delete-horizon attribute")
-    count = len(records)
-    if count < 1:
+    if header.record_count < 1:
         raise _corrupt(f"{where} holds no records")
-    deltas = tuple(map(_OFFSET_DELTA, records))
-    if header.last_offset_delta != count - 1 or deltas != tuple(range(count)):
+    raw = inflate(header.compression, _payload(buf, pos, header), max_decompressed)
+    offset_deltas, timestamp_deltas = kafka.record_deltas(raw, header.record_count)
+    count = header.record_count
+    if header.last_offset_delta != count - 1 or not np.array_equal(offset_deltas, np.arange(count)):
         raise _corrupt(f"{where}: offset deltas must be 0, 1, 2, ... in order")
     if not header.attributes & kafka.TIMESTAMP_TYPE_MASK:
-        largest = header.base_timestamp + max(map(_TIMESTAMP_DELTA, records))
+        largest = header.base_timestamp + int(timestamp_deltas.max())
         if largest != header.max_timestamp:
             raise _corrupt(
                 f"{where}: max_timestamp {header.max_timestamp} differs from the largest "

@@ -17,6 +17,7 @@ from protocol.kafka.records import (
     encode_each,
     encode_header_entries,
     encode_records,
+    record_deltas,
 )
 
 blobs = st.none() | st.binary(max_size=300)
@@ -41,6 +42,14 @@ def _columns(data: bytes, count: int):
 @given(records=rows)
 def test_both_encoders_write_the_same_bytes(records):
     assert encode_columns(records, encode_header_entries) == encode_each(records)
+
+
+@settings(max_examples=200, deadline=None)
+@given(records=rows)
+def test_deltas_alone_match_the_decoded_records(records):
+    offsets, timestamps = record_deltas(encode_records(records), len(records))
+    assert offsets.tolist() == [r[0] for r in records]
+    assert timestamps.tolist() == [r[1] for r in records]
 
 
 def _outcome(decode, data: bytes, count: int):
