@@ -88,9 +88,13 @@ def _varints(padded: np.ndarray, pos: np.ndarray, width: int) -> tuple[np.ndarra
         if shift >= 7 * width:
             raise _corrupt(f"varint longer than {width} bytes")
         byte = padded[pos[going] + sizes[going]]
+        if shift == 63 and (byte > 1).any():  # a 10th byte may carry only bit 63
+            raise _corrupt("varlong overflows 64 bits")
         raw[going] |= (byte & 0x7F).astype(np.uint64) << np.uint64(shift)
         sizes[going] += 1
         going = going[byte >= 0x80]
+    if width == VARINT_MAX_BYTES and (raw >> np.uint64(32)).any():
+        raise _corrupt("varint overflows 32 bits")
     values = (raw >> np.uint64(1)).astype(np.int64) ^ -(raw & np.uint64(1)).astype(np.int64)
     return values, sizes
 

@@ -43,6 +43,7 @@ import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 from operator import itemgetter
+from typing import NamedTuple
 
 import crc32c
 import numpy as np
@@ -165,20 +166,28 @@ def decode_records(data: bytes, count: int) -> list[RecordTuple]:
     return decode_each(data, count)
 
 
-def record_deltas(data: bytes, count: int) -> tuple[np.ndarray, np.ndarray]:
-    """(offset deltas, timestamp deltas) of `count` records, every bound checked.
+class DeltaSummary(NamedTuple):
+    """What a produce-side check needs from the records: are the offset deltas
+    0, 1, 2, ... in order, and the largest timestamp delta."""
 
-    What a produce-side check needs; column-wise batches copy no key or value.
+    counting: bool
+    max_timestamp_delta: int
+
+
+def delta_summary(data: bytes, count: int) -> DeltaSummary:
+    """Summarise `count` records' deltas (count >= 1), every bound checked.
+
+    Column-wise batches copy no key or value; small ones take the per-record
+    path, where numpy's fixed cost per call would dominate.
     """
     _check_count(data, count)
     if count >= COLUMNS_MIN_RECORDS:
         columns = scan_columns(data, count, _decode_headers)
-        return columns.offset_deltas, columns.timestamp_deltas
+        counting = bool(np.array_equal(columns.offset_deltas, np.arange(count)))
+        return DeltaSummary(counting, int(columns.timestamp_deltas.max()))
     records = decode_each(data, count)
-    return (
-        np.fromiter(map(itemgetter(0), records), dtype=np.int64, count=count),
-        np.fromiter(map(itemgetter(1), records), dtype=np.int64, count=count),
-    )
+    counting = tuple(map(itemgetter(0), records)) == tuple(range(count))
+    return DeltaSummary(counting, max(map(itemgetter(1), records)))
 
 
 def _check_count(data: bytes, count: int) -> None:

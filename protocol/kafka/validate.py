@@ -16,7 +16,6 @@ from __future__ import annotations
 import struct
 
 import cramjam
-import numpy as np
 
 from protocol import batch as tidelog
 from protocol.compression import Compression, decompress
@@ -120,7 +119,7 @@ def validate_batch(
     CRC, codec and well-formed records (CORRUPT_MESSAGE); at least one record,
     offset deltas 0..n-1 and `max_timestamp` matching the records (CreateTime);
     base offset 0 and no delete horizon (INVALID_RECORD). Records are walked
-    column-wise and no key or value is copied (`records.record_deltas`).
+    column-wise and no key or value is copied (`records.delta_summary`).
     """
     header = _read_header(buf, pos)
     where = f"Kafka batch at byte {pos}"
@@ -131,12 +130,11 @@ def validate_batch(
     if header.record_count < 1:
         raise _corrupt(f"{where} holds no records")
     raw = inflate(header.compression, _payload(buf, pos, header), max_decompressed)
-    offset_deltas, timestamp_deltas = kafka.record_deltas(raw, header.record_count)
-    count = header.record_count
-    if header.last_offset_delta != count - 1 or not np.array_equal(offset_deltas, np.arange(count)):
+    summary = kafka.delta_summary(raw, header.record_count)
+    if header.last_offset_delta != header.record_count - 1 or not summary.counting:
         raise _corrupt(f"{where}: offset deltas must be 0, 1, 2, ... in order")
     if not header.attributes & kafka.TIMESTAMP_TYPE_MASK:
-        largest = header.base_timestamp + int(timestamp_deltas.max())
+        largest = header.base_timestamp + summary.max_timestamp_delta
         if largest != header.max_timestamp:
             raise _corrupt(
                 f"{where}: max_timestamp {header.max_timestamp} differs from the largest "

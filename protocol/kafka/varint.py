@@ -4,8 +4,8 @@ Two encodings share the 7-bits-per-byte, low-group-first layout (as protobuf):
 unsigned varints for the compact lengths and tagged fields of flexible versions
 (KIP-482), and zigzag-signed varints / varlongs inside v2 records. Readers take a
 buffer and a position and return `(value, next_position)`; a varint running past
-its type's width or the buffer is malformed and raises `ValueError` (the callers
-turn it into `KafkaCodecError` with their context).
+its type's width (in bytes or in bits) or past the buffer is malformed and raises
+`ValueError` (the callers turn it into `KafkaCodecError` with their context).
 """
 
 from __future__ import annotations
@@ -13,6 +13,9 @@ from __future__ import annotations
 # An int32 needs at most 5 groups of 7 bits, an int64 at most 10.
 VARINT_MAX_BYTES = 5
 VARLONG_MAX_BYTES = 10
+
+# The bits an unsigned varint of each width may carry: int32 or int64, no more.
+_WIDTH_BITS = {VARINT_MAX_BYTES: 32, VARLONG_MAX_BYTES: 64}
 
 _ONE_BYTE = [bytes((i,)) for i in range(128)]
 
@@ -35,6 +38,8 @@ def read_uvarint(
         pos += 1
         value |= (byte & 0x7F) << shift
         if byte < 0x80:
+            if value >> _WIDTH_BITS[max_bytes]:
+                raise ValueError(f"varint {value} overflows {_WIDTH_BITS[max_bytes]} bits")
             return value, pos
         shift += 7
 
