@@ -13,9 +13,9 @@ one tight loop over the length prefixes), and the headers of records that have
 any (rare; parsed by the per-record code).
 
 Arrays carry fixed overhead per call, so small batches take the per-record path
-(see `records.COLUMNS_MIN_RECORDS`). Both paths give identical results, and any
-inconsistency (a field running past its record, a bad length) is
-KafkaCodecError(CORRUPT_MESSAGE).
+(see `records.DECODE_COLUMNS_MIN_RECORDS` and `ENCODE_COLUMNS_MIN_RECORDS`).
+Both paths give identical results, and any inconsistency (a field running past
+its record, a bad length) is KafkaCodecError(CORRUPT_MESSAGE).
 """
 
 from __future__ import annotations

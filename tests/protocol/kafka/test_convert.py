@@ -265,11 +265,11 @@ def test_round_trip_tidelog_kafka_tidelog_is_byte_identical(rows, codec, append_
 @settings(max_examples=100, deadline=None)
 @given(
     rows=record_rows
-    | st.lists(st.tuples(blobs, blobs, headers, st.integers(0, 2**41)), min_size=32, max_size=120),
+    | st.lists(st.tuples(blobs, blobs, headers, st.integers(0, 2**41)), min_size=96, max_size=160),
     codec=st.sampled_from(list(Compression)),
 )
 def test_round_trip_from_client_batches(rows, codec):
-    """Small batches take the per-record path, 32 records and more the column-wise one."""
+    """Small batches decode per record, 96 records and more column-wise."""
     data = _build(AioBuilder, codec, rows)
     converted, _ = kafka_to_tidelog(data)
     assert [tuple(r) for r in tidelog.decode_records(converted)] == _expected(rows)

@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 from protocol.kafka import KafkaCodecError
 from protocol.kafka.columns import decode_columns, encode_columns
 from protocol.kafka.records import (
-    COLUMNS_MIN_RECORDS,
+    DECODE_COLUMNS_MIN_RECORDS,
+    ENCODE_COLUMNS_MIN_RECORDS,
     _decode_headers,
     decode_each,
     decode_records,
@@ -84,11 +85,12 @@ def test_damaged_records_get_the_same_verdict(records, where, byte, cut):
     assert _outcome(_columns, damaged, len(records)) == _outcome(decode_each, damaged, len(records))
 
 
-def test_large_batches_take_the_column_path_and_small_ones_do_not():
-    records = [(i, i, None, b"v", ()) for i in range(COLUMNS_MIN_RECORDS)]
-    data = encode_records(records)
-    assert decode_records(data, len(records)) == records
-    assert decode_records(encode_records(records[:1]), 1) == records[:1]
+def test_thresholds_route_to_the_same_results():
+    for count in (1, DECODE_COLUMNS_MIN_RECORDS, ENCODE_COLUMNS_MIN_RECORDS):
+        records = [(i, i, None if i % 2 else b"k", b"v", ()) for i in range(count)]
+        data = encode_records(records)
+        assert data == encode_each(records)
+        assert decode_records(data, count) == records
 
 
 @pytest.mark.parametrize("count", [-1, 2**31 - 1, 10**6])
