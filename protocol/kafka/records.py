@@ -54,11 +54,20 @@ from protocol.kafka.varint import read_varint, varint
 
 __all__ = [
     "CRC_START",
+    "DECODE_COLUMNS_MIN_RECORDS",
+    "ENCODE_COLUMNS_MIN_RECORDS",
     "HEADER",
     "HEADER_SIZE",
     "MAGIC",
+    "DeltaSummary",
     "KafkaBatchHeader",
+    "assemble_batch",
+    "decode_each",
+    "decode_headers",
     "decode_records",
+    "delta_summary",
+    "encode_each",
+    "encode_header_entries",
     "encode_records",
     "read_batch_header",
 ]
@@ -165,7 +174,7 @@ def decode_records(data: bytes, count: int) -> list[RecordTuple]:
     """
     _check_count(data, count)
     if count >= DECODE_COLUMNS_MIN_RECORDS:
-        return decode_columns(data, count, _decode_headers)
+        return decode_columns(data, count, decode_headers)
     return decode_each(data, count)
 
 
@@ -185,7 +194,7 @@ def delta_summary(data: bytes, count: int) -> DeltaSummary:
     """
     _check_count(data, count)
     if count >= DECODE_COLUMNS_MIN_RECORDS:
-        columns = scan_columns(data, count, _decode_headers)
+        columns = scan_columns(data, count, decode_headers)
         counting = bool(np.array_equal(columns.offset_deltas, np.arange(count)))
         return DeltaSummary(counting, int(columns.timestamp_deltas.max()))
     records = decode_each(data, count)
@@ -233,7 +242,7 @@ def decode_each(data: bytes, count: int) -> list[RecordTuple]:
             header_count, pos = read_varint(data, pos, 5)
             headers: tuple[tuple[str, bytes | None], ...] = ()
             if header_count:
-                headers, pos = _decode_headers(data, pos, header_count, record_end)
+                headers, pos = decode_headers(data, pos, header_count, record_end)
             if pos != record_end:
                 raise _corrupt(f"record ending at byte {pos} declared {length} bytes")
             append((offset_delta, timestamp_delta, key, value, headers))
@@ -244,7 +253,7 @@ def decode_each(data: bytes, count: int) -> list[RecordTuple]:
     return out
 
 
-def _decode_headers(
+def decode_headers(
     data: bytes, pos: int, count: int, record_end: int
 ) -> tuple[tuple[tuple[str, bytes | None], ...], int]:
     """One record's headers; any damage (bad UTF-8 included) is CORRUPT_MESSAGE."""

@@ -12,8 +12,8 @@ from protocol.kafka.columns import decode_columns, encode_columns
 from protocol.kafka.records import (
     DECODE_COLUMNS_MIN_RECORDS,
     ENCODE_COLUMNS_MIN_RECORDS,
-    _decode_headers,
     decode_each,
+    decode_headers,
     decode_records,
     delta_summary,
     encode_each,
@@ -36,7 +36,7 @@ rows = st.lists(
 
 
 def _columns(data: bytes, count: int):
-    return decode_columns(data, count, _decode_headers)
+    return decode_columns(data, count, decode_headers)
 
 
 @settings(max_examples=200, deadline=None)
