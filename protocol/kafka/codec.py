@@ -3,8 +3,9 @@
 Layouts (big-endian), from Kafka's RequestHeader.json and ResponseHeader.json:
 
     request frame   int32 size | request header | body (the API's request schema)
-    header v1       int16 api_key | int16 api_version | int32 correlation_id |
-                    nullable string client_id (int16 length, -1 = null)
+    header v0       int16 api_key | int16 api_version | int32 correlation_id
+                    (ControlledShutdown v0 only)
+    header v1       v0 + nullable string client_id (int16 length, -1 = null)
     header v2       v1 + a tagged-field section (flexible request versions, KIP-482)
     response frame  int32 size | response header | body (the API's response schema)
     response v0     int32 correlation_id
@@ -46,6 +47,7 @@ __all__ = [
     "decode_response",
     "encode_request",
     "encode_response",
+    "request_header_version",
     "unsupported_version_response",
 ]
 
@@ -55,6 +57,10 @@ SIZE = struct.Struct(">i")
 _HEADER_FIXED = struct.Struct(">hhi")  # api_key, api_version, correlation_id
 _INT16 = struct.Struct(">h")
 _CORRELATION = struct.Struct(">i")
+
+# ControlledShutdown (a broker-to-controller API we do not serve): its v0 is the one
+# request with header v0, recognised so its header is read right and it is refused.
+CONTROLLED_SHUTDOWN_KEY = 7
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,34 +105,49 @@ def _flexible_response_header(api: Api, version: int) -> bool:
     return api.key != API_VERSIONS.key and api.is_flexible(version)
 
 
+def request_header_version(api_key: int, api_version: int) -> int:
+    """Which request header a request uses (Kafka's `requestHeaderVersion`).
+
+    v0 (no client_id) only for ControlledShutdown v0, v2 for flexible versions,
+    v1 otherwise. A newer ApiVersions than ours is flexible (v3+) whatever our
+    table says, so its header is read as v2 (KIP-511).
+    """
+    if api_key == CONTROLLED_SHUTDOWN_KEY and api_version == 0:
+        return 0
+    if _flexible_request(api_key, api_version) or (
+        api_key == API_VERSIONS.key and api_version > API_VERSIONS.max_version
+    ):
+        return 2
+    return 1
+
+
 def decode_request_header(frame: bytes | bytearray | memoryview) -> tuple[RequestHeader, int]:
     """The header of a request frame body and the position its body starts at.
 
-    Reads header v2's tagged fields when the API and version are flexible ones we
-    know; an unknown API's header is read as v1 (its body is never parsed).
+    An unknown API's header is read as v1: only its first three fields matter
+    (to refuse it), and they are the same in every header version.
     """
     buf = memoryview(frame)
     try:
         api_key, api_version, correlation_id = _HEADER_FIXED.unpack_from(buf, 0)
-        (length,) = _INT16.unpack_from(buf, _HEADER_FIXED.size)
-        pos = _HEADER_FIXED.size + 2
+        pos = _HEADER_FIXED.size
+        version = request_header_version(api_key, api_version)
         client_id = None
-        if length >= 0:
-            if pos + length > len(buf):
-                raise ValueError(f"client_id needs {length} bytes, {len(buf) - pos} left")
-            client_id = str(buf[pos : pos + length], "utf-8")
-            pos += length
-        elif length != -1:
-            raise ValueError(f"client_id has length {length}")
-        header = RequestHeader(api_key, api_version, correlation_id, client_id)
-        if _flexible_request(api_key, api_version) or (
-            # A newer ApiVersions than ours is flexible (v3+), whatever our table says.
-            api_key == API_VERSIONS.key and api_version > API_VERSIONS.max_version
-        ):
+        if version >= 1:
+            (length,) = _INT16.unpack_from(buf, pos)
+            pos += 2
+            if length >= 0:
+                if pos + length > len(buf):
+                    raise ValueError(f"client_id needs {length} bytes, {len(buf) - pos} left")
+                client_id = str(buf[pos : pos + length], "utf-8")
+                pos += length
+            elif length != -1:
+                raise ValueError(f"client_id has length {length}")
+        if version >= 2:
             pos = _skip_tagged(buf, pos)
     except (struct.error, ValueError, IndexError, UnicodeDecodeError) as exc:
         raise KafkaCodecError(INVALID_REQUEST, f"malformed request header: {exc}") from exc
-    return header, pos
+    return RequestHeader(api_key, api_version, correlation_id, client_id), pos
 
 
 def _skip_tagged(buf: memoryview, pos: int) -> int:
@@ -182,12 +203,14 @@ def encode_request(header: RequestHeader, body: dict) -> bytes:
     api = APIS_BY_KEY[header.api_key]
     out = bytearray(4)
     out += _HEADER_FIXED.pack(header.api_key, header.api_version, header.correlation_id)
-    if header.client_id is None:
-        out += _INT16.pack(-1)
-    else:
-        client_id = header.client_id.encode()
-        out += _INT16.pack(len(client_id)) + client_id
-    if api.is_flexible(header.api_version):
+    version = request_header_version(header.api_key, header.api_version)
+    if version >= 1:
+        if header.client_id is None:
+            out += _INT16.pack(-1)
+        else:
+            client_id = header.client_id.encode()
+            out += _INT16.pack(len(client_id)) + client_id
+    if version >= 2:
         out.append(0)
     _encode_body(api, header.api_version, False, body, out)
     SIZE.pack_into(out, 0, len(out) - 4)

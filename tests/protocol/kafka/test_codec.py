@@ -21,6 +21,7 @@ from protocol.kafka import (
     encode_response,
     unsupported_version_response,
 )
+from protocol.kafka.codec import decode_request_header, request_header_version
 from protocol.kafka.errors import INVALID_REQUEST, UNSUPPORTED_VERSION
 from protocol.kafka.messages import ALL_APIS, API_VERSIONS, PRODUCE
 from tests.protocol.kafka import kafka_python
@@ -217,3 +218,21 @@ def test_encoding_a_wrong_type_names_the_api():
 
 def test_every_api_is_registered_once_by_key():
     assert len(APIS_BY_KEY) == len(ALL_APIS) == 24
+
+
+@pytest.mark.parametrize(
+    ("api_key", "version", "expected"),
+    [(7, 0, 0), (7, 1, 1), (0, 8, 1), (18, 3, 2), (18, 4, 2), (60, 0, 2), (3, 8, 1)],
+)
+def test_request_header_versions(api_key, version, expected):
+    assert request_header_version(api_key, version) == expected
+
+
+def test_header_v0_request_is_read_and_refused():
+    """ControlledShutdown v0 has no client_id: its header is read as v0, then refused."""
+    frame = b"\x00\x07\x00\x00\x00\x00\x00\x2a" + b"\x00\x00\x00\x01"  # body: broker id 1
+    header, pos = decode_request_header(frame)
+    assert (header, pos) == (RequestHeader(7, 0, 42, None), 8)
+    with pytest.raises(UnsupportedRequest) as info:
+        decode_request(frame)
+    assert info.value.header.correlation_id == 42
