@@ -36,8 +36,8 @@ DEFAULT_MAX_FRAME_BYTES = 104_857_600
 # The size prefix plus the first body byte.
 SNIFF_BYTES = SIZE_BYTES + 1
 
-# The smallest request: api_key, api_version, correlation_id, client_id length.
-_MIN_REQUEST_BYTES = 10
+# The smallest request: a v0 header (api_key, api_version, correlation_id).
+_MIN_REQUEST_BYTES = 8
 
 _MSGPACK_MAP_MARKERS = frozenset(range(0x80, 0x90)) | {0xDE, 0xDF}
 
