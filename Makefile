@@ -21,7 +21,7 @@ install: $(STAMP)
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[spark,dev,bench]'
+	$(BIN)/python -m pip install --quiet -e '.[spark,dev,bench,kafka]'
 	$(BIN)/python -c 'import pathlib, sysconfig; \
 		pathlib.Path(sysconfig.get_path("purelib"), "tidelog-repository.pth").write_text("$(CURDIR)\n")'
 	touch $(STAMP)

@@ -1,0 +1,74 @@
+"""Our message tables against Kafka's JSON schemas, as kafka-python ships them.
+
+kafka-python 3 bundles Apache Kafka's `common/message/*.json` (a newer Kafka than
+the one `messages.py` was generated from). Read independently here, they must give
+the same wire layout for every API and version we serve: the same fields, in the
+same order, of the same types, nullable in the same versions. New Kafka versions
+only add fields beyond our range, so this holds across Kafka releases.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from importlib.resources import files
+from typing import Any
+
+import pytest
+
+from protocol.kafka.gen_messages import snake
+from protocol.kafka.messages import ALL_APIS
+from protocol.kafka.schema import Field, version_range
+from tests.protocol.kafka import kafka_python
+
+# kafka_python imports the kafka package with its deprecation warning silenced.
+assert kafka_python.CLASSES
+RESOURCES = files("kafka.protocol.schemas") / "resources"
+
+
+def _json(name: str) -> dict[str, Any]:
+    text = (RESOURCES / f"{name}.json").read_text()
+    return json.loads(re.sub(r"(?m)^\s*//.*$", "", text))
+
+
+def _kind(field: dict[str, Any]) -> str:
+    if "fields" not in field:
+        return field["type"]
+    return "[]" if field["type"].startswith("[]") else "struct"
+
+
+def _theirs(fields: list[dict[str, Any]], version: int) -> list:
+    return [
+        (
+            snake(f["name"]),
+            _kind(f),
+            version in version_range(f.get("nullableVersions", "none")),
+            _theirs(f.get("fields", []), version),
+        )
+        for f in fields
+        if "tag" not in f and version in version_range(f["versions"])
+    ]
+
+
+def _ours(fields: tuple[Field, ...], version: int) -> list:
+    return [
+        (f.name, f.type, version in version_range(f.nullable), _ours(f.fields, version))
+        for f in fields
+        if version in version_range(f.versions)
+    ]
+
+
+CASES = [
+    pytest.param(api, version, id=f"{api.name}-v{version}")
+    for api in ALL_APIS
+    for version in range(api.min_version, api.max_version + 1)
+]
+
+
+@pytest.mark.parametrize(("api", "version"), CASES)
+def test_layout_matches_kafkas_json(api, version):
+    request, response = _json(f"{api.name}Request"), _json(f"{api.name}Response")
+    assert request["apiKey"] == api.key
+    assert version_range(request["flexibleVersions"]).low == version_range(api.flexible).low
+    assert _ours(api.request, version) == _theirs(request["fields"], version)
+    assert _ours(api.response, version) == _theirs(response["fields"], version)
