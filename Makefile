@@ -38,7 +38,18 @@ $(INTEROP_STAMP): pyproject.toml $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[spark,dev,bench,interop]'
 	touch $(INTEROP_STAMP)
 
-interop: install $(INTEROP_STAMP)
+# Spark's Kafka source must match its Spark runtime: a separate venv with the pyspark of the
+# spark-sql-kafka version Maven serves (interop/spark/pom.xml, see interop/spark_env.py).
+SPARK_KAFKA_VERSION := $(shell sed -n 's:.*<spark.version>\(.*\)</spark.version>.*:\1:p' interop/spark/pom.xml)
+INTEROP_SPARK_VENV := .venv-interop-spark
+INTEROP_SPARK_STAMP := $(INTEROP_SPARK_VENV)/.installed-$(SPARK_KAFKA_VERSION)
+
+$(INTEROP_SPARK_STAMP): interop/spark/pom.xml
+	test -x $(INTEROP_SPARK_VENV)/bin/python || $(PYTHON) -m venv $(INTEROP_SPARK_VENV)
+	$(INTEROP_SPARK_VENV)/bin/python -m pip install --quiet 'pyspark==$(SPARK_KAFKA_VERSION)'
+	touch $(INTEROP_SPARK_STAMP)
+
+interop: install $(INTEROP_STAMP) $(INTEROP_SPARK_STAMP)
 	command -v kcat >/dev/null && command -v mvn >/dev/null && command -v java >/dev/null || \
 		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(INTEROP_APT); }
 	$(BIN)/python -m pytest -m interop tests/interop $(PYTEST_ARGS)

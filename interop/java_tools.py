@@ -24,6 +24,9 @@ PRODUCER_PERF = "org.apache.kafka.tools.ProducerPerformance"
 CONSUMER_PERF = "org.apache.kafka.tools.ConsumerPerformance"
 # A tool that has not finished by then is stuck (a JVM start is ~1-3 s here).
 TOOL_TIMEOUT_S = 300.0
+# kafka-producer-perf-test.sh and kafka-consumer-perf-test.sh give their JVM 512 MB
+# (the other scripts 256 MB): the producer's 32 MB buffer churns a smaller heap.
+PERF_HEAP_MB = 512
 # How long the console consumer waits for a record before it gives up.
 CONSOLE_CONSUMER_IDLE_MS = 20_000
 
@@ -39,9 +42,14 @@ class ToolResult:
 
 
 def run_tool(
-    main_class: str, args: Sequence[str], *, stdin: str = "", timeout_s: float = TOOL_TIMEOUT_S
+    main_class: str,
+    args: Sequence[str],
+    *,
+    stdin: str = "",
+    timeout_s: float = TOOL_TIMEOUT_S,
+    heap_mb: int = TOOLS_HEAP_MB,
 ) -> ToolResult:
-    argv = java_argv(main_class, args, heap_mb=TOOLS_HEAP_MB, log4j=TOOLS_LOG4J)
+    argv = java_argv(main_class, args, heap_mb=heap_mb, log4j=TOOLS_LOG4J)
     result = subprocess.run(
         argv, input=stdin, capture_output=True, text=True, timeout=timeout_s, check=False
     )
@@ -276,7 +284,7 @@ def producer_perf(
     ]
     for key, value in (extra_props or {}).items():
         args += ["--command-property", f"{key}={value}"]
-    return parse_producer_perf(run_tool(PRODUCER_PERF, args).stdout)
+    return parse_producer_perf(run_tool(PRODUCER_PERF, args, heap_mb=PERF_HEAP_MB).stdout)
 
 
 def parse_consumer_perf(out: str) -> dict[str, float]:
@@ -297,4 +305,4 @@ def consumer_perf(bootstrap: str, topic: str, records: int) -> dict[str, float]:
         *("--bootstrap-server", bootstrap, "--topic", topic, "--num-records", str(records)),
         *("--timeout", str(CONSOLE_CONSUMER_IDLE_MS)),
     ]
-    return parse_consumer_perf(run_tool(CONSUMER_PERF, args).stdout)
+    return parse_consumer_perf(run_tool(CONSUMER_PERF, args, heap_mb=PERF_HEAP_MB).stdout)

@@ -8,12 +8,20 @@ confluent-kafka and kcat results compare field by field.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
-# Producer-chosen timestamps (ms), far from "now" so a broker clock can never match one.
-T0_MS = 1_700_000_000_000
+T = TypeVar("T")
+
+HOUR_MS = 3_600_000
+# Producer-chosen timestamps (ms): the start of the hour before this process started. At
+# least an hour old, so no producer or broker clock stamp can equal one (the comparison
+# tells them apart); recent, so a broker's time retention (7 days by default) keeps them:
+# records stamped 2023 vanished from Kafka at its first retention check.
+T0_MS = (time.time_ns() // 1_000_000 // HOUR_MS - 1) * HOUR_MS
 TIMESTAMP_STEP_MS = 10
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 PARTITIONS = 2
@@ -127,3 +135,32 @@ def lookup_times() -> list[int]:
     between two, on the last, and after the last."""
     last = SAMPLES[-1].timestamp_ms
     return [T0_MS - 1, T0_MS + 2 * TIMESTAMP_STEP_MS, T0_MS + 45, last, last + 1]
+
+
+# Between two polls of a condition that the broker applies asynchronously.
+POLL_INTERVAL_S = 0.1
+
+
+def wait_until(probe: Callable[[], T], done: Callable[[T], bool]) -> T:
+    """Poll `probe` until `done(value)` or `SCENARIO_TIMEOUT_S`; the last value seen.
+
+    For what a broker applies after it has answered (a created topic reaching every
+    broker's metadata, an altered config, a deletion): the scenario reports what it
+    finally saw, so a broker that never applies the change still shows as different.
+    """
+    deadline = time.monotonic() + SCENARIO_TIMEOUT_S
+    value = probe()
+    while not done(value) and time.monotonic() < deadline:
+        time.sleep(POLL_INTERVAL_S)
+        value = probe()
+    return value
+
+
+async def await_until(probe: Callable[[], Awaitable[T]], done: Callable[[T], bool]) -> T:
+    """`wait_until` for asyncio clients."""
+    deadline = time.monotonic() + SCENARIO_TIMEOUT_S
+    value = await probe()
+    while not done(value) and time.monotonic() < deadline:
+        await asyncio.sleep(POLL_INTERVAL_S)
+        value = await probe()
+    return value

@@ -17,6 +17,7 @@ from interop.observed import (
     SAMPLES,
     SCENARIO_TIMEOUT_S,
     T0_MS,
+    await_until,
     from_consumer_record,
     lookup_times,
     sort_records,
@@ -161,23 +162,21 @@ async def _admin_topics(bootstrap: str, topic: str) -> dict[str, Any]:
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
     await admin.start()
     try:
-        seen["listed_after_create"] = topic in await admin.list_topics()
+        seen["listed_after_create"] = topic in await await_until(
+            admin.list_topics, lambda ts: topic in ts
+        )
         seen["retention_before"] = await _topic_config(admin, topic, "retention.ms")
         await admin.alter_configs(
             [ConfigResource(ConfigResourceType.TOPIC, topic, {"retention.ms": RETENTION_MS})]
         )
-        deadline = time.monotonic() + SCENARIO_TIMEOUT_S
-        # An altered config reaches DescribeConfigs once the broker applied it (KRaft metadata).
-        while (after := await _topic_config(admin, topic, "retention.ms"))[0] != RETENTION_MS:
-            if time.monotonic() > deadline:
-                break
-            await asyncio.sleep(0.1)
-        seen["retention_after"] = after
+        seen["retention_after"] = await await_until(
+            lambda: _topic_config(admin, topic, "retention.ms"),
+            lambda entry: entry is not None and entry[0] == RETENTION_MS,
+        )
         await admin.delete_topics([topic])
-        deadline = time.monotonic() + SCENARIO_TIMEOUT_S
-        while topic in await admin.list_topics() and time.monotonic() < deadline:
-            await asyncio.sleep(0.2)
-        seen["listed_after_delete"] = topic in await admin.list_topics()
+        seen["listed_after_delete"] = topic in await await_until(
+            admin.list_topics, lambda ts: topic not in ts
+        )
     finally:
         await admin.close()
     return seen

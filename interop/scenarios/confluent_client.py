@@ -34,6 +34,7 @@ from interop.observed import (
     lookup_times,
     observed_record,
     sort_records,
+    wait_until,
 )
 
 RETENTION_MS = "3600000"
@@ -182,7 +183,9 @@ def admin_topics(bootstrap: str, topic: str) -> dict[str, Any]:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     seen: dict[str, Any] = {"create": _create_topic(admin, topic, partitions=3)}
     seen["create_again"] = _create_topic(admin, topic, partitions=3)
-    seen["listed_after_create"] = topic in admin.list_topics(timeout=SCENARIO_TIMEOUT_S).topics
+    seen["listed_after_create"] = topic in wait_until(
+        lambda: admin.list_topics(timeout=SCENARIO_TIMEOUT_S).topics, lambda ts: topic in ts
+    )
     seen["retention_before"] = _topic_config(admin, topic, "retention.ms")
     change = ConfigResource(
         ResourceType.TOPIC,
@@ -192,16 +195,12 @@ def admin_topics(bootstrap: str, topic: str) -> dict[str, Any]:
         ],
     )
     admin.incremental_alter_configs([change])[change].result(timeout=SCENARIO_TIMEOUT_S)
-    deadline = time.monotonic() + SCENARIO_TIMEOUT_S
-    # An altered config reaches DescribeConfigs once the broker applied it (KRaft metadata).
-    while (after := _topic_config(admin, topic, "retention.ms"))[0] != RETENTION_MS:
-        if time.monotonic() > deadline:
-            break
-        time.sleep(0.1)
-    seen["retention_after"] = after
+    seen["retention_after"] = wait_until(
+        lambda: _topic_config(admin, topic, "retention.ms"),
+        lambda entry: entry[0] == RETENTION_MS,
+    )
     admin.delete_topics([topic])[topic].result(timeout=SCENARIO_TIMEOUT_S)
-    deadline = time.monotonic() + SCENARIO_TIMEOUT_S
-    while time.monotonic() < deadline and topic in admin.list_topics(timeout=10).topics:
-        time.sleep(0.2)
-    seen["listed_after_delete"] = topic in admin.list_topics(timeout=10).topics
+    seen["listed_after_delete"] = topic in wait_until(
+        lambda: admin.list_topics(timeout=SCENARIO_TIMEOUT_S).topics, lambda ts: topic not in ts
+    )
     return seen

@@ -18,6 +18,7 @@ from interop.observed import (
     from_consumer_record,
     lookup_times,
     sort_records,
+    wait_until,
 )
 
 RETENTION_MS = "3600000"
@@ -136,7 +137,7 @@ def admin_topics(bootstrap: str, topic: str) -> dict[str, Any]:
     try:
         _create_topic(admin, topic, partitions=3)
         seen["create"] = "NONE"
-        seen["listed_after_create"] = topic in admin.list_topics()
+        seen["listed_after_create"] = topic in wait_until(admin.list_topics, lambda ts: topic in ts)
         try:
             _create_topic(admin, topic, partitions=3)
             seen["create_again"] = "ok"
@@ -146,15 +147,14 @@ def admin_topics(bootstrap: str, topic: str) -> dict[str, Any]:
         seen["retention_before"] = _topic_config(admin, resource, "retention.ms")
         change = {"retention.ms": RETENTION_MS}
         admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, topic, configs=change)])
-        deadline = time.monotonic() + SCENARIO_TIMEOUT_S
-        # An altered config reaches DescribeConfigs once the broker applied it (KRaft metadata).
-        while (after := _topic_config(admin, resource, "retention.ms"))[0] != RETENTION_MS:
-            if time.monotonic() > deadline:
-                break
-            time.sleep(0.1)
-        seen["retention_after"] = after
+        seen["retention_after"] = wait_until(
+            lambda: _topic_config(admin, resource, "retention.ms"),
+            lambda entry: entry[0] == RETENTION_MS,
+        )
         admin.delete_topics([topic])
-        seen["listed_after_delete"] = _wait_gone(admin, topic)
+        seen["listed_after_delete"] = topic in wait_until(
+            admin.list_topics, lambda ts: topic not in ts
+        )
     finally:
         admin.close()
     return seen
@@ -165,11 +165,3 @@ def _topic_config(admin: KafkaAdminClient, resource: ConfigResource, key: str) -
     entries = next(iter(next(iter(described.values())).values()))
     entry = entries[key]
     return (entry["value"], entry.get("config_source"))
-
-
-def _wait_gone(admin: KafkaAdminClient, topic: str) -> bool:
-    """Whether `topic` is still listed once deletion had time to apply (metadata lags)."""
-    deadline = time.monotonic() + SCENARIO_TIMEOUT_S
-    while topic in admin.list_topics() and time.monotonic() < deadline:
-        time.sleep(0.2)
-    return topic in admin.list_topics()
