@@ -15,7 +15,7 @@ Every phase also reports the broker process's CPU (from /proc) per million recor
 MB is 10^6 bytes of record values (as the Java tools count: their MB is 2^20, converted).
 Prints one JSON document on stdout; progress and one JSON line per phase on stderr.
 
-    .venv/bin/python -m bench.kafka_peer --target kafka [--quick] [--runs N]
+    .venv/bin/python -m bench.kafka_peer --target kafka [--quick] [--runs N] [--records N]
 """
 
 from __future__ import annotations
@@ -238,8 +238,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--target", default="kafka", help=f"comma list of {sorted(TARGETS)}")
     parser.add_argument("--quick", action="store_true", help="a tenth of the records")
     parser.add_argument("--runs", type=int, default=1)
+    parser.add_argument("--records", type=int, help="records per phase, for every size")
     args = parser.parse_args(argv)
     counts = QUICK_RECORDS if args.quick else RECORDS
+    if args.records:
+        counts = dict.fromkeys(RECORD_BYTES, args.records)
     started = time.monotonic()
     rows: list[dict[str, Any]] = []
     for name in args.target.split(","):
