@@ -37,7 +37,7 @@ def run_scenario(
     fn = getattr(CLIENTS[client], scenario)
     if scenario == "produce_consume":
         observed = fn(bootstrap, topic, codec)
-    elif scenario == "group_consume":
+    elif scenario.startswith("group_"):
         observed = fn(bootstrap, topic, group)
     else:
         observed = fn(bootstrap, topic)

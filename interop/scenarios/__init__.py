@@ -18,6 +18,9 @@ from __future__ import annotations
 from types import ModuleType
 
 from interop.scenarios import aiokafka_client, confluent_client, kafka_python_client, kcat_client
+from interop.scenarios.names import SCENARIO_NAMES
+
+__all__ = ["CLIENTS", "SCENARIO_NAMES"]
 
 CLIENTS: dict[str, ModuleType] = {
     "kafka-python": kafka_python_client,
@@ -25,4 +28,3 @@ CLIENTS: dict[str, ModuleType] = {
     "confluent-kafka": confluent_client,
     "kcat": kcat_client,
 }
-SCENARIO_NAMES = ("produce_consume", "group_consume", "offsets", "admin_topics")

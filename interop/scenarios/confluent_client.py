@@ -36,8 +36,12 @@ from interop.observed import (
     sort_records,
     wait_until,
 )
+from interop.scenarios.names import SCENARIO_NAMES
 
 RETENTION_MS = "3600000"
+# The four shared scenarios plus a two-member group (librdkafka serves both members'
+# callbacks from one thread, so one process can hold both).
+SUPPORTED = (*SCENARIO_NAMES, "group_two_members")
 
 
 def _create_topic(admin: AdminClient, topic: str, partitions: int = PARTITIONS) -> str:
@@ -90,10 +94,7 @@ def _read(consumer: Consumer, count: int) -> list[dict[str, Any]]:
     records: list[dict[str, Any]] = []
     deadline = time.monotonic() + SCENARIO_TIMEOUT_S
     while len(records) < count and time.monotonic() < deadline:
-        for msg in consumer.consume(num_messages=count, timeout=0.5):
-            if msg.error() is not None:
-                raise KafkaException(msg.error())
-            records.append(_observed(msg))
+        records.extend(_observed(msg) for msg in _poll(consumer, count))
     return sort_records(records)
 
 
@@ -142,6 +143,52 @@ def group_consume(bootstrap: str, topic: str, group: str) -> dict[str, Any]:
         "records": records,
         "committed": {tp.partition: tp.offset for tp in committed},
     }
+
+
+def group_two_members(bootstrap: str, topic: str, group: str) -> dict[str, Any]:
+    """Two members of one group split the topic's partitions; each reads its share.
+
+    The records are produced only once both members hold an assignment, so no rebalance
+    can move a partition while they read (librdkafka serves both members' callbacks from
+    this one thread).
+    """
+    _create_topic(AdminClient({"bootstrap.servers": bootstrap}), topic)
+    members = [_consumer(bootstrap, group), _consumer(bootstrap, group)]
+    try:
+        for member in members:
+            member.subscribe([topic])
+        wait_until(
+            lambda: [_poll_nothing(m) for m in members],
+            lambda _: all(m.assignment() for m in members),
+        )
+        _produce_samples(bootstrap, topic)
+        records: list[list[dict[str, Any]]] = [[], []]
+        deadline = time.monotonic() + SCENARIO_TIMEOUT_S
+        while sum(map(len, records)) < len(SAMPLES) and time.monotonic() < deadline:
+            for mine, member in zip(records, members, strict=True):
+                mine.extend(_observed(msg) for msg in _poll(member, len(SAMPLES)))
+        shares = sorted(
+            (sorted((tp.topic, tp.partition) for tp in m.assignment()), sort_records(r))
+            for m, r in zip(members, records, strict=True)
+        )
+    finally:
+        for member in members:
+            member.close()
+    return {"shares": [{"assignment": a, "records": r} for a, r in shares]}
+
+
+def _poll(consumer: Consumer, count: int) -> list[Message]:
+    msgs = consumer.consume(num_messages=count, timeout=0.2)
+    for msg in msgs:
+        if msg.error() is not None:
+            raise KafkaException(msg.error())
+    return msgs
+
+
+def _poll_nothing(consumer: Consumer) -> None:
+    """Serve the group protocol while the topic is still empty."""
+    if _poll(consumer, 1):
+        raise RuntimeError("a record arrived before the scenario produced any")
 
 
 def offsets(bootstrap: str, topic: str) -> dict[str, Any]:

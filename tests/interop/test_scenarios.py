@@ -56,6 +56,21 @@ def test_group_subscription(kafka: Target, unique: Callable[[str], str], client:
     assert seen["committed"] == expected.end_offsets(PARTITIONS)
 
 
+def test_two_group_members_split_the_partitions(
+    kafka: Target, unique: Callable[[str], str]
+) -> None:
+    topic, group = unique("grp2"), unique("group2")
+    seen = CLIENTS["confluent-kafka"].group_two_members(kafka.bootstrap, topic, group)
+    everything = expected.records(PARTITIONS)
+    assert seen["shares"] == [
+        {
+            "assignment": [(topic, p)],
+            "records": [r for r in everything if r["partition"] == p],
+        }
+        for p in range(PARTITIONS)
+    ]
+
+
 def test_kcat_group_subscription(kafka: Target, unique: Callable[[str], str]) -> None:
     topic, group = unique("kgrp"), unique("kgroup")
     seen = CLIENTS["kcat"].group_consume(kafka.bootstrap, topic, group)
