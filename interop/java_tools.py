@@ -11,6 +11,7 @@ import re
 import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from interop.jvm import TOOLS_HEAP_MB, TOOLS_LOG4J, java_argv
@@ -22,6 +23,7 @@ CONSOLE_PRODUCER = "org.apache.kafka.tools.ConsoleProducer"
 CONSOLE_CONSUMER = "org.apache.kafka.tools.consumer.ConsoleConsumer"
 PRODUCER_PERF = "org.apache.kafka.tools.ProducerPerformance"
 CONSUMER_PERF = "org.apache.kafka.tools.ConsumerPerformance"
+DUMP_LOG_SEGMENTS = "org.apache.kafka.tools.DumpLogSegments"  # kafka-dump-log.sh
 # A tool that has not finished by then is stuck (a JVM start is ~1-3 s here).
 TOOL_TIMEOUT_S = 300.0
 # kafka-producer-perf-test.sh and kafka-consumer-perf-test.sh give their JVM 512 MB
@@ -306,3 +308,21 @@ def consumer_perf(bootstrap: str, topic: str, records: int) -> dict[str, float]:
         *("--timeout", str(CONSOLE_CONSUMER_IDLE_MS)),
     ]
     return parse_consumer_perf(run_tool(CONSUMER_PERF, args, heap_mb=PERF_HEAP_MB).stdout)
+
+
+# kafka-dump-log (reads a Kafka broker's data directory, not a bootstrap address)
+
+BATCH_LINE = re.compile(r"^baseOffset: \d+ .*\bcount: (\d+) .*\bcompresscodec: (\w+)")
+
+
+def parse_batch_codecs(out: str) -> list[tuple[int, str]]:
+    """(record count, codec) of every batch that kafka-dump-log printed."""
+    return [(int(m.group(1)), m.group(2)) for m in map(BATCH_LINE.match, out.splitlines()) if m]
+
+
+def stored_batch_codecs(log_dir: Path) -> list[tuple[int, str]]:
+    """How the broker stored each batch of one partition directory (`<topic>-<p>`)."""
+    files = sorted(str(f) for f in log_dir.glob("*.log"))
+    if not files:
+        raise ToolError(f"no segment files in {log_dir}")
+    return parse_batch_codecs(run_tool(DUMP_LOG_SEGMENTS, ["--files", ",".join(files)]).stdout)

@@ -44,7 +44,9 @@ class Sample:
 
 def _samples() -> tuple[Sample, ...]:
     rows: list[tuple[int, bytes | None, bytes | None, tuple[tuple[str, bytes], ...]]] = [
-        (0, b"k0", b"v0", ()),
+        # Compressible: a one-record batch (kcat sends one per run) is only compressed
+        # when that makes it smaller; clients send a batch uncompressed otherwise.
+        (0, b"k0", b"v0" * 200, ()),
         (0, None, b"no key", ()),
         (0, b"k2", b"", (("h1", b"x"),)),
         (0, b"k3", None, ()),

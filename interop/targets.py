@@ -18,17 +18,19 @@ from interop.kafka_server import KafkaServer
 @dataclass(frozen=True, slots=True)
 class Target:
     """A running Kafka-protocol server: what clients need (`bootstrap`), what benches
-    measure (`pid`, for its CPU from /proc)."""
+    measure (`pid`, for its CPU from /proc), where it keeps its log (`data_dir`, for the
+    checks that read what was stored)."""
 
     name: str
     bootstrap: str
     pid: int
+    data_dir: Path
 
 
 @contextmanager
 def _kafka(work_dir: Path) -> Iterator[Target]:
     with KafkaServer(work_dir) as server:
-        yield Target("kafka", server.bootstrap, server.pid)
+        yield Target("kafka", server.bootstrap, server.pid, server.data_dir)
 
 
 TARGETS: dict[str, Callable[[Path], AbstractContextManager[Target]]] = {"kafka": _kafka}

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from interop import java_tools
 from interop.observed import CODECS, PARTITIONS, SAMPLES
 from interop.scenarios import CLIENTS
 from interop.scenarios.kcat_client import PARTITIONS as KCAT_PARTITIONS
@@ -23,6 +24,25 @@ PY_CLIENTS = ("kafka-python", "aiokafka", "confluent-kafka")
 ALL_CLIENTS = (*PY_CLIENTS, "kcat")
 
 
+def stored_codecs(target: Target, topic: str, partitions: int) -> set[str]:
+    """The codecs of the batches the broker stored (Kafka's kafka-dump-log on its data dir)."""
+    return {
+        codec
+        for p in range(partitions)
+        for _, codec in java_tools.stored_batch_codecs(target.data_dir / f"{topic}-{p}")
+    }
+
+
+def assert_stored_with(target: Target, topic: str, partitions: int, codec: str) -> None:
+    """Clients send a batch uncompressed when compressing would not shrink it, so a
+    compressed topic holds `codec` batches (the compressible samples) and maybe plain ones."""
+    codecs = stored_codecs(target, topic, partitions)
+    if codec == "none":
+        assert codecs == {"none"}
+    else:
+        assert codec in codecs and codecs <= {codec, "none"}, codecs
+
+
 def _without_timestamps(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{k: v for k, v in r.items() if k != "timestamp_ms"} for r in records]
 
@@ -32,19 +52,23 @@ def _without_timestamps(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def test_produce_and_consume_by_assignment(
     kafka: Target, unique: Callable[[str], str], client: str, codec: str
 ) -> None:
-    seen = CLIENTS[client].produce_consume(kafka.bootstrap, unique(f"pc-{codec}"), codec)
+    topic = unique(f"pc-{codec}")
+    seen = CLIENTS[client].produce_consume(kafka.bootstrap, topic, codec)
     assert seen["acks"] == expected.offsets_by_sample(SAMPLES)
     assert seen["records"] == expected.records(PARTITIONS)
+    assert_stored_with(kafka, topic, PARTITIONS, codec)
 
 
 @pytest.mark.parametrize("codec", CODECS)
 def test_kcat_produce_and_consume(kafka: Target, unique: Callable[[str], str], codec: str) -> None:
-    seen = CLIENTS["kcat"].produce_consume(kafka.bootstrap, unique(f"kc-{codec}"), codec)
+    topic = unique(f"kc-{codec}")
+    seen = CLIENTS["kcat"].produce_consume(kafka.bootstrap, topic, codec)
     want = expected.records(KCAT_PARTITIONS, explicit_timestamps=False)
     # kcat's -Z sends an empty key as null too; only the tombstone uses it.
     assert _without_timestamps(seen["records"]) == want
     stamps = [r["timestamp_ms"] for r in seen["records"]]
     assert stamps == sorted(stamps)
+    assert_stored_with(kafka, topic, KCAT_PARTITIONS, codec)
 
 
 @pytest.mark.parametrize("client", PY_CLIENTS)
