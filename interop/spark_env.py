@@ -58,9 +58,20 @@ def ensure_package_in_local_repo() -> None:
 
 def read_topic(bootstrap: str, topic: str) -> list[dict[str, Any]]:
     """Every record of `topic` as `spark.read.format("kafka")` returns it."""
+    return _run_reader(["batch", bootstrap, topic, spark_kafka_version()])
+
+
+def stream_topic(bootstrap: str, topic: str, checkpoint: Path, out: Path) -> list[dict[str, Any]]:
+    """Run one `readStream.format("kafka")` query (availableNow) on `checkpoint`, appending
+    to `out`; every record `out` holds afterwards (headers are not streamed)."""
+    args = ["stream", bootstrap, topic, spark_kafka_version(), str(checkpoint), str(out)]
+    return _run_reader(args)
+
+
+def _run_reader(args: list[str]) -> list[dict[str, Any]]:
     ensure_package_in_local_repo()
     result = subprocess.run(
-        [str(spark_python()), str(READER), bootstrap, topic, spark_kafka_version()],
+        [str(spark_python()), str(READER), *args],
         capture_output=True,
         text=True,
         timeout=READ_TIMEOUT_S,
