@@ -173,3 +173,33 @@ class KafkaServer:
         tb: TracebackType | None,
     ) -> None:
         self.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m interop.kafka_server [--dir DIR]`: one broker for manual runs.
+
+    Prints the bootstrap address, then serves until SIGINT or SIGTERM, and always stops
+    the JVM on the way out.
+    """
+    import argparse
+    import signal
+    import tempfile
+
+    parser = argparse.ArgumentParser(description="Run Apache Kafka on loopback (KRaft).")
+    parser.add_argument("--dir", type=Path, help="work directory (default: a temporary one)")
+    args = parser.parse_args(argv)
+
+    def stop(signum: int, _frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    tmp = tempfile.TemporaryDirectory(prefix="kafka-")
+    with tmp, KafkaServer(args.dir or Path(tmp.name)) as server:
+        print(f"{server.bootstrap} pid={server.pid} data={server.data_dir}", flush=True)
+        signal.pause()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
