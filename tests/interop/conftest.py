@@ -11,6 +11,7 @@ the Kafka-vs-Kafka differential tests. Both are stopped (by PID) at the end.
 from __future__ import annotations
 
 import itertools
+import re
 import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -27,12 +28,14 @@ with warnings.catch_warnings():
     import interop.scenarios  # noqa: F401
 
 HERE = Path(__file__).resolve().parent
+SELECTS_INTEROP = re.compile(r"(?<!not )\binterop\b")
 _counter = itertools.count()
 
 
 def _requested(config: pytest.Config) -> bool:
     """Whether the run asks for this suite: `-m interop`, or a path inside it."""
-    if "interop" in (config.getoption("markexpr") or ""):
+    # `-m interop` asks for it; `-m "not interop"` does not.
+    if SELECTS_INTEROP.search(config.getoption("markexpr") or ""):
         return True
     for arg in config.args:
         path = (config.invocation_params.dir / arg.split("::")[0]).resolve()
