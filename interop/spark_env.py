@@ -14,6 +14,7 @@ import os
 import re
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -70,13 +71,16 @@ def stream_topic(bootstrap: str, topic: str, checkpoint: Path, out: Path) -> lis
 
 def _run_reader(args: list[str]) -> list[dict[str, Any]]:
     ensure_package_in_local_repo()
-    result = subprocess.run(
-        [str(spark_python()), str(READER), *args],
-        capture_output=True,
-        text=True,
-        timeout=READ_TIMEOUT_S,
-        check=False,
-    )
+    # Spark may leave spark-warehouse/ or derby files in its working directory.
+    with tempfile.TemporaryDirectory(prefix="spark-kafka-") as cwd:
+        result = subprocess.run(
+            [str(spark_python()), str(READER), *args],
+            capture_output=True,
+            text=True,
+            timeout=READ_TIMEOUT_S,
+            check=False,
+            cwd=cwd,
+        )
     if result.returncode != 0:
         raise RuntimeError(f"Spark's Kafka source failed ({result.returncode}): {result.stderr}")
     records = []
