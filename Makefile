@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: install run test lint format bench bench-quick clean soak
+.PHONY: install run test lint format bench bench-quick clean soak interop
 
 install: $(STAMP)
 
@@ -38,6 +38,31 @@ soak: install
 	TIDELOG_SOAK_KILL_CYCLES=200 TIDELOG_SOAK_SWEEP_HITS=5 TIDELOG_SOAK_POWER_CUTS=40 \
 	TIDELOG_SOAK_LOAD_S=1800 TIDELOG_SOAK_FUZZ_EXAMPLES=6000 \
 	$(BIN)/python -m pytest tests/reliability tests/fuzz $(PYTEST_ARGS)
+
+# Apache Kafka as oracle and peer (issue 19, docs/kafka-interop.md): the real Kafka 4.x broker
+# (jars fetched by Maven into ~/.cache/tidelog), kcat from Debian, the Python Kafka clients.
+INTEROP_STAMP := $(VENV)/.interop-installed
+INTEROP_APT := kcat maven openjdk-17-jre-headless
+
+$(INTEROP_STAMP): pyproject.toml $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[spark,dev,bench,interop]'
+	touch $(INTEROP_STAMP)
+
+# Spark's Kafka source must match its Spark runtime: a separate venv with the pyspark of the
+# spark-sql-kafka version Maven serves (interop/spark/pom.xml, see interop/spark_env.py).
+SPARK_KAFKA_VERSION := $(shell sed -n 's:.*<spark.version>\(.*\)</spark.version>.*:\1:p' interop/spark/pom.xml)
+INTEROP_SPARK_VENV := .venv-interop-spark
+INTEROP_SPARK_STAMP := $(INTEROP_SPARK_VENV)/.installed-$(SPARK_KAFKA_VERSION)
+
+$(INTEROP_SPARK_STAMP): interop/spark/pom.xml
+	test -x $(INTEROP_SPARK_VENV)/bin/python || $(PYTHON) -m venv $(INTEROP_SPARK_VENV)
+	$(INTEROP_SPARK_VENV)/bin/python -m pip install --quiet 'pyspark==$(SPARK_KAFKA_VERSION)'
+	touch $(INTEROP_SPARK_STAMP)
+
+interop: install $(INTEROP_STAMP) $(INTEROP_SPARK_STAMP)
+	command -v kcat >/dev/null && command -v mvn >/dev/null && command -v java >/dev/null || \
+		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(INTEROP_APT); }
+	$(BIN)/python -m pytest -m interop tests/interop $(PYTEST_ARGS)
 
 lint: install
 	$(BIN)/ruff check .

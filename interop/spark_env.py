@@ -1,0 +1,104 @@
+"""Spark's own Kafka source for the interop suite: which Python runs it, which package.
+
+`spark-sql-kafka-0-10` must be the same version as the Spark runtime. Maven Central
+serves it up to the version in `interop/spark/pom.xml` (4.2.0 on 2026-11-25) while the
+project's venv may carry a newer pyspark (4.3.0), so the check runs in a separate venv
+with the matching pyspark (`make interop` creates `.venv-interop-spark`).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from interop.observed import CREATE_TIME, LOG_APPEND_TIME, observed_record
+
+ROOT = Path(__file__).resolve().parents[1]
+POM_PATH = Path(__file__).resolve().parent / "spark" / "pom.xml"
+READER = Path(__file__).resolve().parent / "spark_kafka_read.py"
+PYTHON_ENV = "TIDELOG_INTEROP_SPARK_PYTHON"
+DEFAULT_VENV = ROOT / ".venv-interop-spark"
+# A cold Spark start plus the Ivy resolution of the package from the local Maven repo.
+READ_TIMEOUT_S = 600.0
+MVN_TIMEOUT_S = 900.0
+# Spark's Kafka source: timestampType 0 = CreateTime, 1 = LogAppendTime.
+SPARK_LOG_APPEND_TIME = 1
+
+
+def spark_kafka_version() -> str:
+    match = re.search(r"<spark\.version>([^<]+)</spark\.version>", POM_PATH.read_text())
+    if match is None:
+        raise RuntimeError(f"no <spark.version> in {POM_PATH}")
+    return match.group(1).strip()
+
+
+def spark_python() -> Path:
+    """The interpreter with the matching pyspark (`$TIDELOG_INTEROP_SPARK_PYTHON` wins)."""
+    return Path(os.environ.get(PYTHON_ENV) or DEFAULT_VENV / "bin" / "python")
+
+
+def ensure_package_in_local_repo() -> None:
+    """Resolve the package with Maven so Spark's Ivy finds it in the local Maven repo."""
+    mvn = shutil.which("mvn")
+    if mvn is None:
+        raise RuntimeError("Maven (`mvn`) is not installed: apt-get install maven")
+    subprocess.run(
+        [mvn, "-q", "-B", "-f", str(POM_PATH), "dependency:resolve"],
+        check=True,
+        capture_output=True,
+        timeout=MVN_TIMEOUT_S,
+    )
+
+
+def read_topic(bootstrap: str, topic: str) -> list[dict[str, Any]]:
+    """Every record of `topic` as `spark.read.format("kafka")` returns it."""
+    return _run_reader(["batch", bootstrap, topic, spark_kafka_version()])
+
+
+def stream_topic(bootstrap: str, topic: str, checkpoint: Path, out: Path) -> list[dict[str, Any]]:
+    """Run one `readStream.format("kafka")` query (availableNow) on `checkpoint`, appending
+    to `out`; every record `out` holds afterwards (headers are not streamed)."""
+    args = ["stream", bootstrap, topic, spark_kafka_version(), str(checkpoint), str(out)]
+    return _run_reader(args)
+
+
+def _run_reader(args: list[str]) -> list[dict[str, Any]]:
+    ensure_package_in_local_repo()
+    # Spark may leave spark-warehouse/ or derby files in its working directory.
+    with tempfile.TemporaryDirectory(prefix="spark-kafka-") as cwd:
+        result = subprocess.run(
+            [str(spark_python()), str(READER), *args],
+            capture_output=True,
+            text=True,
+            timeout=READ_TIMEOUT_S,
+            check=False,
+            cwd=cwd,
+        )
+    if result.returncode != 0:
+        raise RuntimeError(f"Spark's Kafka source failed ({result.returncode}): {result.stderr}")
+    records = []
+    for line in result.stdout.splitlines():
+        row = json.loads(line)
+        records.append(
+            observed_record(
+                row["partition"],
+                row["offset"],
+                _unb64(row["key"]),
+                _unb64(row["value"]),
+                [(name, _unb64(value)) for name, value in row["headers"]],
+                row["timestamp_ms"],
+                LOG_APPEND_TIME if row["timestamp_type"] == SPARK_LOG_APPEND_TIME else CREATE_TIME,
+            )
+        )
+    return sorted(records, key=lambda r: (r["partition"], r["offset"]))
+
+
+def _unb64(text: str | None) -> bytes | None:
+    return None if text is None else base64.b64decode(text)

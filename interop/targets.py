@@ -1,0 +1,45 @@
+"""Targets: a bootstrap address plus a way to start it. Scenarios only see the address.
+
+`open_target("kafka", work_dir)` starts Apache Kafka; Tidelog joins as a second entry of
+`TARGETS` once its broker speaks Kafka's protocol (issue 19), and every differential test
+and benchmark then runs against both unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from interop.kafka_server import KafkaServer
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """A running Kafka-protocol server: what clients need (`bootstrap`), what benches
+    measure (`pid`, for its CPU from /proc), where it keeps its log (`data_dir`, for the
+    checks that read what was stored)."""
+
+    name: str
+    bootstrap: str
+    pid: int
+    data_dir: Path
+
+
+@contextmanager
+def _kafka(work_dir: Path) -> Iterator[Target]:
+    with KafkaServer(work_dir) as server:
+        yield Target("kafka", server.bootstrap, server.pid, server.data_dir)
+
+
+TARGETS: dict[str, Callable[[Path], AbstractContextManager[Target]]] = {"kafka": _kafka}
+
+
+def open_target(name: str, work_dir: Path) -> AbstractContextManager[Target]:
+    """Start the target `name` with its files under `work_dir`; stopped on exit."""
+    try:
+        factory = TARGETS[name]
+    except KeyError:
+        raise ValueError(f"unknown target {name!r}; known: {', '.join(sorted(TARGETS))}") from None
+    return factory(work_dir)
