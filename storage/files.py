@@ -30,6 +30,7 @@ from pathlib import Path
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
+PRODUCER_SNAPSHOT_SUFFIX = ".snapshot"  # producer state at an offset (storage.producer_snapshot)
 SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
 DELETED_SUFFIX = ".deleted"
 CLEANED_SUFFIX = ".cleaned"
@@ -41,6 +42,7 @@ CLEAN_SHUTDOWN_FILE = ".tidelog_cleanshutdown"
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
+PRODUCER_ID_BLOCK_FILE = "producer-id-block"  # next unallocated producer id (storage.producer_ids)
 TOPICS_DIR = "topics"
 TOPIC_METADATA_SUFFIX = ".json"
 
