@@ -316,17 +316,24 @@ class ProducerState:
         return len(expired)
 
     def truncate_head(self, log_start_offset: int) -> int:
-        """Forget producers whose every retained batch lies below the new log start.
+        """Forget what lies below a new log start (retention, DeleteRecords).
 
-        Called when retention or DeleteRecords moves the log start; a rebuild
-        from the log would not know them either. Returns how many were dropped.
+        Producers whose every retained batch ends below it are dropped; the
+        others lose those batches. The state is then what a rebuild from the
+        log start would find, so a restart changes nothing. Returns how many
+        producers were dropped.
         """
-        gone = [pid for pid, e in self._producers.items() if e.last_offset < log_start_offset]
-        for pid in gone:
-            del self._producers[pid]
+        dropped = 0
+        for pid, entry in list(self._producers.items()):
+            if entry.last_offset < log_start_offset:
+                del self._producers[pid]
+                dropped += 1
+            elif entry.batches[0].last_offset < log_start_offset:
+                kept = tuple(b for b in entry.batches if b.last_offset >= log_start_offset)
+                self._producers[pid] = entry._replace(batches=kept)
         if self.map_end_offset < log_start_offset:
             self.map_end_offset = log_start_offset
-        return len(gone)
+        return dropped
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Forget everything: the log was emptied and restarts at `offset`."""

@@ -193,13 +193,21 @@ def test_expiration_by_last_batch_timestamp() -> None:
     assert state.entry(1) is None and state.entry(2) is not None
 
 
-def test_truncate_head_drops_producers_entirely_below_the_log_start() -> None:
+def test_truncate_head_drops_producers_and_batches_below_the_log_start() -> None:
     state = ProducerState()
     append(state, 1, 0, 0, count=5)  # offsets 0-4
     append(state, 2, 0, 0, count=5)  # offsets 5-9
     assert state.truncate_head(5) == 1
     assert state.entry(1) is None and state.entry(2) is not None
     assert state.truncate_head(9) == 0
+    entry = state.entry(2)
+    assert entry is not None
+    assert entry.batches == (BatchMetadata(0, 4, 5, 9, 1000),)
+    append(state, 2, 0, 5, count=2)  # offsets 10-11
+    assert state.truncate_head(10) == 0
+    entry = state.entry(2)
+    assert entry is not None
+    assert [b.first_offset for b in entry.batches] == [10]
     state.truncate_fully_and_start_at(20)
     assert len(state) == 0 and state.map_end_offset == 20
 

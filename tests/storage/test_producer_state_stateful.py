@@ -97,6 +97,12 @@ class Model:
             )
         )
 
+    def truncate_head(self, start: int) -> None:
+        for pid in list(self.history):
+            self.history[pid] = [b for b in self.history[pid] if b.last_offset >= start]
+            if not self.history[pid]:
+                del self.history[pid]
+
     def truncate(self, end: int) -> None:
         for pid in list(self.history):
             self.history[pid] = [b for b in self.history[pid] if b.last_offset < end]
@@ -128,6 +134,7 @@ class ProducerStateMachine(RuleBasedStateMachine):
         self.model = Model()
         self.log: list[bytes] = []  # one encoded batch per element, offsets assigned
         self.ends: list[int] = []  # log end offset after each logged batch
+        self.log_start = 0
         self.ts = 1_000
 
     def teardown(self) -> None:
@@ -252,7 +259,7 @@ class ProducerStateMachine(RuleBasedStateMachine):
             self.io,
             self.dir,
             rebuilt,
-            log_start_offset=0,
+            log_start_offset=self.log_start,
             log_end_offset=self.end,
             now_ms=self.ts,
             read_headers=lambda _offset: (h for _, h in iter_headers(log)),
@@ -267,10 +274,22 @@ class ProducerStateMachine(RuleBasedStateMachine):
         assert self.state.entries() == before
         assert self.state.map_end_offset == self.end
 
+    @rule(data=st.data())
+    def advance_log_start(self, data: st.DataObject) -> None:
+        """Retention or DeleteRecords: any offset up to the end, mid-batch included."""
+        self.log_start = data.draw(st.sampled_from(range(self.log_start, self.end + 1)))
+        self.state.truncate_head(self.log_start)
+        self.model.truncate_head(self.log_start)
+
     @precondition(lambda self: bool(self.log))
     @rule(data=st.data())
     def truncate_and_restart(self, data: st.DataObject) -> None:
-        keep = data.draw(st.integers(0, len(self.log) - 1))
+        keeps = [
+            k for k in range(len(self.log)) if (self.ends[k - 1] if k else 0) >= self.log_start
+        ]
+        if not keeps:
+            return  # cannot cut below the log start
+        keep = data.draw(st.sampled_from(keeps))
         del self.log[keep:]
         del self.ends[keep:]
         self.model.truncate(self.end)
