@@ -8,11 +8,13 @@ Layout::
       recovery-point-offset-checkpoint   Kafka's checkpoint text format (storage.checkpoint)
       log-start-offset-checkpoint
       cleaner-offset-checkpoint          written by the compaction package
+      producer-id-block                  next unallocated producer id (storage.producer_ids)
       topics/<topic>.json                partition count + config overrides (storage.topics)
       <topic>-<partition>/
         00000000000000000000.log         record batches, back to back
         00000000000000000000.index       offset index (8-byte entries)
         00000000000000000000.timeindex   time index (12-byte entries)
+        00000000000000000000.snapshot    producer state at that offset (storage.producer_snapshot)
         ... plus transient `.deleted`, `.cleaned`, `.swap` suffixes after the normal one
 
 Also the delayed deletion queue: segments chosen for deletion are renamed with
