@@ -145,8 +145,20 @@ def _logged(batches: list[tuple[int, int, int, int]]) -> tuple[ProducerState, by
     return state, bytes(log), ends
 
 
-def _reader(log: bytes):
-    return lambda _offset: (header for _, header in iter_headers(log))
+def _restore(
+    directory: Path, state: ProducerState, log: bytes, start: int, end: int, now: int
+) -> int:
+    """Restore `state` from `directory` and the whole `log` (read_headers ignores the offset:
+    restore skips what lies before its replay start)."""
+    return restore(
+        FileIO(),
+        directory,
+        state,
+        log_start_offset=start,
+        log_end_offset=end,
+        now_ms=now,
+        read_headers=lambda _offset: (header for _, header in iter_headers(log)),
+    )
 
 
 def test_restore_from_a_snapshot_plus_the_log_equals_the_live_state(tmp_path: Path) -> None:
@@ -166,15 +178,7 @@ def test_restore_from_a_snapshot_plus_the_log_equals_the_live_state(tmp_path: Pa
     # One beyond the log end (a truncated tail): must be ignored and deleted.
     write_snapshot(io, tmp_path, ends[-1] + 5, {})
     rebuilt = ProducerState()
-    start = restore(
-        io,
-        tmp_path,
-        rebuilt,
-        log_start_offset=0,
-        log_end_offset=ends[-1],
-        now_ms=5000,
-        read_headers=_reader(log),
-    )
+    start = _restore(tmp_path, rebuilt, log, 0, ends[-1], 5000)
     assert start == ends[2]
     assert rebuilt.entries() == live.entries()
     assert rebuilt.map_end_offset == ends[-1]
@@ -186,38 +190,14 @@ def test_restore_after_a_truncation_forgets_the_cut_batches(tmp_path: Path) -> N
     _, log, ends = _logged(batches)
     expected, _, _ = _logged(batches[:2])
     rebuilt = ProducerState()
-    restore(
-        FileIO(),
-        tmp_path,
-        rebuilt,
-        log_start_offset=0,
-        log_end_offset=ends[1],
-        now_ms=0,
-        read_headers=_reader(log),
-    )
+    _restore(tmp_path, rebuilt, log, 0, ends[1], 0)
     assert rebuilt.entries() == expected.entries()
 
 
 def test_restore_drops_expired_producers_and_those_below_the_log_start(tmp_path: Path) -> None:
     _, log, ends = _logged([(1, 0, 0, 2), (2, 0, 0, 2)])
     rebuilt = ProducerState(expiration_ms=1000)
-    restore(
-        FileIO(),
-        tmp_path,
-        rebuilt,
-        log_start_offset=2,
-        log_end_offset=ends[-1],
-        now_ms=5000,
-        read_headers=_reader(log),
-    )
+    _restore(tmp_path, rebuilt, log, 2, ends[-1], 5000)
     assert set(rebuilt.entries()) == {2}
-    restore(
-        FileIO(),
-        tmp_path,
-        rebuilt,
-        log_start_offset=0,
-        log_end_offset=ends[-1],
-        now_ms=6000,
-        read_headers=_reader(log),
-    )
+    _restore(tmp_path, rebuilt, log, 0, ends[-1], 6000)
     assert rebuilt.entries() == {}
