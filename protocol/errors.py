@@ -100,6 +100,28 @@ class PolicyViolation(TidelogError):
     code = "POLICY_VIOLATION"
 
 
+# Idempotent producer errors: none is retriable as such (Kafka's classes are plain
+# ApiExceptions); the producer reacts to each in its own way (docs/idempotence.md).
+class OutOfOrderSequenceNumber(TidelogError):
+    code = "OUT_OF_ORDER_SEQUENCE_NUMBER"
+
+
+class DuplicateSequenceNumber(TidelogError):
+    code = "DUPLICATE_SEQUENCE_NUMBER"
+
+
+class InvalidProducerEpoch(TidelogError):
+    code = "INVALID_PRODUCER_EPOCH"
+
+
+class UnknownProducerId(TidelogError):
+    code = "UNKNOWN_PRODUCER_ID"
+
+
+class ProducerFenced(TidelogError):
+    code = "PRODUCER_FENCED"
+
+
 ERRORS: dict[str, type[TidelogError]] = {
     cls.code: cls
     for cls in (
@@ -119,6 +141,11 @@ ERRORS: dict[str, type[TidelogError]] = {
         StorageError,
         RequestTimedOut,
         PolicyViolation,
+        OutOfOrderSequenceNumber,
+        DuplicateSequenceNumber,
+        InvalidProducerEpoch,
+        UnknownProducerId,
+        ProducerFenced,
     )
 }
 

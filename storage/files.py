@@ -8,11 +8,13 @@ Layout::
       recovery-point-offset-checkpoint   Kafka's checkpoint text format (storage.checkpoint)
       log-start-offset-checkpoint
       cleaner-offset-checkpoint          written by the compaction package
+      producer-id-block                  next unallocated producer id (storage.producer_ids)
       topics/<topic>.json                partition count + config overrides (storage.topics)
       <topic>-<partition>/
         00000000000000000000.log         record batches, back to back
         00000000000000000000.index       offset index (8-byte entries)
         00000000000000000000.timeindex   time index (12-byte entries)
+        00000000000000000000.snapshot    producer state at that offset (storage.producer_snapshot)
         ... plus transient `.deleted`, `.cleaned`, `.swap` suffixes after the normal one,
         and `.quarantined` on files load refused (overlapping, out of order or out of
         range); load ignores them, an operator decides what to do with them
@@ -33,6 +35,7 @@ from pathlib import Path
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
+PRODUCER_SNAPSHOT_SUFFIX = ".snapshot"  # producer state at an offset (storage.producer_snapshot)
 SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
 DELETED_SUFFIX = ".deleted"
 CLEANED_SUFFIX = ".cleaned"
@@ -46,6 +49,7 @@ CLEAN_SHUTDOWN_FILE = ".tidelog_cleanshutdown"
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
+PRODUCER_ID_BLOCK_FILE = "producer-id-block"  # next unallocated producer id (storage.producer_ids)
 TOPICS_DIR = "topics"
 TOPIC_METADATA_SUFFIX = ".json"
 

@@ -23,6 +23,12 @@ CONTRACT_CODES = [
     "STORAGE_ERROR",
     "REQUEST_TIMED_OUT",
     "POLICY_VIOLATION",
+    # Issue 21 (idempotent producer), Kafka's names; see docs/idempotence.md.
+    "OUT_OF_ORDER_SEQUENCE_NUMBER",
+    "DUPLICATE_SEQUENCE_NUMBER",
+    "INVALID_PRODUCER_EPOCH",
+    "UNKNOWN_PRODUCER_ID",
+    "PRODUCER_FENCED",
 ]
 
 
@@ -45,6 +51,9 @@ def test_retriable_flags_follow_kafka() -> None:
     assert errors.UnknownTopicOrPartition.retriable
     assert not errors.InvalidRecord.retriable
     assert not errors.TopicAlreadyExists.retriable
+    assert not errors.OutOfOrderSequenceNumber.retriable
+    assert not errors.InvalidProducerEpoch.retriable
+    assert not errors.ProducerFenced.retriable
 
 
 def test_unknown_code_from_a_newer_broker_stays_visible() -> None:

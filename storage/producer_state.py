@@ -1,0 +1,341 @@
+"""Per-partition producer state for idempotent appends (Kafka's ProducerStateManager).
+
+For each producer id the partition remembers its epoch and the metadata of its
+last `BATCHES_RETAINED` appended batches. An append is checked against it in
+two phases, so a failed write leaves the state unchanged:
+
+    pending = state.begin_append()
+    for each batch, in order:   outcome = pending.check(...)   (may raise)
+    ... write the batches ...
+    state.commit(pending, next_offset)      only once the write succeeded
+
+`check` answers `NOT_IDEMPOTENT` (producer id -1: nothing to do), a `Duplicate`
+(a retry of one of the last 5 batches: answer with its original offsets and
+append nothing) or an `Accepted` pending entry, or raises
+OutOfOrderSequenceNumber / InvalidProducerEpoch / InvalidRecord. The rules are
+Kafka 4's `ProducerAppendInfo` for client appends (docs/idempotence.md):
+
+* a batch whose epoch equals the producer's and whose sequence range equals a
+  retained batch's is a duplicate;
+* an epoch older than the producer's is INVALID_PRODUCER_EPOCH (Produce never
+  answers PRODUCER_FENCED: Kafka 2.7+ uses INVALID_PRODUCER_EPOCH there);
+* a newer epoch must start at sequence 0;
+* the same epoch must continue at last sequence + 1, wrapping after 2**31 - 1;
+* an unknown producer may start at any sequence: Kafka 2.5+ (KIP-360) accepts
+  it instead of answering UNKNOWN_PRODUCER_ID, because its state may have been
+  lost to retention or expiry.
+
+Several batches of one producer in one request are checked in order against
+the pending state. Replaying the log (`replay`) applies batches without checks,
+as Kafka's recovery does (origin REPLICATION): they were checked when written.
+
+Not thread-safe: the owning log calls it under its lock. Entries are immutable
+named tuples (the cheapest Python objects to build on the produce path), so
+`entries()` hands out a consistent view cheaply.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Final, NamedTuple, Protocol
+
+from protocol.errors import InvalidProducerEpoch, InvalidRecord, OutOfOrderSequenceNumber
+
+__all__ = [
+    "BATCHES_RETAINED",
+    "DEFAULT_PRODUCER_ID_EXPIRATION_MS",
+    "NOT_IDEMPOTENT",
+    "Accepted",
+    "BatchFacts",
+    "BatchMetadata",
+    "Duplicate",
+    "PendingAppend",
+    "ProducerEntry",
+    "ProducerState",
+    "last_sequence",
+]
+
+NO_PRODUCER_ID: Final = -1
+NO_PRODUCER_EPOCH: Final = -1
+NO_SEQUENCE: Final = -1
+# Kafka's NUM_BATCHES_TO_RETAIN: a producer has at most 5 requests in flight per
+# connection (max.in.flight.requests.per.connection), so a retry is one of its last 5.
+BATCHES_RETAINED: Final = 5
+# Sequences are int32 and wrap to 0 after the largest one (DefaultRecordBatch).
+SEQUENCE_MODULUS: Final = 2**31
+# producer.id.expiration.ms's default: one day without a batch forgets a producer.
+DEFAULT_PRODUCER_ID_EXPIRATION_MS: Final = 86_400_000
+
+
+def last_sequence(base_sequence: int, last_offset_delta: int) -> int:
+    """The sequence of a batch's last record, wrapping at int32 as Kafka's do."""
+    return (base_sequence + last_offset_delta) % SEQUENCE_MODULUS
+
+
+class BatchMetadata(NamedTuple):
+    """What is remembered of one appended batch: enough to answer its retry."""
+
+    first_sequence: int
+    last_sequence: int
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+
+
+class ProducerEntry(NamedTuple):
+    """One producer's state: invariant `len(batches) <= BATCHES_RETAINED`, oldest first,
+    all of `epoch`; `last_timestamp` is the max timestamp of its newest batch."""
+
+    epoch: int
+    batches: tuple[BatchMetadata, ...]
+    last_timestamp: int
+
+    @property
+    def last_sequence(self) -> int:
+        return self.batches[-1].last_sequence if self.batches else NO_SEQUENCE
+
+    @property
+    def last_offset(self) -> int:
+        return self.batches[-1].last_offset if self.batches else -1
+
+    def with_batch(self, epoch: int, batch: BatchMetadata) -> ProducerEntry:
+        """This entry after appending `batch`; a new epoch forgets the older batches."""
+        kept = self.batches if epoch == self.epoch else ()
+        if len(kept) >= BATCHES_RETAINED:
+            kept = kept[len(kept) - BATCHES_RETAINED + 1 :]
+        return ProducerEntry(epoch, (*kept, batch), batch.max_timestamp)
+
+    def find_duplicate(self, epoch: int, first_seq: int, last_seq: int) -> BatchMetadata | None:
+        if epoch != self.epoch:
+            return None
+        for batch in self.batches:
+            if batch.first_sequence == first_seq and batch.last_sequence == last_seq:
+                return batch
+        return None
+
+
+_EMPTY_ENTRY: Final = ProducerEntry(NO_PRODUCER_EPOCH, (), -1)
+
+
+class BatchFacts(Protocol):
+    """The header fields producer state needs (protocol.batch.BatchHeader has them)."""
+
+    @property
+    def base_offset(self) -> int: ...
+    @property
+    def last_offset_delta(self) -> int: ...
+    @property
+    def max_timestamp(self) -> int: ...
+    @property
+    def producer_id(self) -> int: ...
+    @property
+    def producer_epoch(self) -> int: ...
+    @property
+    def base_sequence(self) -> int: ...
+
+
+class _NotIdempotent:
+    """The outcome for a batch without a producer id: append as before."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "NOT_IDEMPOTENT"
+
+
+NOT_IDEMPOTENT: Final = _NotIdempotent()
+
+
+class Duplicate(NamedTuple):
+    """A retry of an appended batch: answer success with `batch`'s offsets, append nothing.
+
+    Kafka answers the whole produce request of the partition with this batch's
+    offsets and log append time (`UnifiedLog.append`).
+    """
+
+    producer_id: int
+    batch: BatchMetadata
+
+
+class Accepted(NamedTuple):
+    """The batch may be appended; `entry` is the producer's state once it is."""
+
+    producer_id: int
+    entry: ProducerEntry
+
+
+class PendingAppend:
+    """The updates of one append, checked in order and applied only by `commit`."""
+
+    __slots__ = ("_state", "updates")
+
+    def __init__(self, state: ProducerState) -> None:
+        self._state = state
+        self.updates: dict[int, ProducerEntry] = {}
+
+    def _where(self, offset: int) -> str:
+        return f"{self._state.name} at offset {offset}"
+
+    def check(
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        base_sequence: int,
+        last_offset_delta: int,
+        max_timestamp: int,
+        base_offset: int,
+    ) -> _NotIdempotent | Duplicate | Accepted:
+        """Check one batch that would be written at `base_offset`; raises on a violation."""
+        if producer_id < 0:
+            return NOT_IDEMPOTENT
+        if producer_epoch < 0 or base_sequence < 0:
+            raise InvalidRecord(
+                f"producer {producer_id} sent epoch {producer_epoch} and base sequence "
+                f"{base_sequence}; an idempotent batch needs both >= 0"
+            )
+        last_seq = last_sequence(base_sequence, last_offset_delta)
+        committed = self._state._producers.get(producer_id)
+        if committed is not None:
+            duplicate = committed.find_duplicate(producer_epoch, base_sequence, last_seq)
+            if duplicate is not None:
+                return Duplicate(producer_id, duplicate)
+        current = self.updates.get(producer_id) or committed or _EMPTY_ENTRY
+        if producer_epoch < current.epoch:
+            raise InvalidProducerEpoch(
+                f"{self._where(base_offset)}: producer {producer_id} has epoch {producer_epoch}, "
+                f"older than its last epoch {current.epoch}"
+            )
+        if producer_epoch != current.epoch:
+            if base_sequence != 0 and current.epoch != NO_PRODUCER_EPOCH:
+                raise OutOfOrderSequenceNumber(
+                    f"{self._where(base_offset)}: producer {producer_id} starts epoch "
+                    f"{producer_epoch} at sequence {base_sequence}, not 0"
+                )
+        else:
+            expected = (current.last_sequence + 1) % SEQUENCE_MODULUS
+            if base_sequence != expected:
+                raise OutOfOrderSequenceNumber(
+                    f"{self._where(base_offset)}: producer {producer_id} sent sequence "
+                    f"{base_sequence}, expected {expected}"
+                )
+        batch = BatchMetadata(
+            base_sequence, last_seq, base_offset, base_offset + last_offset_delta, max_timestamp
+        )
+        entry = current.with_batch(producer_epoch, batch)
+        self.updates[producer_id] = entry
+        return Accepted(producer_id, entry)
+
+
+class ProducerState:
+    """The producers of one partition and the log offset up to which they are known.
+
+    `map_end_offset` is the offset after the last batch applied (Kafka's
+    lastMapOffset): a snapshot taken now is named after it, and a rebuild
+    replays the log from it.
+    """
+
+    def __init__(
+        self,
+        name: str = "",
+        *,
+        expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+        map_end_offset: int = 0,
+    ) -> None:
+        if expiration_ms < 1:
+            raise ValueError(f"producer.id.expiration.ms must be >= 1, not {expiration_ms}")
+        self.name = name
+        self.expiration_ms = expiration_ms
+        self.map_end_offset = map_end_offset
+        self._producers: dict[int, ProducerEntry] = {}
+
+    def __len__(self) -> int:
+        return len(self._producers)
+
+    def entry(self, producer_id: int) -> ProducerEntry | None:
+        return self._producers.get(producer_id)
+
+    def entries(self) -> dict[int, ProducerEntry]:
+        """A copy of the producer map (entries are immutable)."""
+        return dict(self._producers)
+
+    # ---- append -------------------------------------------------------------
+
+    def begin_append(self) -> PendingAppend:
+        return PendingAppend(self)
+
+    def commit(self, pending: PendingAppend, next_offset: int) -> None:
+        """Apply a checked append once its write succeeded; `next_offset` is the new log end."""
+        if pending.updates:
+            self._producers.update(pending.updates)
+        if next_offset > self.map_end_offset:
+            self.map_end_offset = next_offset
+
+    # ---- rebuild ------------------------------------------------------------
+
+    def load(self, entries: Mapping[int, ProducerEntry], map_end_offset: int) -> None:
+        """Replace the state with a snapshot's entries taken at `map_end_offset`."""
+        self._producers = dict(entries)
+        self.map_end_offset = map_end_offset
+
+    def replay(self, headers: Iterable[BatchFacts]) -> int:
+        """Apply logged batches without checks (they were checked when written).
+
+        Returns how many idempotent batches were applied; `map_end_offset`
+        moves past every batch, idempotent or not.
+        """
+        applied = 0
+        producers = self._producers
+        for header in headers:
+            last_offset = header.base_offset + header.last_offset_delta
+            if header.producer_id >= 0:
+                batch = BatchMetadata(
+                    header.base_sequence,
+                    last_sequence(header.base_sequence, header.last_offset_delta),
+                    header.base_offset,
+                    last_offset,
+                    header.max_timestamp,
+                )
+                current = producers.get(header.producer_id, _EMPTY_ENTRY)
+                producers[header.producer_id] = current.with_batch(header.producer_epoch, batch)
+                applied += 1
+            if last_offset + 1 > self.map_end_offset:
+                self.map_end_offset = last_offset + 1
+        return applied
+
+    # ---- forgetting ---------------------------------------------------------
+
+    def is_expired(self, entry: ProducerEntry, now_ms: int) -> bool:
+        """Kafka's rule: idle for producer.id.expiration.ms by its last batch's timestamp."""
+        return now_ms - entry.last_timestamp >= self.expiration_ms
+
+    def remove_expired(self, now_ms: int) -> int:
+        """Forget producers idle for `expiration_ms`; returns how many."""
+        expired = [pid for pid, entry in self._producers.items() if self.is_expired(entry, now_ms)]
+        for pid in expired:
+            del self._producers[pid]
+        return len(expired)
+
+    def truncate_head(self, log_start_offset: int) -> int:
+        """Forget what lies below a new log start (retention, DeleteRecords).
+
+        Producers whose every retained batch ends below it are dropped; the
+        others lose those batches. The state is then what a rebuild from the
+        log start would find, so a restart changes nothing. Returns how many
+        producers were dropped.
+        """
+        dropped = 0
+        for pid, entry in list(self._producers.items()):
+            if entry.last_offset < log_start_offset:
+                del self._producers[pid]
+                dropped += 1
+            elif entry.batches[0].last_offset < log_start_offset:
+                kept = tuple(b for b in entry.batches if b.last_offset >= log_start_offset)
+                self._producers[pid] = entry._replace(batches=kept)
+        if self.map_end_offset < log_start_offset:
+            self.map_end_offset = log_start_offset
+        return dropped
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Forget everything: the log was emptied and restarts at `offset`."""
+        self._producers.clear()
+        self.map_end_offset = offset
