@@ -282,10 +282,10 @@ class GroupCoordinator:
         member.protocols = request.protocols
         member.session_timeout_ms = request.session_timeout_ms
         member.rebalance_timeout_ms = request.rebalance_timeout_ms
-        member.join_ticket = self._ticket()
+        ticket = member.join_ticket = self._ticket()
         self._maybe_prepare_rebalance(group, now)
         self._try_complete_join(group, now)
-        return Pending(member.join_ticket)
+        return Pending(ticket)
 
     def _replace_static_member(
         self, group: Group, request: JoinRequest, new_id: str, now: int
