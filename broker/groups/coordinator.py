@@ -19,6 +19,7 @@ Thread safety: none; one driver task owns the coordinator.
 from __future__ import annotations
 
 import uuid
+from dataclasses import replace
 from collections.abc import Callable, Iterable, Mapping
 
 from broker.groups.config import GroupConfig
@@ -310,6 +311,10 @@ class GroupCoordinator:
             group.leader_id = new_id
         old.heartbeat_deadline_ms = now + request.session_timeout_ms
         if group.is_in(_S.STABLE) and old.protocols == request.protocols and not was_leader:
+            # Kafka stores the group so a restart knows the new member id.
+            self._append(
+                "fire", group.group_id, 0, [group_record(group.group_id, group.metadata())]
+            )
             return self._join_response(group, old)
         return self._update_member_and_rebalance(group, old, request, now)
 
@@ -456,7 +461,10 @@ class GroupCoordinator:
         for member in group.members.values():
             member.assignment = assignments.get(member.member_id, b"")
         group.assignment_in_flight = True
-        record = group_record(group.group_id, group.metadata())
+        # The record describes the group once Stable, so it carries that state's timestamp.
+        group.stable_since_ms = self._clock_ms()
+        metadata = replace(group.metadata(), state_timestamp_ms=group.stable_since_ms)
+        record = group_record(group.group_id, metadata)
         self._append("sync", group.group_id, group.generation_id, [record])
 
     def _on_assignment_stored(self, group: Group, generation_id: int, error: str | None) -> None:
@@ -467,7 +475,7 @@ class GroupCoordinator:
             self._fail_pending_syncs(group, CoordinatorNotAvailable.code)
             self._prepare_rebalance(group, self._clock_ms())
             return
-        group.transition(_S.STABLE, self._clock_ms())
+        group.transition(_S.STABLE, group.stable_since_ms)
         for member in group.members.values():
             if member.sync_ticket is not None:
                 response = SyncResponse(

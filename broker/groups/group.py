@@ -94,6 +94,7 @@ class Group:
     pending_sync: set[str] = field(default_factory=set)
     sync_deadline_ms: int | None = None
     assignment_in_flight: bool = False
+    stable_since_ms: int = 0  # the state timestamp written with the in-flight assignment
     offsets: dict[TopicPartition, CommittedOffset] = field(default_factory=dict)
     pending_commits: dict[int, dict[TopicPartition, CommittedOffset]] = field(default_factory=dict)
 
@@ -152,9 +153,8 @@ class Group:
                     client_host=m.client_host,
                     rebalance_timeout_ms=m.rebalance_timeout_ms,
                     session_timeout_ms=m.session_timeout_ms,
-                    subscription=(
-                        m.metadata_for(self.protocol_name) if self.protocol_name else b""
-                    ),
+                    # Mid-rebalance a new member may lack the last generation's protocol.
+                    subscription=dict(m.protocols).get(self.protocol_name or "", b""),
                     assignment=m.assignment,
                 )
                 for m in self.members.values()
