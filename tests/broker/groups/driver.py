@@ -52,7 +52,9 @@ class Driver:
         )
 
     def restart(self) -> None:
-        """A new coordinator rebuilt from the log; unanswered requests are lost."""
+        """A new coordinator rebuilt from the log; unanswered requests are lost (and the
+        new coordinator numbers its tickets afresh)."""
+        self.delivered.clear()
         self.coordinator = self._open()
 
     def pump(self) -> None:

@@ -56,6 +56,8 @@ PROTOCOLS = [
     )
     for pref in PREFERENCES
 ]
+STATIC = CLIENTS - 1
+INSTANCES = [None] * (CLIENTS - 1) + ["instance-3"]  # the last client is a static member
 NEVER_STORED = GroupMetadata(None, 0, None, None, None, ())
 
 
@@ -87,6 +89,7 @@ class GroupModel(RuleBasedStateMachine):
         self.leader_maps: dict[tuple[int, str], dict[str, bytes]] = {}
         self.offsets: dict[int, int] = {}  # partition -> offset of the last accepted commit
         self.durable: GroupMetadata | None = None
+        self.static_ids: set[str] = set()  # every member id the static client had
         self.seen = Observed()
 
     # --- plumbing -------------------------------------------------------------------
@@ -112,6 +115,8 @@ class GroupModel(RuleBasedStateMachine):
     def on_join(self, client: Client, response: JoinResponse) -> None:
         if response.error is None:
             self.seen.joins.append(response)
+            if client.index == STATIC:
+                self.static_ids.add(response.member_id)
             client.member_id, client.generation, client.join = (
                 response.member_id,
                 response.generation_id,
@@ -141,12 +146,20 @@ class GroupModel(RuleBasedStateMachine):
         client = self.clients[i]
         if client.outstanding is not None:
             return
-        request = join_request(client.member_id, protocols=PROTOCOLS[i], client=f"c{i}")
+        instance = INSTANCES[i]
+        request = join_request(
+            client.member_id, protocols=PROTOCOLS[i], client=f"c{i}", instance=instance
+        )
         result = self.d.call("join_group", request)
         if isinstance(result, JoinResponse) and result.error == "MEMBER_ID_REQUIRED":
             client.member_id = result.member_id
             request = join_request(client.member_id, protocols=PROTOCOLS[i], client=f"c{i}")
             result = self.d.call("join_group", request)
+        if isinstance(result, JoinResponse) and result.error in (
+            "FENCED_INSTANCE_ID",
+            "UNKNOWN_MEMBER_ID",
+        ):
+            client.member_id, client.generation, client.join = "", -1, None
         self.send(client, "join", result)
 
     @rule(i=st.integers(0, CLIENTS - 1))
@@ -166,21 +179,32 @@ class GroupModel(RuleBasedStateMachine):
             plan = assignor.assign({TOPIC: PARTITIONS}, subs)
             assignments = {m: encode_assignment(Assignment(tuple(tps))) for m, tps in plan.items()}
             self.leader_maps.setdefault((client.generation, client.member_id), assignments)
-        request = SyncRequest("g", client.member_id, client.generation, assignments)
+        request = SyncRequest("g", client.member_id, client.generation, assignments, INSTANCES[i])
         self.send(client, "sync", self.d.call("sync_group", request))
+
+    @rule()
+    def static_member_restarts(self) -> None:
+        """The static client restarts: it forgets its member id and rejoins with its
+        group.instance.id; its old incarnation's requests are lost."""
+        client = self.clients[STATIC]
+        self.clients[STATIC] = Client(STATIC)
+        if client.outstanding is not None:
+            self.d.delivered.pop(client.outstanding[1], None)
+        self.join(STATIC)
 
     @rule(i=st.integers(0, CLIENTS - 1))
     def heartbeat(self, i: int) -> None:
         client = self.clients[i]
         if client.member_id:
-            request = HeartbeatRequest("g", client.member_id, client.generation)
+            request = HeartbeatRequest("g", client.member_id, client.generation, INSTANCES[i])
             self.d.call("heartbeat", request)
 
     @rule(i=st.integers(0, CLIENTS - 1))
     def leave(self, i: int) -> None:
         client = self.clients[i]
         if client.member_id:
-            self.d.call("leave_group", LeaveRequest("g", (MemberIdentity(client.member_id),)))
+            who = MemberIdentity(client.member_id, INSTANCES[i])
+            self.d.call("leave_group", LeaveRequest("g", (who,)))
             client.member_id, client.generation, client.join = "", -1, None
             self.settle()
 
@@ -266,7 +290,10 @@ class GroupModel(RuleBasedStateMachine):
         leader_map = self.leader_maps.get((meta.generation_id, meta.leader_id))
         if leader_map is not None:  # None: rebuilt after a restart; checked by restart()
             for member in meta.members:
-                assert member.assignment == leader_map.get(member.member_id, b"")
+                # a static member that restarted keeps its predecessor's assignment
+                ids = self.static_ids if member.group_instance_id else {member.member_id}
+                given = [leader_map[m] for m in ids if m in leader_map]
+                assert [member.assignment] == (given or [b""])
         owned = [tp for m in meta.members for tp in decode_assignment(m.assignment).partitions]
         assert sorted(owned) == [(TOPIC, p) for p in range(PARTITIONS)]
 
