@@ -19,8 +19,8 @@ Thread safety: none; one driver task owns the coordinator.
 from __future__ import annotations
 
 import uuid
-from dataclasses import replace
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
 
 from broker.groups.config import GroupConfig
 from broker.groups.errors import (
@@ -208,7 +208,7 @@ class GroupCoordinator:
             return self._replace_static_member(group, request, member_id, now)
         if len(group.members) + len(group.pending_members) >= self._config.group_max_size:
             return JoinResponse(GroupMaxSizeReached.code)
-        if instance is not None:
+        if instance is not None or not request.require_known_member_id:
             return self._add_member_and_rebalance(group, request, member_id, now)
         group.pending_members[member_id] = now + request.session_timeout_ms
         return JoinResponse(MemberIdRequired.code, member_id=member_id)

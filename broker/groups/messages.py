@@ -46,6 +46,9 @@ class JoinRequest:
     group_instance_id: str | None = None
     client_id: str = ""
     client_host: str = ""
+    # Kafka's JoinGroup v4+: a dynamic member's first join gets MEMBER_ID_REQUIRED.
+    # Older clients (v0-v3) are added at once.
+    require_known_member_id: bool = True
 
 
 @dataclass(frozen=True, slots=True)

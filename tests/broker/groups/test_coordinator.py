@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from broker.groups import (
@@ -96,6 +98,13 @@ def test_join_timeout_removes_members_that_did_not_rejoin():
     d.advance(REBALANCE_MS)
     assert d.answer(join_a).generation_id == 3
     assert [m.member_id for m in d.coordinator.describe_group("g").metadata.members] == [a]
+
+
+def test_old_clients_join_without_member_id_required():
+    d = Driver()
+    request = replace(join_request(client="old"), require_known_member_id=False)
+    response = d.answer(d.call("join_group", request))
+    assert response.error is None and response.member_id.startswith("old-")
 
 
 def test_unknown_member_id_on_join():

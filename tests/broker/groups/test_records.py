@@ -118,3 +118,30 @@ def test_mutated_group_values_never_raise_anything_but_malformed(noise, cut):
         decode_group_value(damaged)
     except MalformedRecord:
         pass
+
+
+def _compacted(log):
+    """What the log cleaner leaves: the latest record of each key, in log order."""
+    last = {key: i for i, (key, _) in enumerate(log)}
+    return [record for i, record in enumerate(log) if last[record[0]] == i]
+
+
+group_ids = st.sampled_from(["g", "h"])
+log_records = st.one_of(
+    st.builds(
+        offset_record,
+        group_ids,
+        st.tuples(st.sampled_from(["t", "u"]), st.integers(0, 3)),
+        st.one_of(
+            st.none(),
+            st.builds(CommittedOffset, st.integers(0, 99), st.just(""), st.integers(0, 9)),
+        ),
+    ),
+    st.builds(group_record, group_ids, st.sampled_from([STABLE, EMPTY, None])),
+)
+
+
+@given(st.lists(log_records, max_size=30))
+def test_compaction_does_not_change_what_is_loaded(log):
+    full, compacted = load_records(log), load_records(_compacted(log))
+    assert (full.groups, full.offsets) == (compacted.groups, compacted.offsets)
