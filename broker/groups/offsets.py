@@ -2,8 +2,9 @@
 
 Fencing (a commit is refused unless it comes from the group's current generation):
 
-- generation -1, empty member id, no instance id: a client outside group management
-  (or an admin tool); allowed only while the group is Empty (UNKNOWN_MEMBER_ID otherwise);
+- generation -1 while the group is Empty: allowed (a client outside group management,
+  or an admin tool); with an empty member id and no instance id, refused otherwise
+  (UNKNOWN_MEMBER_ID);
 - otherwise the member must be known (UNKNOWN_MEMBER_ID), own its static instance id
   (FENCED_INSTANCE_ID), carry the current generation (ILLEGAL_GENERATION), and the group
   must not be waiting for its assignment (REBALANCE_IN_PROGRESS in CompletingRebalance).
@@ -30,18 +31,22 @@ from broker.groups.messages import NO_GENERATION, OffsetCommitRequest, TopicPart
 
 def commit_error(group: Group | None, request: OffsetCommitRequest) -> str | None:
     """Why `request` may not commit to `group` (None: it may). `group` None: no such group."""
-    outside = (
-        request.generation_id < 0 and not request.member_id and request.group_instance_id is None
-    )
     if group is None:
         return None if request.generation_id < 0 else IllegalGeneration.code
     if group.is_in(GroupState.DEAD):
         return CoordinatorNotAvailable.code
-    if outside:
-        return None if group.is_in(GroupState.EMPTY) else UnknownMemberId.code
+    if request.generation_id < 0 and group.is_in(GroupState.EMPTY):
+        return None
+    identified = (
+        request.generation_id >= 0 or request.member_id or request.group_instance_id is not None
+    )
+    if not identified:
+        return UnknownMemberId.code  # outside group management, and the group is not Empty
     if request.group_instance_id is not None:
         owner = group.static_members.get(request.group_instance_id)
-        if owner is not None and owner != request.member_id:
+        if owner is None:
+            return UnknownMemberId.code
+        if owner != request.member_id:
             return FencedInstanceId.code
     if request.member_id not in group.members:
         return UnknownMemberId.code

@@ -365,6 +365,7 @@ def test_commit_outside_group_management():
     a, b = stable_group(d)
     d.call("leave_group", LeaveRequest("g", (MemberIdentity(a), MemberIdentity(b))))
     assert commit(d).error is None  # the group is Empty again
+    assert commit(d, a, -1).error is None  # generation -1 into an Empty group: any member id
 
 
 def test_commit_is_visible_only_once_appended():
