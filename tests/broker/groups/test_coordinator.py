@@ -436,3 +436,17 @@ def test_next_deadline_tracks_sessions():
     d = Driver()
     _a, _b = stable_group(d)
     assert d.coordinator.next_deadline() == d.clock.now_ms + SESSION_MS
+
+
+def test_a_member_removed_while_waiting_gets_unknown_member_id():
+    d = Driver()
+    a, _ = join_new(d, client="a")
+    b, _join_b = join_new(d, client="b")
+    d.call("join_group", join_request(a))
+    waiting_sync = d.call("sync_group", SyncRequest("g", b, 2))
+    d.call("leave_group", LeaveRequest("g", (MemberIdentity(b),)))
+    assert d.answer(waiting_sync) == SyncResponse("UNKNOWN_MEMBER_ID")
+    assert state(d) == "PreparingRebalance"  # waiting for a to rejoin
+    c, waiting_join = join_new(d, client="c")
+    d.call("leave_group", LeaveRequest("g", (MemberIdentity(c),)))
+    assert d.answer(waiting_join) == JoinResponse("UNKNOWN_MEMBER_ID", member_id=c)

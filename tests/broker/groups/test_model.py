@@ -47,8 +47,8 @@ from tidelog.assignors import (
 
 TOPIC = "t"
 PARTITIONS = 5
-CLIENTS = 4
-PREFERENCES = [("range",), ("roundrobin", "range"), ("range", "roundrobin"), ("sticky", "range")]
+CLIENTS = 3
+PREFERENCES = [("roundrobin", "range"), ("range", "roundrobin"), ("sticky", "range")]
 PROTOCOLS = [
     tuple(
         (name, encode_subscription(ASSIGNORS[name]().subscription([TOPIC], [], -1)))
@@ -57,7 +57,7 @@ PROTOCOLS = [
     for pref in PREFERENCES
 ]
 STATIC = CLIENTS - 1
-INSTANCES = [None] * (CLIENTS - 1) + ["instance-3"]  # the last client is a static member
+INSTANCES = [None] * (CLIENTS - 1) + ["instance-s"]  # the last client is a static member
 NEVER_STORED = GroupMetadata(None, 0, None, None, None, ())
 
 
@@ -185,6 +185,24 @@ class GroupModel(RuleBasedStateMachine):
             self.leader_maps.setdefault((client.generation, client.member_id), assignments)
         request = SyncRequest("g", client.member_id, client.generation, assignments, INSTANCES[i])
         self.send(client, "sync", self.d.call("sync_group", request))
+
+    @rule()
+    def everyone_joins(self) -> None:
+        for i in range(CLIENTS):
+            self.join(i)
+
+    @rule()
+    def everyone_syncs(self) -> None:
+        """Followers first, so they wait for the leader's assignment."""
+        leaders_last = sorted(
+            range(CLIENTS),
+            key=lambda i: (
+                self.clients[i].join is not None
+                and self.clients[i].join.leader_id == self.clients[i].member_id
+            ),
+        )
+        for i in leaders_last:
+            self.sync(i)
 
     @rule()
     def static_member_restarts(self) -> None:
@@ -320,11 +338,12 @@ class GroupModel(RuleBasedStateMachine):
     @invariant()
     def durable_metadata_is_tracked(self) -> None:
         group = self.group()
-        if group is None:
+        if group is None:  # never created, deleted, or removed Empty with no offsets
+            self.durable = None
             return
         if group.state == "Stable" or (group.state == "Empty" and group.metadata.generation_id > 0):
             self.durable = group.metadata
 
 
-GroupModel.TestCase.settings = settings(max_examples=150, stateful_step_count=60, deadline=None)
+GroupModel.TestCase.settings = settings(max_examples=300, stateful_step_count=60, deadline=None)
 TestGroupModel = GroupModel.TestCase
