@@ -68,6 +68,13 @@ from protocol.offsets_schema import MAX_GROUP_CHARS, MAX_METADATA_CHARS
 
 _S = GroupState
 
+# What completing an Append does: make the leader's assignment effective (token: the
+# generation), apply a commit and answer it, answer a request, or nothing.
+_STORE_ASSIGNMENT = "store_assignment"
+_COMMIT = "commit"
+_REPLY = "reply"
+_NO_FOLLOW_UP = "no_follow_up"
+
 
 def _random_member_id(client_id: str) -> str:
     """Kafka's form: the client id, a dash, a random UUID."""
@@ -141,15 +148,15 @@ class GroupCoordinator:
         """The driver wrote (error None) or failed to write the records of Append(ticket)."""
         kind, group_id, token = self._appends.pop(ticket)
         group = self._groups.get(group_id)
-        if kind == "sync":
+        if kind == _STORE_ASSIGNMENT:
             if group is not None:
                 self._on_assignment_stored(group, token, error)
-        elif kind == "commit":
+        elif kind == _COMMIT:
             batch = group.pending_commits.pop(ticket, None) if group is not None else None
             if error is None and group is not None and batch is not None:
                 group.offsets.update(batch)
             self._deliver(token, ErrorResponse(error and CoordinatorNotAvailable.code))
-        elif kind == "reply":
+        elif kind == _REPLY:
             self._deliver(token, ErrorResponse(error and CoordinatorNotAvailable.code))
 
     # --- queries ------------------------------------------------------------------
@@ -313,7 +320,7 @@ class GroupCoordinator:
         if group.is_in(_S.STABLE) and old.protocols == request.protocols and not was_leader:
             # Kafka stores the group so a restart knows the new member id.
             self._append(
-                "fire", group.group_id, 0, [group_record(group.group_id, group.metadata())]
+                _NO_FOLLOW_UP, group.group_id, 0, [group_record(group.group_id, group.metadata())]
             )
             return self._join_response(group, old)
         return self._update_member_and_rebalance(group, old, request, now)
@@ -396,7 +403,7 @@ class GroupCoordinator:
             group.leader_id = None
             group.transition(_S.EMPTY, now)
             self._append(
-                "fire", group.group_id, 0, [group_record(group.group_id, group.metadata())]
+                _NO_FOLLOW_UP, group.group_id, 0, [group_record(group.group_id, group.metadata())]
             )
             return
         group.protocol_name = group.select_protocol()
@@ -465,7 +472,7 @@ class GroupCoordinator:
         group.stable_since_ms = self._clock_ms()
         metadata = replace(group.metadata(), state_timestamp_ms=group.stable_since_ms)
         record = group_record(group.group_id, metadata)
-        self._append("sync", group.group_id, group.generation_id, [record])
+        self._append(_STORE_ASSIGNMENT, group.group_id, group.generation_id, [record])
 
     def _on_assignment_stored(self, group: Group, generation_id: int, error: str | None) -> None:
         if not group.is_in(_S.COMPLETING_REBALANCE) or group.generation_id != generation_id:
@@ -593,7 +600,7 @@ class GroupCoordinator:
         }
         reply = self._ticket()
         ticket = self._append(
-            "commit",
+            _COMMIT,
             group.group_id,
             reply,
             [offset_record(group.group_id, tp, c) for tp, c in batch.items()],
@@ -609,7 +616,7 @@ class GroupCoordinator:
         if not group.is_in(_S.EMPTY) or group.pending_commits:
             return ErrorResponse(NonEmptyGroup.code)
         reply = self._ticket()
-        self._append("reply", group_id, reply, self._remove_group(group, self._clock_ms()))
+        self._append(_REPLY, group_id, reply, self._remove_group(group, self._clock_ms()))
         return Pending(reply)
 
     def _remove_group(self, group: Group, now: int) -> list[Record]:
@@ -633,7 +640,7 @@ class GroupCoordinator:
             if removable:
                 records.extend(self._remove_group(group, now))
             if records:
-                self._append("fire", group.group_id, 0, records)
+                self._append(_NO_FOLLOW_UP, group.group_id, 0, records)
 
     # --- restore and plumbing -----------------------------------------------------
 

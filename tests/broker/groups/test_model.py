@@ -182,7 +182,7 @@ class GroupModel(RuleBasedStateMachine):
             ]
             plan = assignor.assign({TOPIC: PARTITIONS}, subs)
             assignments = {m: encode_assignment(Assignment(tuple(tps))) for m, tps in plan.items()}
-            self.leader_maps.setdefault((client.generation, client.member_id), assignments)
+            self.leader_maps[(client.generation, client.member_id)] = assignments
         request = SyncRequest("g", client.member_id, client.generation, assignments, INSTANCES[i])
         self.send(client, "sync", self.d.call("sync_group", request))
 
@@ -297,6 +297,9 @@ class GroupModel(RuleBasedStateMachine):
         for client in self.clients:
             client.outstanding = None  # their connections broke; they will retry
         group = self.group()
+        # Generations after the rebuilt one will be handed out again.
+        rebuilt = (group.metadata.generation_id, group.metadata.leader_id) if group else None
+        self.leader_maps = {k: v for k, v in self.leader_maps.items() if k == rebuilt}
         assert self.d.coordinator.fetch_offsets("g") == committed_before
         if self.durable is None:
             assert group is None or group.metadata == NEVER_STORED
