@@ -38,6 +38,9 @@ class Driver:
     log: list[Record] = field(default_factory=list)
     delivered: dict[int, Response] = field(default_factory=dict)
     fail_appends: str | None = None
+    # Hold appends until flush_appends(), as a real log write takes time.
+    defer_appends: bool = False
+    queued: list[Append] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self._ids = itertools.count(1)
@@ -55,6 +58,7 @@ class Driver:
         """A new coordinator rebuilt from the log; unanswered requests are lost (and the
         new coordinator numbers its tickets afresh)."""
         self.delivered.clear()
+        self.queued.clear()
         self.coordinator = self._open()
 
     def pump(self) -> None:
@@ -63,10 +67,21 @@ class Driver:
                 if isinstance(effect, Deliver):
                     assert effect.ticket not in self.delivered, "answered twice"
                     self.delivered[effect.ticket] = effect.response
-                elif isinstance(effect, Append):
-                    if self.fail_appends is None:
-                        self.log.extend(effect.records)
-                    self.coordinator.append_completed(effect.ticket, self.fail_appends)
+                elif self.defer_appends:
+                    self.queued.append(effect)
+                else:
+                    self._write(effect)
+
+    def _write(self, append: Append) -> None:
+        if self.fail_appends is None:
+            self.log.extend(append.records)
+        self.coordinator.append_completed(append.ticket, self.fail_appends)
+
+    def flush_appends(self) -> None:
+        """Write the held appends in the order they were emitted."""
+        while self.queued:
+            self._write(self.queued.pop(0))
+            self.pump()
 
     def call(self, method: str, request: object) -> Response | Pending:
         result = getattr(self.coordinator, method)(request)

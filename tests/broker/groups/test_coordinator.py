@@ -450,3 +450,53 @@ def test_a_member_removed_while_waiting_gets_unknown_member_id():
     c, waiting_join = join_new(d, client="c")
     d.call("leave_group", LeaveRequest("g", (MemberIdentity(c),)))
     assert d.answer(waiting_join) == JoinResponse("UNKNOWN_MEMBER_ID", member_id=c)
+
+
+# --- appends that take time --------------------------------------------------------------
+
+
+def test_a_rebalance_during_the_assignment_write_supersedes_it():
+    d = Driver()
+    a, _ = join_new(d, client="a")
+    b, _join_b = join_new(d, client="b")
+    d.call("join_group", join_request(a))
+    follower = d.call("sync_group", SyncRequest("g", b, 2))
+    d.defer_appends = True
+    leader = d.call("sync_group", SyncRequest("g", a, 2, {a: b"A", b: b"B"}))
+    assert d.answer(leader) is None and state(d) == "CompletingRebalance"
+    join_new(d, client="c")  # a rebalance starts while the record is being written
+    assert d.answer(leader) == d.answer(follower) == SyncResponse("REBALANCE_IN_PROGRESS")
+    d.flush_appends()
+    assert state(d) == "PreparingRebalance" and generation(d) == 2
+    d.restart()  # the written record is generation 2's assignment, as Kafka would reload
+    assert state(d) == "Stable"
+    assert [m.assignment for m in d.coordinator.describe_group("g").metadata.members] == [
+        b"A",
+        b"B",
+    ]
+
+
+def test_an_offset_with_a_commit_in_flight_does_not_expire():
+    config = GroupConfig(group_initial_rebalance_delay_ms=0, offsets_retention_minutes=1)
+    d = Driver(config=config)
+    assert commit(d, group="s", offset=1).error is None
+    d.clock.now_ms += 2 * 60_000  # the first commit is past retention
+    d.defer_appends = True
+    pending = d.call("commit_offsets", OffsetCommitRequest("s", {("t", 0): (2, "")}))
+    d.advance(config.offsets_retention_check_interval_ms)
+    d.flush_appends()
+    assert d.answer(pending) == ErrorResponse(None)
+    assert d.coordinator.fetch_offsets("s")[("t", 0)].offset == 2
+    d.restart()
+    assert d.coordinator.fetch_offsets("s")[("t", 0)].offset == 2
+
+
+def test_delete_is_refused_while_a_commit_is_in_flight():
+    d = Driver(defer_appends=True)
+    d.call("commit_offsets", OffsetCommitRequest("s", {("t", 0): (2, "")}))
+    assert d.coordinator.delete_group("s").error == "NON_EMPTY_GROUP"
+    d.flush_appends()
+    assert d.answer(d.call("delete_group", "s")) is None  # answered once written
+    d.flush_appends()
+    d.restart()
+    assert d.coordinator.describe_group("s") is None
