@@ -379,17 +379,15 @@ class StickyAssignor:
 
 
 def _owned_and_generation(subscription: Subscription) -> tuple[tuple[TopicPartition, ...], int]:
-    owned, generation = subscription.owned_partitions, subscription.generation_id
+    """What the member owned, and in which generation. Like Kafka's StickyAssignor, the
+    user data wins: an eager consumer revokes everything before joining, so its
+    subscription's owned partitions are empty while its user data remembers them."""
     if subscription.user_data:
         try:
-            data_owned, data_generation = decode_sticky_user_data(subscription.user_data)
+            return decode_sticky_user_data(subscription.user_data)
         except MalformedConsumerProtocol:
-            return owned, generation
-        if subscription.version < 1:
-            owned = data_owned
-        if generation == NO_GENERATION:
-            generation = data_generation
-    return owned, generation
+            pass  # another assignor's user data: fall back to the subscription's fields
+    return subscription.owned_partitions, subscription.generation_id
 
 
 def _claims(

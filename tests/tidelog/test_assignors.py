@@ -277,3 +277,14 @@ def test_sticky_reads_kafka_user_data_from_a_v0_subscription():
         ],
     )
     assert ("t", 2) in plan["y"]
+
+
+def test_sticky_prefers_user_data_over_empty_owned_partitions():
+    """An eager Kafka consumer sends owned_partitions empty (it revoked them before
+    joining) and remembers its assignment in the StickyAssignor user data."""
+    sticky = StickyAssignor()
+    remembered = sticky.subscription(["t"], [("t", 2), ("t", 3)], 5).user_data
+    eager = Subscription(("t",), remembered, (), -1, version=1)
+    fresh = MemberSubscription("a", None, Subscription(("t",)))
+    plan = sticky.assign({"t": 4}, [fresh, MemberSubscription("b", None, eager)])
+    assert plan["b"] == [("t", 2), ("t", 3)]
