@@ -37,16 +37,17 @@ import itertools
 import socket
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import structlog
 import trio
 
+from broker.context import BrokerContext, ConnectionState
 from broker.fetch_send import FrameParts, encode_parts, memory_bytes, send_parts, spans_of_fetch
-from broker.handlers import BrokerContext, PendingResponse, handle_request
 from broker.logging import get_logger
 from broker.longpoll import peer_gone
+from broker.native_codec import PendingResponse, handle_request
 from protocol.envelope import UNKNOWN_ID, Response, error_response, msgpack_type_name
 from protocol.errors import InvalidRequest, TidelogError, UnknownServerError
 from protocol.framing import LENGTH, FrameDecoder, FrameError, encode_body
@@ -107,21 +108,6 @@ class _Slot:
 # records go straight from a segment file), a slot still being filled, a fatal
 # error, or None (acks 0: nothing to send).
 _Outgoing = bytes | FrameParts | _Slot | _Fatal | None
-
-
-@dataclass
-class ConnectionState:
-    """Per-connection bookkeeping shared by the three tasks and the broker."""
-
-    conn_id: int
-    peer: str
-    inflight: int = 0
-    close_reason: str = "eof"
-    last_activity: float = field(default_factory=trio.current_time)
-    queued_bytes: int = 0  # encoded responses waiting for the writer
-    held_bytes: int = 0  # what this connection holds in the broker-wide memory budget
-    room: trio.Event = field(default_factory=trio.Event)  # set when queued_bytes drops
-    reader_scope: trio.CancelScope = field(default_factory=trio.CancelScope)
 
 
 def _peer_name(stream: trio.abc.Stream) -> str:

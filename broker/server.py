@@ -30,9 +30,10 @@ import trio
 from broker.component_metrics import component_samples
 from broker.config import BrokerConfig
 from broker.connection import serve_connection
+from broker.context import BrokerContext
+from broker.dispatch import SERVER_VERSION
 from broker.gcwatch import GcWatch
 from broker.groupcommit import GroupCommitter
-from broker.handlers import SERVER_VERSION, BrokerContext
 from broker.heartbeat import run_heartbeat
 from broker.housekeeping import start_log_tasks
 from broker.logging import configure_logging, get_logger
@@ -90,7 +91,7 @@ def _bound(listeners: list[trio.SocketListener]) -> tuple[str, int]:
     return host, port
 
 
-def _partition_stats(manager: Any) -> Iterator[PartitionStats]:
+def _partition_stats(manager: LogManager) -> Iterator[PartitionStats]:
     for topic in manager.topics():
         try:
             count = manager.partition_count(topic)
@@ -178,7 +179,10 @@ CLEANER_MIN_PERIOD_S = 0.05
 
 
 def start_log_cleaner(
-    scheduler: Scheduler, manager: Any, config: BrokerConfig, clock_ms: ClockMs = wall_clock_ms
+    scheduler: Scheduler,
+    manager: LogManager,
+    config: BrokerConfig,
+    clock_ms: ClockMs = wall_clock_ms,
 ) -> CleanerService:
     """The log cleaner (compaction/service.py): one periodic task per worker thread.
 
