@@ -41,6 +41,7 @@ from broker.longpoll import AppendNotifier
 from broker.metrics import BrokerMetrics, PartitionStats, Readiness, serve_metrics_http
 from broker.scheduler import Scheduler
 from broker.sdnotify import notify
+from broker.serve_flags import SERVE_DESCRIPTION, add_serve_arguments
 from compaction.service import CleanerService
 from protocol.clock import ClockMs, wall_clock_ms
 from protocol.errors import InvalidConfig, TidelogError
@@ -308,7 +309,7 @@ def _since(started: float) -> float:
 # --- the `tidelog serve` command ----------------------------------------------
 
 
-def config_from_args(args: Any) -> BrokerConfig:
+def config_from_args(args: argparse.Namespace) -> BrokerConfig:
     """The BrokerConfig for `tidelog serve` flags (argparse namespace)."""
     return BrokerConfig.from_sources(
         config_file=getattr(args, "config", None),
@@ -339,7 +340,7 @@ async def _run_with_signals(config: BrokerConfig) -> None:
             nursery.cancel_scope.cancel()
 
 
-def run_serve(args: Any) -> int:
+def run_serve(args: argparse.Namespace) -> int:
     """Run `tidelog serve` to completion; the process exit status."""
     try:
         config = config_from_args(args)
@@ -385,28 +386,9 @@ def _first_leaf(exc: BaseException) -> BaseException:
     return exc
 
 
-def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
-    """The `serve` flags, for the CLI's subparser (and `python -m broker.server`)."""
-    parser.add_argument("--data-dir", help="data directory (or log.dirs in the config)")
-    parser.add_argument("--listen", default="127.0.0.1:9092", metavar="HOST:PORT")
-    parser.add_argument("--metrics-listen", default="127.0.0.1:9644", metavar="HOST:PORT")
-    parser.add_argument("--config", metavar="FILE", help="server.properties-format file")
-    parser.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override one setting (repeatable; wins over --config)",
-    )
-    parser.add_argument("--log-format", choices=("auto", "json", "console"), default="auto")
-    parser.add_argument(
-        "--log-level", choices=("debug", "info", "warning", "error"), default="info"
-    )
-
-
 def main(argv: list[str] | None = None) -> int:
     """`python -m broker.server [serve flags]`: the daemon without the rest of the CLI."""
-    parser = argparse.ArgumentParser(prog="tidelog-serve", description="Run a Tidelog broker.")
+    parser = argparse.ArgumentParser(prog="tidelog-serve", description=SERVE_DESCRIPTION)
     add_serve_arguments(parser)
     return run_serve(parser.parse_args(argv))
 
