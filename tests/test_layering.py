@@ -60,8 +60,9 @@ FUNCTION_LINES_MAX = 100
 
 # Import cycles between modules that exist today outside protocol/ and tidelog/,
 # each an SCC of the module graph. Other branches of issue 18 remove them (the swap
-# steps leave storage/recovery.py); the lead shrinks this set at merge. Any cycle not listed fails the test,
-# and so does a listed one that is gone (so the list cannot go stale).
+# steps leave storage/recovery.py); the lead shrinks this set at merge. Any cycle
+# not listed fails the test, and so does a listed one that is gone (so the list
+# cannot go stale).
 KNOWN_CYCLES: set[frozenset[str]] = {
     frozenset({"storage.log", "storage.recovery"}),
 }
