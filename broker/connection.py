@@ -50,7 +50,7 @@ from broker.longpoll import peer_gone
 from broker.native_codec import PendingResponse, handle_request
 from protocol.envelope import UNKNOWN_ID, Response, error_response, msgpack_type_name
 from protocol.errors import InvalidRequest, TidelogError, UnknownServerError
-from protocol.framing import FrameDecoder, FrameError, encode_frame, encode_frame_parts
+from protocol.framing import FrameDecoder, FrameError, encode_frame_parts, encode_frame_to_send
 
 log = get_logger(component="connection")
 
@@ -74,7 +74,7 @@ _conn_ids = itertools.count(1)
 
 # A response frame as the writer sends it: whole (length header included), or in
 # parts whose records go from a segment file.
-Frame = bytearray | FrameParts
+Frame = bytes | FrameParts
 
 
 @dataclass(frozen=True, slots=True)
@@ -364,11 +364,11 @@ def _encode(response: Response) -> Frame:
         spans = spans_of_fetch(response.body) if response.body else []
         if spans:
             return encode_frame_parts(response.to_wire(), spans)
-        return encode_frame(response.to_wire())
+        return encode_frame_to_send(response.to_wire())
     except Exception as exc:  # a handler built an unencodable body: a bug, not the peer's
         log.exception("response_encode_failed")
         failure = UnknownServerError(f"unencodable response: {exc}")
-        return encode_frame(error_response(response.id, failure).to_wire())
+        return encode_frame_to_send(error_response(response.id, failure).to_wire())
 
 
 async def _send(stream: trio.abc.Stream, frame: Frame) -> None:

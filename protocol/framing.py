@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 import struct
 from collections.abc import Iterator
-from typing import Any, Protocol, TypeVar, runtime_checkable
+from typing import Any, Protocol, TypeVar
 
 import msgpack
 import msgspec
@@ -85,6 +85,20 @@ def encode_frame(obj: Any, into: bytearray | None = None) -> bytearray:
     return frame
 
 
+# Frames at least this big are returned by `encode_frame_to_send` as header and body:
+# two sends beat copying megabytes to prepend 4 bytes.
+SPLIT_FRAME_BYTES = 64 * 1024
+
+
+def encode_frame_to_send(obj: Any) -> bytes | list[bytes]:
+    """The frame of `obj` ready to send: one buffer when small (the cheapest to build
+    for a typical answer), else the length header and the body as two buffers."""
+    body = _ENCODER.encode(obj)
+    if len(body) < SPLIT_FRAME_BYTES:
+        return LENGTH.pack(len(body)) + body
+    return [LENGTH.pack(len(body)), body]
+
+
 # --- frames whose bins are sent from elsewhere ------------------------------------
 #
 # A produce request's records (sent with `sendmsg` from the caller's buffers) and a
@@ -97,13 +111,14 @@ def encode_frame(obj: Any, into: bytearray | None = None) -> bytearray:
 # The empty bin a caller puts where `encode_frame_with_tail` appends the tail.
 TAIL_PLACEHOLDER = b""
 _EMPTY_BIN = b"\xc4\x00"
-# An external bin is encoded as this many random bytes (fresh per frame, so no value
-# a peer sent can imitate it), then cut out.
+# An external bin is encoded as these random bytes, then cut out. Drawn once per
+# process and never sent (every occurrence is cut), so no value a peer sent can
+# imitate it; `encode_frame_parts` also checks that it found exactly the externals.
 _MARK_BYTES = 16
+_MARK = os.urandom(_MARK_BYTES)
 _BIN8_OF_MARK = bytes([0xC4, _MARK_BYTES])  # how msgpack writes a 16-byte bin
 
 
-@runtime_checkable
 class External(Protocol):
     """A `bin` value of a frame whose bytes are sent by the caller (`len` of them)."""
 
@@ -158,6 +173,16 @@ def encode_frame_with_tail(
 E = TypeVar("E", bound=External)
 
 
+def _placeholder(value: Any) -> bytes:
+    """What an external bin is encoded as (the encoder calls this for unknown types)."""
+    if hasattr(value, "__len__"):
+        return _MARK
+    raise NotImplementedError(f"cannot encode {type(value).__name__}")
+
+
+_EXTERNAL_ENCODER = msgspec.msgpack.Encoder(enc_hook=_placeholder)
+
+
 def encode_frame_parts(obj: Any, externals: list[E]) -> list[bytes | E]:
     """The frame of `obj` (length header included) as parts to send in order: bytes,
     and each of `externals` where `obj` holds it, standing for a `bin` of its length.
@@ -166,14 +191,8 @@ def encode_frame_parts(obj: Any, externals: list[E]) -> list[bytes | E]:
     writes them (the encoder refuses any other unknown type). Joined, with each one
     replaced by its bytes, the parts equal `encode_frame` of the same object.
     """
-    mark = os.urandom(_MARK_BYTES)
-
-    def placeholder(value: Any) -> bytes:
-        if isinstance(value, External):
-            return mark
-        raise NotImplementedError(f"cannot encode {type(value).__name__}")
-
-    encoded = msgspec.msgpack.Encoder(enc_hook=placeholder).encode(obj)
+    mark = _MARK
+    encoded = _EXTERNAL_ENCODER.encode(obj)
     holes: list[tuple[int, int]] = []
     start = 0
     for _ in externals:

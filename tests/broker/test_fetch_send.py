@@ -25,7 +25,12 @@ from broker.fetch_send import (
 )
 from protocol.batch import iter_headers
 from protocol.errors import OffsetOutOfRange
-from protocol.framing import encode_frame, encode_frame_parts
+from protocol.framing import (
+    SPLIT_FRAME_BYTES,
+    encode_frame,
+    encode_frame_parts,
+    encode_frame_to_send,
+)
 from storage.config import LogConfig
 from tests.storage.helpers import batch, open_test_log
 
@@ -311,3 +316,12 @@ def test_a_frame_must_list_every_external_bin(tmp_path: Path) -> None:
     parts = encode_frame_parts(body, [first, second])
     assert [p for p in parts if not isinstance(p, bytes)] == [first, second]
     fetch_send.close_parts(parts)
+
+
+@pytest.mark.parametrize("size", [0, 1000, SPLIT_FRAME_BYTES - 100, SPLIT_FRAME_BYTES, 1 << 20])
+def test_a_response_frame_to_send_is_the_encoded_frame(size: int) -> None:
+    obj = {"id": 7, "body": {"records": b"r" * size}}
+    frame = encode_frame_to_send(obj)
+    joined = frame if isinstance(frame, bytes) else b"".join(frame)
+    assert joined == bytes(encode_frame(obj))
+    assert isinstance(frame, bytes) == (len(joined) - 4 < SPLIT_FRAME_BYTES)
