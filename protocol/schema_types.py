@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import msgspec
+
 from protocol.envelope import msgpack_type_name
 
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
@@ -267,3 +269,38 @@ class ApiSchema:
     response: Struct
     min_version: int = 1
     max_version: int = 1
+
+
+def _python_type(schema: Schema, overrides: dict[str, Any], name: str) -> Any:
+    """The Python type msgspec decodes `schema`'s values as (nested maps: plain dicts)."""
+    if name in overrides:
+        return overrides[name]
+    if isinstance(schema, Nullable):
+        return _python_type(schema.inner, {}, "") | None
+    if isinstance(schema, ListOf):
+        return list[_python_type(schema.item, {}, "")]  # type: ignore[misc]
+    if isinstance(schema, MapOf):
+        return dict[str, _python_type(schema.value, {}, "")]  # type: ignore[misc]
+    simple = {Int: int, Str: str, Bin: bytes, Bool: bool, Scalar: str | int | float}
+    return simple.get(type(schema), dict[str, Any])
+
+
+def decoder_struct(
+    name: str, struct: Struct, overrides: dict[str, Any] | None = None
+) -> type[msgspec.Struct]:
+    """A msgspec Struct with `struct`'s keys, for a typed decoder of this schema's values.
+
+    Required keys stay required; an optional key is `msgspec.UNSET` when absent (the
+    caller fills the schema's default, or leaves the key out). `overrides` gives a
+    key another type (e.g. `memoryview` for a bin the caller keeps as a view). The
+    field types follow the schema's shapes; ranges and choices are not re-checked.
+    """
+    overrides = overrides or {}
+    fields: list[tuple[str, Any] | tuple[str, Any, Any]] = []
+    for key, spec in struct.fields.items():
+        kind = _python_type(spec.schema, overrides, key)
+        if spec.default is _MISSING:
+            fields.append((key, kind))
+        else:
+            fields.append((key, kind | msgspec.UnsetType, msgspec.UNSET))
+    return msgspec.defstruct(name, fields, kw_only=True)

@@ -55,6 +55,7 @@ __all__ = [
     "ACKS",
     "APIS",
     "API_VERSIONS",
+    "FETCH_PARTITION_ANSWER",
     "INT32",
     "INT32_MAX",
     "INT32_MIN",
@@ -114,6 +115,18 @@ LOCAL_RECORDS = Struct(
     position=INT64,
     length=INT64,
     record_count=INT64,
+)
+
+# One partition of a fetch answer (the Spark task client decodes it with a typed
+# decoder made from this: protocol.schema_types.decoder_struct).
+FETCH_PARTITION_ANSWER = Struct(
+    partition=INT32,
+    error=_ERROR,
+    message=_MESSAGE,
+    high_watermark=_NULLABLE_INT64,
+    log_start_offset=_NULLABLE_INT64,
+    records=opt(Nullable(Bin()), b""),
+    local=opt(Nullable(LOCAL_RECORDS), None),
 )
 
 _OFFSET_RESULT = Struct(
@@ -215,19 +228,7 @@ _SCHEMAS = (
             topics=_topics(Struct(partition=INT32, offset=INT64, max_bytes=NON_NEGATIVE_INT32)),
             local_read=opt(Bool(), False),  # docs/protocol.md §9: local reads
         ),
-        Struct(
-            topics=_topics(
-                Struct(
-                    partition=INT32,
-                    error=_ERROR,
-                    message=_MESSAGE,
-                    high_watermark=_NULLABLE_INT64,
-                    log_start_offset=_NULLABLE_INT64,
-                    records=opt(Nullable(Bin()), b""),
-                    local=opt(Nullable(LOCAL_RECORDS), None),
-                )
-            )
-        ),
+        Struct(topics=_topics(FETCH_PARTITION_ANSWER)),
     ),
     ApiSchema(
         "list_offsets",
