@@ -23,7 +23,6 @@ import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
 
 import trio
 
@@ -33,7 +32,7 @@ from broker.connection import serve_connection
 from broker.context import BrokerContext
 from broker.dispatch import SERVER_VERSION
 from broker.gcwatch import GcWatch
-from broker.groupcommit import GroupCommitter
+from broker.groupcommit import FlushObserver, GroupCommitter
 from broker.heartbeat import run_heartbeat
 from broker.housekeeping import start_log_tasks
 from broker.logging import configure_logging, get_logger
@@ -291,7 +290,7 @@ async def _wait_any(*events: trio.Event) -> None:
             nursery.start_soon(wait_one, event)
 
 
-def _flush_observer(metrics: BrokerMetrics) -> Any:
+def _flush_observer(metrics: BrokerMetrics) -> FlushObserver:
     flush_hist = metrics.get("tidelog_log_flush_duration_seconds")
     group_hist = metrics.get("tidelog_group_commit_waiters")
 
