@@ -31,6 +31,7 @@ from broker import (
     cli_topics,
 )
 from broker.cli_common import EXIT_ERROR, CliError, HelpFormatter, OutputClosed
+from broker.serve_flags import SERVE_DESCRIPTION, SERVE_EPILOG, add_serve_arguments
 from protocol.errors import TidelogError
 
 # Exit status after Ctrl-C, as shells report a SIGINT death.
@@ -81,41 +82,11 @@ def _register_serve(sub: Any) -> None:
     serve = sub.add_parser(
         "serve",
         help="run a broker",
-        description=(
-            "Run a broker in the foreground. Settings use Kafka's server.properties names; "
-            "--set wins over --config. Stops cleanly on SIGTERM or Ctrl-C."
-        ),
-        epilog="example: tidelog serve --data-dir ./data --set log.retention.hours=24",
+        description=SERVE_DESCRIPTION,
+        epilog=SERVE_EPILOG,
         formatter_class=HelpFormatter,
     )
-    serve.add_argument("--data-dir", metavar="DIR", help="data directory (or log.dirs in --config)")
-    serve.add_argument(
-        "--listen",
-        default="127.0.0.1:9092",
-        metavar="HOST:PORT",
-        help="client listener (default 127.0.0.1:9092; port 0 picks a free one)",
-    )
-    serve.add_argument(
-        "--metrics-listen",
-        default="127.0.0.1:9644",
-        metavar="HOST:PORT",
-        help="/metrics and /healthz listener (default 127.0.0.1:9644)",
-    )
-    serve.add_argument("--config", metavar="FILE", help="a server.properties-format file")
-    serve.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override one setting (repeatable; wins over --config)",
-    )
-    serve.add_argument(
-        "--log-format",
-        choices=("auto", "json", "console"),
-        default="auto",
-        help="log lines on stdout: JSON, or readable when stdout is a terminal (auto)",
-    )
-    serve.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default="info")
+    add_serve_arguments(serve)
     serve.set_defaults(func=_run_serve)
 
 

@@ -8,13 +8,18 @@ exist are left out, so a deleted topic's series disappear.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
-from broker.handlers_offsets import OffsetStore
-from broker.metrics import Sample
+from broker.context import BrokerContext
+from broker.handlers.group_offsets import OffsetStore
+from broker.housekeeping import LogTasks
+from broker.metrics import Readiness, Sample
+from compaction.service import CleanerService, CleanerStatistics
+from retention.task import RetentionStatistics
 
 
-def component_samples(ctx: Any, tasks: Any, cleaner: Any, readiness: Any) -> Iterator[Sample]:
+def component_samples(
+    ctx: BrokerContext, tasks: LogTasks, cleaner: CleanerService, readiness: Readiness
+) -> Iterator[Sample]:
     """Every component series, for `BrokerMetrics.add_statistics_source`."""
     topics = set(ctx.manager.topics())
     yield Sample("tidelog_ready", "gauge", "1 when /readyz answers 200.", int(readiness.ready))
@@ -79,7 +84,7 @@ def component_samples(ctx: Any, tasks: Any, cleaner: Any, readiness: Any) -> Ite
     )
 
 
-def _retention_samples(stats: Any, topics: set[str]) -> Iterator[Sample]:
+def _retention_samples(stats: RetentionStatistics, topics: set[str]) -> Iterator[Sample]:
     yield Sample("tidelog_retention_passes", "counter", "Retention passes run.", stats.passes)
     yield Sample(
         "tidelog_retention_failures", "counter", "Retention passes that failed.", stats.failures
@@ -121,7 +126,7 @@ _CLEANER_COUNTERS = (
 )
 
 
-def _cleaner_samples(stats: Any, topics: set[str]) -> Iterator[Sample]:
+def _cleaner_samples(stats: CleanerStatistics, topics: set[str]) -> Iterator[Sample]:
     for name, attr, doc in _CLEANER_COUNTERS:
         yield Sample(name, "counter", doc, getattr(stats, attr))
     yield Sample(

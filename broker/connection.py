@@ -37,19 +37,20 @@ import itertools
 import socket
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import structlog
 import trio
 
-from broker.fetch_send import FrameParts, encode_parts, memory_bytes, send_parts, spans_of_fetch
-from broker.handlers import BrokerContext, PendingResponse, handle_request
+from broker.context import BrokerContext, ConnectionState
+from broker.fetch_send import FrameParts, memory_bytes, send_parts, spans_of_fetch
 from broker.logging import get_logger
 from broker.longpoll import peer_gone
+from broker.native_codec import PendingResponse, handle_request
 from protocol.envelope import UNKNOWN_ID, Response, error_response, msgpack_type_name
 from protocol.errors import InvalidRequest, TidelogError, UnknownServerError
-from protocol.framing import LENGTH, FrameDecoder, FrameError, encode_body
+from protocol.framing import FrameDecoder, FrameError, encode_frame_parts, encode_frame_to_send
 
 log = get_logger(component="connection")
 
@@ -66,12 +67,14 @@ INLINE_DECODE_MAX_BYTES = 1024 * 1024 + 64 * 1024
 # Encoded responses a connection may hold for a client that reads slowly; past it
 # the handler pauses (16 queued 55 MiB fetch answers would otherwise be ~1 GiB).
 MAX_QUEUED_RESPONSE_BYTES = 64 * 1024 * 1024
-# Responses at least this big are sent as header + body instead of one joined buffer.
-SPLIT_SEND_BYTES = 64 * 1024
 # A peer that does not read its responses for this long is dropped (BI-06).
 SEND_TIMEOUT_S = 60.0
 
 _conn_ids = itertools.count(1)
+
+# A response frame as the writer sends it: whole (length header included), or in
+# parts whose records go from a segment file.
+Frame = bytes | FrameParts
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,7 +97,7 @@ class _Slot:
 
     def __init__(self) -> None:
         self.done = trio.Event()
-        self.body: bytes | FrameParts | None = None
+        self.body: Frame | None = None
 
     async def fill(self, pending: PendingResponse) -> None:
         try:
@@ -103,25 +106,10 @@ class _Slot:
             self.done.set()
 
 
-# What the writer sends: an encoded response body (or a whole frame in parts, when
-# records go straight from a segment file), a slot still being filled, a fatal
-# error, or None (acks 0: nothing to send).
-_Outgoing = bytes | FrameParts | _Slot | _Fatal | None
-
-
-@dataclass
-class ConnectionState:
-    """Per-connection bookkeeping shared by the three tasks and the broker."""
-
-    conn_id: int
-    peer: str
-    inflight: int = 0
-    close_reason: str = "eof"
-    last_activity: float = field(default_factory=trio.current_time)
-    queued_bytes: int = 0  # encoded responses waiting for the writer
-    held_bytes: int = 0  # what this connection holds in the broker-wide memory budget
-    room: trio.Event = field(default_factory=trio.Event)  # set when queued_bytes drops
-    reader_scope: trio.CancelScope = field(default_factory=trio.CancelScope)
+# What the writer sends: an encoded response frame (or in parts, when records go
+# straight from a segment file), a slot still being filled, a fatal error, or None
+# (acks 0: nothing to send).
+_Outgoing = Frame | _Slot | _Fatal | None
 
 
 def _peer_name(stream: trio.abc.Stream) -> str:
@@ -365,31 +353,27 @@ async def _write_responses(
             ctx.inflight_changed(state, -1)
 
 
-def _memory_bytes(body: bytes | FrameParts) -> int:
-    return len(body) if isinstance(body, bytes) else memory_bytes(body)
+def _memory_bytes(body: Frame) -> int:
+    return memory_bytes(body) if isinstance(body, list) else len(body)
 
 
-def _encode(response: Response) -> bytes | FrameParts:
-    """The msgpack body of a response frame, or the whole frame in parts when records
-    are sent from their segment file (never raises: a bug becomes an error reply)."""
+def _encode(response: Response) -> Frame:
+    """A response's frame, in parts when records are sent from their segment file
+    (never raises: a bug becomes an error reply)."""
     try:
         spans = spans_of_fetch(response.body) if response.body else []
         if spans:
-            return encode_parts(response.to_wire(), spans)
-        return encode_body(response.to_wire())
+            return encode_frame_parts(response.to_wire(), spans)
+        return encode_frame_to_send(response.to_wire())
     except Exception as exc:  # a handler built an unencodable body: a bug, not the peer's
         log.exception("response_encode_failed")
         failure = UnknownServerError(f"unencodable response: {exc}")
-        return encode_body(error_response(response.id, failure).to_wire())
+        return encode_frame_to_send(error_response(response.id, failure).to_wire())
 
 
-async def _send(stream: trio.abc.Stream, body: bytes | FrameParts) -> None:
-    if not isinstance(body, bytes):
-        await send_parts(stream, body, SEND_TIMEOUT_S)
+async def _send(stream: trio.abc.Stream, frame: Frame) -> None:
+    if isinstance(frame, list):
+        await send_parts(stream, frame, SEND_TIMEOUT_S)
         return
     with trio.fail_after(SEND_TIMEOUT_S):
-        if len(body) < SPLIT_SEND_BYTES:
-            await stream.send_all(LENGTH.pack(len(body)) + body)
-        else:  # a big fetch answer: two sends beat copying megabytes to prepend 4 bytes
-            await stream.send_all(LENGTH.pack(len(body)))
-            await stream.send_all(body)
+        await stream.send_all(frame)

@@ -4,8 +4,9 @@ A fetch answer used to be read from the segment (`pread`, a copy), cut to whole
 batches (a second copy), encoded into the frame (a third) and sent (a fourth, into
 the kernel), each into freshly faulted-in pages. Here a large read becomes a
 `RecordSpan`: a descriptor of the segment file, a position and a length, found by
-reading batch headers only. The answer is framed around it (`encode_parts`: the same
-bytes as `encode_frame`, with each span's records left out), and `send_parts` hands
+reading batch headers only. The answer is framed around it
+(`protocol.framing.encode_frame_parts`: the same bytes as `encode_frame`, with each
+span's records left out), and `send_parts` hands
 the records to `os.sendfile` in bursts from a worker thread: page cache to socket, no
 copy in user space; a cold read blocks that thread, never the event loop, and the
 waits for a slow reader happen on the event loop, holding no thread.
@@ -23,12 +24,10 @@ import weakref
 from dataclasses import dataclass
 from typing import Any
 
-import msgspec
 import trio
 
 from protocol.batch import HEADER_SIZE, LOG_OVERHEAD, MAGIC
 from protocol.errors import CorruptMessage
-from protocol.framing import LENGTH
 from storage.log import Extent, Log
 from storage.segment import BatchPosition
 
@@ -47,8 +46,6 @@ _BATCH_LENGTH_AT = 8
 _MAGIC_AT = 12
 _RECORD_COUNT = struct.Struct(">i")  # record_count, the header's last field
 _RECORD_COUNT_AT = HEADER_SIZE - _RECORD_COUNT.size
-_TOKEN_BYTES = 16
-_BIN8_OF_TOKEN = bytes([0xC4, _TOKEN_BYTES])  # how msgpack writes a 16-byte bin
 
 _spans_lock = threading.Lock()
 _open_spans = 0
@@ -97,7 +94,6 @@ class RecordSpan:
         "path",
         "position",
         "record_count",
-        "token",
     )
 
     def __init__(
@@ -106,7 +102,6 @@ class RecordSpan:
         self.fd, self.position, self.length = fd, position, length
         self.record_count = record_count
         self.path = path  # the segment file's absolute path, for local reads
-        self.token = os.urandom(_TOKEN_BYTES)  # marks the span's place in the encoded frame
         self._finalizer = weakref.finalize(self, _close_fd, fd)
 
     @classmethod
@@ -246,47 +241,6 @@ def _fenced(
 
 # Parts of one frame, in order: bytes as they are, spans sent from their file.
 FrameParts = list[bytes | RecordSpan]
-
-
-def _span_token(obj: Any) -> bytes:
-    if isinstance(obj, RecordSpan):
-        return obj.token
-    raise NotImplementedError(f"cannot encode {type(obj).__name__}")
-
-
-_PARTS_ENCODER = msgspec.msgpack.Encoder(enc_hook=_span_token)
-
-
-def _bin_header(size: int) -> bytes:
-    if size < 1 << 8:
-        return bytes([0xC4, size])
-    if size < 1 << 16:
-        return b"\xc5" + size.to_bytes(2, "big")
-    return b"\xc6" + size.to_bytes(4, "big")
-
-
-def encode_parts(obj: Any, spans: list[RecordSpan]) -> FrameParts:
-    """The frame of `obj` (length header included) whose `spans` stand for `bin` values.
-
-    `spans` are the spans `obj` holds, in the order msgpack writes them. Joined,
-    with each span replaced by its bytes, the parts equal `encode_frame(obj)`.
-    """
-    encoded = _PARTS_ENCODER.encode(obj)
-    parts: FrameParts = []
-    body_length = len(encoded)
-    piece_start = 0
-    for span in spans:
-        at = encoded.find(span.token, piece_start)
-        if at < 2 or encoded[at - 2 : at] != _BIN8_OF_TOKEN:
-            raise ValueError("a span was not found in the encoded frame")
-        header = _bin_header(span.length)
-        parts.append(encoded[piece_start : at - 2] + header)
-        parts.append(span)
-        body_length += len(header) + span.length - len(_BIN8_OF_TOKEN) - _TOKEN_BYTES
-        piece_start = at + _TOKEN_BYTES
-    parts.append(encoded[piece_start:])
-    parts[0] = LENGTH.pack(body_length) + parts[0]
-    return [part for part in parts if not isinstance(part, bytes) or part]
 
 
 def spans_of_fetch(body: dict[str, Any]) -> list[RecordSpan]:

@@ -16,12 +16,12 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 import trio
 
 from broker.logging import get_logger
 from protocol.errors import StorageError, TidelogError, UnknownServerError
+from storage.log import Log
 
 log = get_logger(component="groupcommit")
 
@@ -54,7 +54,7 @@ class GroupCommitter:
         self._syncs: dict[int, _PartitionSync] = {}
         self.fsyncs = 0
 
-    async def wait_durable(self, plog: Any, end_offset: int) -> None:
+    async def wait_durable(self, plog: Log, end_offset: int) -> None:
         """Return once every offset below `end_offset` of `plog` is fsynced.
 
         Raises `StorageError` if the fsync that should cover it failed.
@@ -67,11 +67,11 @@ class GroupCommitter:
         if waiter.error is not None:
             raise waiter.error
 
-    def flush_soon(self, plog: Any) -> None:
+    def flush_soon(self, plog: Log) -> None:
         """Flush `plog` in the background, sharing a round with any waiters (flush.messages)."""
         self._enqueue(plog, _Waiter(plog.log_end_offset))
 
-    def _enqueue(self, plog: Any, waiter: _Waiter) -> None:
+    def _enqueue(self, plog: Log, waiter: _Waiter) -> None:
         sync = self._syncs.get(id(plog))
         if sync is None:
             sync = self._syncs[id(plog)] = _PartitionSync()
@@ -80,7 +80,7 @@ class GroupCommitter:
             sync.running = True
             self._nursery.start_soon(self._flush_rounds, plog, sync)
 
-    async def _flush_rounds(self, plog: Any, sync: _PartitionSync) -> None:
+    async def _flush_rounds(self, plog: Log, sync: _PartitionSync) -> None:
         try:
             while sync.pending:
                 batch, sync.pending = sync.pending, []

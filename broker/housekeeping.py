@@ -1,4 +1,4 @@
-"""The broker's background log tasks on the scheduler, and the `explain_retention` handler.
+"""The broker's background log tasks on the scheduler.
 
 `start_log_tasks` schedules, in the broker's nursery (Kafka's LogManager startup):
 
@@ -20,16 +20,16 @@ overlaps two runs of one task, so a slow disk delays a task without piling up.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 import trio
 
+from broker.config import BrokerConfig
 from broker.logging import get_logger
-from broker.scheduler import ScheduledTask, Scheduler
+from broker.scheduler import ScheduledTask, Scheduler, TaskFn
 from protocol.clock import wall_clock_ms
-from protocol.errors import UnknownTopicOrPartition
-from protocol.retention_schema import API_NAME as EXPLAIN_RETENTION_API
-from retention.task import RetentionTask, explain_log
+from retention.task import RetentionTask
+from storage.log import Log
+from storage.manager import LogManager
 
 logger = get_logger(component="housekeeping")
 
@@ -44,11 +44,9 @@ FLUSH_CHECK_INTERVAL_MAX_MS = 1000
 MS_PER_S = 1000.0
 
 __all__ = [
-    "EXPLAIN_RETENTION_API",
     "FILE_DELETE_CHECK_INTERVAL_MS",
     "FLUSH_CHECK_INTERVAL_MAX_MS",
     "LogTasks",
-    "explain_retention_handler",
     "start_log_tasks",
 ]
 
@@ -56,7 +54,7 @@ __all__ = [
 class LogTasks:
     """The scheduled work over one LogManager; each method is one task's run."""
 
-    def __init__(self, manager: Any, clock_ms: Callable[[], int] = wall_clock_ms) -> None:
+    def __init__(self, manager: LogManager, clock_ms: Callable[[], int] = wall_clock_ms) -> None:
         self.manager = manager
         self.clock_ms = clock_ms
         self.retention = RetentionTask(manager, clock_ms=clock_ms)
@@ -80,7 +78,7 @@ class LogTasks:
         await trio.to_thread.run_sync(self.manager.write_checkpoints)
 
 
-def _flush_due(logs: list[Any], now_ms: int) -> None:
+def _flush_due(logs: list[Log], now_ms: int) -> None:
     for log in logs:
         try:
             if log.flush_needed(now_ms):
@@ -91,7 +89,11 @@ def _flush_due(logs: list[Any], now_ms: int) -> None:
 
 
 def _schedule(
-    scheduler: Scheduler, name: str, fn: Any, delay_ms: int, period_ms: int
+    scheduler: Scheduler,
+    name: str,
+    fn: TaskFn,
+    delay_ms: int,
+    period_ms: int,
 ) -> ScheduledTask:
     """Kafka's convention: a period <= 0 means run once."""
     if period_ms <= 0:
@@ -101,8 +103,8 @@ def _schedule(
 
 def start_log_tasks(
     scheduler: Scheduler,
-    manager: Any,
-    config: Any,
+    manager: LogManager,
+    config: BrokerConfig,
     *,
     clock_ms: Callable[[], int] = wall_clock_ms,
 ) -> LogTasks:
@@ -136,35 +138,3 @@ def start_log_tasks(
         checkpoint_interval_ms=checkpoint_ms,
     )
     return tasks
-
-
-async def explain_retention_handler(ctx: Any, body: dict[str, Any]) -> dict[str, Any]:
-    """`explain_retention`: per partition, each segment's verdict (protocol/retention_schema)."""
-    topic = body["topic"]
-    if topic not in ctx.manager.topics():
-        raise UnknownTopicOrPartition(f"unknown topic {topic!r}")
-    # Metadata only, but one stat per segment: off the event loop, like other admin work.
-    partitions = await trio.to_thread.run_sync(
-        explain_partitions, ctx.manager, topic, body["partitions"], ctx.clock_ms()
-    )
-    return {"topic": topic, "partitions": partitions}
-
-
-def explain_partitions(
-    manager: Any, topic: str, wanted: list[int] | None, now_ms: int
-) -> list[dict[str, Any]]:
-    """The wire form of every requested partition's explanation at one instant."""
-    count = manager.partition_count(topic)
-    out: list[dict[str, Any]] = []
-    for partition in range(count) if wanted is None else wanted:
-        if not 0 <= partition < count:
-            message = f"{topic} has partitions 0..{count - 1}, not {partition}"
-            out.append(
-                {"partition": partition, "error": UnknownTopicOrPartition.code, "message": message}
-            )
-            continue
-        explanation = explain_log(manager.get_log(topic, partition), now_ms)
-        out.append(
-            {"partition": partition, "error": None, "message": None, **explanation.to_wire()}
-        )
-    return out

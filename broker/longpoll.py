@@ -17,9 +17,10 @@ import weakref
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Any
 
 import trio
+
+from storage.log import Log
 
 # A fetch never parks longer than this, whatever `max_wait_ms` asks: a client
 # asking for a year would otherwise pin a connection and its buffers forever.
@@ -68,16 +69,16 @@ class AppendNotifier:
     def __init__(self) -> None:
         self._token = trio.lowlevel.current_trio_token()
         self._waiting: dict[int, set[Subscription]] = {}
-        self._watched: weakref.WeakSet[Any] = weakref.WeakSet()
+        self._watched: weakref.WeakSet[Log] = weakref.WeakSet()
         self._closed = False
 
-    def _watch(self, log: Any) -> None:
+    def _watch(self, log: Log) -> None:
         # A weak set, not ids: a recreated topic's new Log may reuse a dead one's id.
         if log not in self._watched:
             self._watched.add(log)
             log.add_append_listener(self._on_append)
 
-    def _on_append(self, log: Any) -> None:
+    def _on_append(self, log: Log) -> None:
         # Any thread. A dict membership test is atomic under the GIL; a stale
         # answer only costs a spurious or a redundant wake-up, never a lost one,
         # because subscriptions are registered before their read.
@@ -87,7 +88,7 @@ class AppendNotifier:
             except trio.RunFinishedError:
                 pass
 
-    def wake(self, log: Any) -> None:
+    def wake(self, log: Log) -> None:
         """Wake the fetches waiting on `log` now (its topic was deleted). Trio thread only."""
         self._wake(id(log))
 
@@ -96,7 +97,7 @@ class AppendNotifier:
             sub.event.set()
 
     @contextmanager
-    def subscribe(self, logs: Iterable[Any]) -> Iterator[Subscription]:
+    def subscribe(self, logs: Iterable[Log]) -> Iterator[Subscription]:
         """Subscribe to appends on `logs` for the duration of the block."""
         sub = Subscription()
         keys = []

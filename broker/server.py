@@ -23,16 +23,16 @@ import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
 
 import trio
 
 from broker.component_metrics import component_samples
 from broker.config import BrokerConfig
 from broker.connection import serve_connection
+from broker.context import BrokerContext
+from broker.dispatch import SERVER_VERSION
 from broker.gcwatch import GcWatch
-from broker.groupcommit import GroupCommitter
-from broker.handlers import SERVER_VERSION, BrokerContext
+from broker.groupcommit import FlushObserver, GroupCommitter
 from broker.heartbeat import run_heartbeat
 from broker.housekeeping import start_log_tasks
 from broker.logging import configure_logging, get_logger
@@ -40,6 +40,7 @@ from broker.longpoll import AppendNotifier
 from broker.metrics import BrokerMetrics, PartitionStats, Readiness, serve_metrics_http
 from broker.scheduler import Scheduler
 from broker.sdnotify import notify
+from broker.serve_flags import SERVE_DESCRIPTION, add_serve_arguments
 from compaction.service import CleanerService
 from protocol.clock import ClockMs, wall_clock_ms
 from protocol.errors import InvalidConfig, TidelogError
@@ -90,7 +91,7 @@ def _bound(listeners: list[trio.SocketListener]) -> tuple[str, int]:
     return host, port
 
 
-def _partition_stats(manager: Any) -> Iterator[PartitionStats]:
+def _partition_stats(manager: LogManager) -> Iterator[PartitionStats]:
     for topic in manager.topics():
         try:
             count = manager.partition_count(topic)
@@ -178,7 +179,10 @@ CLEANER_MIN_PERIOD_S = 0.05
 
 
 def start_log_cleaner(
-    scheduler: Scheduler, manager: Any, config: BrokerConfig, clock_ms: ClockMs = wall_clock_ms
+    scheduler: Scheduler,
+    manager: LogManager,
+    config: BrokerConfig,
+    clock_ms: ClockMs = wall_clock_ms,
 ) -> CleanerService:
     """The log cleaner (compaction/service.py): one periodic task per worker thread.
 
@@ -286,7 +290,7 @@ async def _wait_any(*events: trio.Event) -> None:
             nursery.start_soon(wait_one, event)
 
 
-def _flush_observer(metrics: BrokerMetrics) -> Any:
+def _flush_observer(metrics: BrokerMetrics) -> FlushObserver:
     flush_hist = metrics.get("tidelog_log_flush_duration_seconds")
     group_hist = metrics.get("tidelog_group_commit_waiters")
 
@@ -304,7 +308,7 @@ def _since(started: float) -> float:
 # --- the `tidelog serve` command ----------------------------------------------
 
 
-def config_from_args(args: Any) -> BrokerConfig:
+def config_from_args(args: argparse.Namespace) -> BrokerConfig:
     """The BrokerConfig for `tidelog serve` flags (argparse namespace)."""
     return BrokerConfig.from_sources(
         config_file=getattr(args, "config", None),
@@ -335,7 +339,7 @@ async def _run_with_signals(config: BrokerConfig) -> None:
             nursery.cancel_scope.cancel()
 
 
-def run_serve(args: Any) -> int:
+def run_serve(args: argparse.Namespace) -> int:
     """Run `tidelog serve` to completion; the process exit status."""
     try:
         config = config_from_args(args)
@@ -381,28 +385,9 @@ def _first_leaf(exc: BaseException) -> BaseException:
     return exc
 
 
-def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
-    """The `serve` flags, for the CLI's subparser (and `python -m broker.server`)."""
-    parser.add_argument("--data-dir", help="data directory (or log.dirs in the config)")
-    parser.add_argument("--listen", default="127.0.0.1:9092", metavar="HOST:PORT")
-    parser.add_argument("--metrics-listen", default="127.0.0.1:9644", metavar="HOST:PORT")
-    parser.add_argument("--config", metavar="FILE", help="server.properties-format file")
-    parser.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override one setting (repeatable; wins over --config)",
-    )
-    parser.add_argument("--log-format", choices=("auto", "json", "console"), default="auto")
-    parser.add_argument(
-        "--log-level", choices=("debug", "info", "warning", "error"), default="info"
-    )
-
-
 def main(argv: list[str] | None = None) -> int:
     """`python -m broker.server [serve flags]`: the daemon without the rest of the CLI."""
-    parser = argparse.ArgumentParser(prog="tidelog-serve", description="Run a Tidelog broker.")
+    parser = argparse.ArgumentParser(prog="tidelog-serve", description=SERVE_DESCRIPTION)
     add_serve_arguments(parser)
     return run_serve(parser.parse_args(argv))
 

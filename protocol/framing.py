@@ -19,9 +19,10 @@ arrays (see `decode_body`).
 
 from __future__ import annotations
 
+import os
 import struct
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 import msgpack
 import msgspec
@@ -84,9 +85,44 @@ def encode_frame(obj: Any, into: bytearray | None = None) -> bytearray:
     return frame
 
 
+# Frames at least this big are returned by `encode_frame_to_send` as header and body:
+# two sends beat copying megabytes to prepend 4 bytes.
+SPLIT_FRAME_BYTES = 64 * 1024
+
+
+def encode_frame_to_send(obj: Any) -> bytes | list[bytes]:
+    """The frame of `obj` ready to send: one buffer when small (the cheapest to build
+    for a typical answer), else the length header and the body as two buffers."""
+    body = _ENCODER.encode(obj)
+    if len(body) < SPLIT_FRAME_BYTES:
+        return LENGTH.pack(len(body)) + body
+    return [LENGTH.pack(len(body)), body]
+
+
+# --- frames whose bins are sent from elsewhere ------------------------------------
+#
+# A produce request's records (sent with `sendmsg` from the caller's buffers) and a
+# fetch answer's records (sent with `sendfile` from a segment file) are `bin` values
+# that never pass through the encoder. Both are framed here, the same way: encode
+# the object with a placeholder where each such bin goes, then cut the encoding at
+# the placeholders (`_cut`), giving each bin its msgpack header. Joined, with each
+# external bin replaced by its bytes, the parts equal `encode_frame` of the object.
+
 # The empty bin a caller puts where `encode_frame_with_tail` appends the tail.
 TAIL_PLACEHOLDER = b""
 _EMPTY_BIN = b"\xc4\x00"
+# An external bin is encoded as these random bytes, then cut out. Drawn once per
+# process and never sent (every occurrence is cut), so no value a peer sent can
+# imitate it; `encode_frame_parts` also checks that it found exactly the externals.
+_MARK_BYTES = 16
+_MARK = os.urandom(_MARK_BYTES)
+_BIN8_OF_MARK = bytes([0xC4, _MARK_BYTES])  # how msgpack writes a 16-byte bin
+
+
+class External(Protocol):
+    """A `bin` value of a frame whose bytes are sent by the caller (`len` of them)."""
+
+    def __len__(self) -> int: ...
 
 
 def _bin_header(size: int) -> bytes:
@@ -95,6 +131,24 @@ def _bin_header(size: int) -> bytes:
     if size < 1 << 16:
         return b"\xc5" + size.to_bytes(2, "big")
     return b"\xc6" + size.to_bytes(4, "big")
+
+
+def _cut(encoded: bytes, holes: list[tuple[int, int]], sizes: list[int]) -> tuple[list[bytes], int]:
+    """The pieces of `encoded` around `holes` ((start, end) of each placeholder, in
+    order), each piece before a hole ending with the bin header of that hole's
+    `sizes` entry; the length header is prepended to the first piece. Returns the
+    pieces (len(holes) + 1 of them, possibly empty) and the frame's body length."""
+    pieces: list[bytes] = []
+    body_length = len(encoded)
+    start = 0
+    for (hole_start, hole_end), size in zip(holes, sizes, strict=True):
+        header = _bin_header(size)
+        pieces.append(encoded[start:hole_start] + header)
+        body_length += len(header) + size - (hole_end - hole_start)
+        start = hole_end
+    pieces.append(encoded[start:])
+    pieces[0] = LENGTH.pack(body_length) + pieces[0]
+    return pieces, body_length
 
 
 def encode_frame_with_tail(
@@ -111,11 +165,50 @@ def encode_frame_with_tail(
     head = _ENCODER.encode(obj)
     if not head.endswith(_EMPTY_BIN):
         raise ValueError("the object's last value must be TAIL_PLACEHOLDER")
-    size = sum(map(len, tail))
-    header = _bin_header(size)
-    body_length = len(head) - len(_EMPTY_BIN) + len(header) + size
-    first = LENGTH.pack(body_length) + memoryview(head)[: -len(_EMPTY_BIN)] + header
+    hole = (len(head) - len(_EMPTY_BIN), len(head))
+    (first, _), _ = _cut(head, [hole], [sum(map(len, tail))])
     return [first, *tail]
+
+
+E = TypeVar("E", bound=External)
+
+
+def _placeholder(value: Any) -> bytes:
+    """What an external bin is encoded as (the encoder calls this for unknown types)."""
+    if hasattr(value, "__len__"):
+        return _MARK
+    raise NotImplementedError(f"cannot encode {type(value).__name__}")
+
+
+_EXTERNAL_ENCODER = msgspec.msgpack.Encoder(enc_hook=_placeholder)
+
+
+def encode_frame_parts(obj: Any, externals: list[E]) -> list[bytes | E]:
+    """The frame of `obj` (length header included) as parts to send in order: bytes,
+    and each of `externals` where `obj` holds it, standing for a `bin` of its length.
+
+    `externals` are the values of `obj` that are not bytes-like, in the order msgpack
+    writes them (the encoder refuses any other unknown type). Joined, with each one
+    replaced by its bytes, the parts equal `encode_frame` of the same object.
+    """
+    mark = _MARK
+    encoded = _EXTERNAL_ENCODER.encode(obj)
+    holes: list[tuple[int, int]] = []
+    start = 0
+    for _ in externals:
+        at = encoded.find(mark, start)
+        if at < len(_BIN8_OF_MARK) or encoded[at - len(_BIN8_OF_MARK) : at] != _BIN8_OF_MARK:
+            raise ValueError("an external bin was not found in the encoded frame")
+        holes.append((at - len(_BIN8_OF_MARK), at + _MARK_BYTES))
+        start = at + _MARK_BYTES
+    if encoded.find(mark, start) != -1:
+        raise ValueError("the object holds more external bins than were listed")
+    pieces, _ = _cut(encoded, holes, [len(e) for e in externals])
+    parts: list[bytes | E] = [pieces[0]]
+    for external, piece in zip(externals, pieces[1:], strict=True):
+        parts.append(external)
+        parts.append(piece)
+    return [part for part in parts if not isinstance(part, bytes) or part]
 
 
 def frame_length(header: bytes | bytearray | memoryview, max_frame_bytes: int) -> int:

@@ -17,8 +17,9 @@ Storage: one record per (group, topic, partition) in the compacted topic
 `__consumer_offsets`, key = msgpack `[group, topic, partition]`, value = msgpack
 `{offset, metadata, commit_timestamp}`; the log cleaner keeps the latest commit.
 
-Importing this module registers both APIs in `protocol.schemas.APIS` and
-`API_VERSIONS`, so the broker and the clients validate them like any other API.
+Their schemas are declared and registered in `protocol.schemas` with every other
+API's (one table, whatever is imported first); this module has their calls and the
+record format.
 """
 
 from __future__ import annotations
@@ -31,21 +32,14 @@ import msgpack
 from protocol.calls import Call
 from protocol.errors import error_class
 from protocol.schemas import (
-    API_VERSIONS,
-    APIS,
+    COMMIT_OFFSETS,
+    COMMIT_OFFSETS_SCHEMA,
+    FETCH_OFFSETS,
+    FETCH_OFFSETS_SCHEMA,
     INT32,
     INT64,
-    ApiSchema,
-    ListOf,
-    Nullable,
-    Str,
-    Struct,
-    TopicPartitions,
-    opt,
 )
 
-COMMIT_OFFSETS = "commit_offsets"
-FETCH_OFFSETS = "fetch_offsets"
 OFFSETS_TOPIC = "__consumer_offsets"
 # Longest group id: like a topic name, it is part of every stored key.
 MAX_GROUP_CHARS = 249
@@ -53,62 +47,12 @@ MAX_GROUP_CHARS = 249
 MAX_METADATA_CHARS = 4096
 NO_OFFSET = -1
 
-_ERROR = opt(Nullable(Str()), None)
-_MESSAGE = opt(Nullable(Str()), None)
-
-COMMIT_OFFSETS_SCHEMA = ApiSchema(
-    COMMIT_OFFSETS,
-    Struct(
-        group=Str(),
-        topics=TopicPartitions(
-            Struct(
-                topic=Str(),
-                partitions=ListOf(Struct(partition=INT32, offset=INT64, metadata=opt(Str(), ""))),
-            )
-        ),
-    ),
-    Struct(
-        topics=ListOf(
-            Struct(
-                topic=Str(),
-                partitions=ListOf(Struct(partition=INT32, error=_ERROR, message=_MESSAGE)),
-            )
-        )
-    ),
-)
-
-FETCH_OFFSETS_SCHEMA = ApiSchema(
-    FETCH_OFFSETS,
-    Struct(
-        group=Str(),
-        topics=opt(
-            Nullable(
-                TopicPartitions(Struct(topic=Str(), partitions=opt(Nullable(ListOf(INT32)), None)))
-            ),
-            None,
-        ),
-    ),
-    Struct(
-        topics=ListOf(
-            Struct(
-                topic=Str(),
-                partitions=ListOf(
-                    Struct(
-                        partition=INT32,
-                        offset=INT64,
-                        metadata=opt(Str(), ""),
-                        error=_ERROR,
-                        message=_MESSAGE,
-                    )
-                ),
-            )
-        )
-    ),
-)
-
-for _schema in (COMMIT_OFFSETS_SCHEMA, FETCH_OFFSETS_SCHEMA):
-    APIS.setdefault(_schema.name, _schema)
-    API_VERSIONS.setdefault(_schema.name, (_schema.min_version, _schema.max_version))
+__all__ = [
+    "COMMIT_OFFSETS",
+    "COMMIT_OFFSETS_SCHEMA",
+    "FETCH_OFFSETS",
+    "FETCH_OFFSETS_SCHEMA",
+]
 
 
 class OffsetAndMetadata(NamedTuple):

@@ -17,258 +17,85 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
-from protocol.envelope import Request, msgpack_type_name
+from protocol.envelope import Request
 from protocol.errors import InvalidRequest, InvalidTopic, UnsupportedVersion
+from protocol.schema_types import (
+    INT32,
+    INT32_MAX,
+    INT32_MIN,
+    INT64,
+    INT64_MAX,
+    INT64_MIN,
+    MAX_CONFIG_ENTRIES,
+    MAX_LIST_ITEMS,
+    MAX_PARTITIONS_PER_REQUEST,
+    NON_NEGATIVE_INT32,
+    UINT64,
+    ApiSchema,
+    Bin,
+    Bool,
+    Field,
+    Int,
+    ListOf,
+    MapOf,
+    Nullable,
+    Scalar,
+    Schema,
+    SchemaError,
+    Str,
+    Struct,
+    TopicPartitions,
+    opt,
+)
 
-INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
-INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
-
-# One request may name at most this many topics, partitions or config keys:
-# bounds the work (and response size) a single frame can ask for.
-MAX_LIST_ITEMS = 100_000
-
-# Config maps are small in practice; a huge one is a mistake or an attack.
-MAX_CONFIG_ENTRIES = 1_000
-
-# Partitions one request may name, over all its topics: the broker's work per
-# request is per partition, and this bounds it (a Tidelog limit; Kafka has none).
-MAX_PARTITIONS_PER_REQUEST = 10_000
+# The field types are re-exported: API tables and tests build schemas from here.
+__all__ = [
+    "ACKS",
+    "APIS",
+    "API_VERSIONS",
+    "FETCH_PARTITION_ANSWER",
+    "INT32",
+    "INT32_MAX",
+    "INT32_MIN",
+    "INT64",
+    "INT64_MAX",
+    "INT64_MIN",
+    "LIST_OFFSET_SPECS",
+    "LOCAL_RECORDS",
+    "MAX_CONFIG_ENTRIES",
+    "MAX_LIST_ITEMS",
+    "MAX_PARTITIONS_PER_REQUEST",
+    "MAX_TOPIC_NAME_CHARS",
+    "NON_NEGATIVE_INT32",
+    "UINT64",
+    "ApiSchema",
+    "Bin",
+    "Bool",
+    "Field",
+    "Int",
+    "ListOf",
+    "MapOf",
+    "Nullable",
+    "Scalar",
+    "Schema",
+    "SchemaError",
+    "Str",
+    "Struct",
+    "TopicPartitions",
+    "api_schema",
+    "build_request",
+    "check_topic_name",
+    "opt",
+    "validate_request",
+    "validate_request_body",
+    "validate_response_body",
+]
 
 # PROTOCOL.md §4: legal topic names are 1-249 chars of [a-zA-Z0-9._-], not "." or "..".
 MAX_TOPIC_NAME_CHARS = 249
 _TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]+")
-
-_MISSING: Any = object()
-
-
-class _Invalid(Exception):
-    """A validation failure on its way up; containers prepend their key to `path`."""
-
-    def __init__(self, problem: str) -> None:
-        super().__init__(problem)
-        self.problem = problem
-        self.path: list[str] = []
-
-
-def _type_name(value: object) -> str:
-    return msgpack_type_name(value)
-
-
-class Schema:
-    """A field type: `check` returns the (normalised) value or raises _Invalid."""
-
-    def check(self, value: Any) -> Any:
-        raise NotImplementedError
-
-
-class Int(Schema):
-    """An integer in [lo, hi] (an int64 unless narrower); bools are refused."""
-
-    def __init__(
-        self,
-        lo: int = INT64_MIN,
-        hi: int = INT64_MAX,
-        *,
-        name: str = "int64",
-        choices: frozenset[int] | None = None,
-    ) -> None:
-        self.lo, self.hi, self.name, self.choices = lo, hi, name, choices
-
-    def check(self, value: Any) -> Any:
-        if type(value) is not int:
-            raise _Invalid(f"expected {self.name}, got {_type_name(value)}")
-        if self.choices is not None and value not in self.choices:
-            allowed = ", ".join(str(c) for c in sorted(self.choices))
-            raise _Invalid(f"must be one of {allowed}, got {value}")
-        if not self.lo <= value <= self.hi:
-            raise _Invalid(f"{value} is out of range {self.lo}..{self.hi}")
-        return value
-
-
-INT32 = Int(INT32_MIN, INT32_MAX, name="int32")
-UINT64 = Int(0, 2**64 - 1, name="uint64")
-INT64 = Int()
-NON_NEGATIVE_INT32 = Int(0, INT32_MAX, name="int32")
-
-
-class Str(Schema):
-    """A str, optionally one of `choices`."""
-
-    def __init__(self, choices: frozenset[str] | None = None) -> None:
-        self.choices = choices
-
-    def check(self, value: Any) -> Any:
-        if not isinstance(value, str):
-            raise _Invalid(f"expected str, got {_type_name(value)}")
-        if self.choices is not None and value not in self.choices:
-            raise _Invalid(f"must be one of {', '.join(sorted(self.choices))}, got {value!r}")
-        return value
-
-
-class Bin(Schema):
-    """Binary data (msgpack bin); memoryviews pass so clients can avoid copies."""
-
-    def check(self, value: Any) -> Any:
-        if not isinstance(value, bytes | bytearray | memoryview):
-            raise _Invalid(f"expected bin, got {_type_name(value)}")
-        return value
-
-
-class Bool(Schema):
-    """A msgpack bool (an int is refused: 1 is not true)."""
-
-    def check(self, value: Any) -> Any:
-        if type(value) is not bool:
-            raise _Invalid(f"expected bool, got {_type_name(value)}")
-        return value
-
-
-class Scalar(Schema):
-    """A config value: str, int, float or bool (the config layer parses it)."""
-
-    def check(self, value: Any) -> Any:
-        if not isinstance(value, str | int | float):  # bool is an int subclass
-            raise _Invalid(f"expected str, int, float or bool, got {_type_name(value)}")
-        return value
-
-
-class Nullable(Schema):
-    """`inner` or nil."""
-
-    def __init__(self, inner: Schema) -> None:
-        self.inner = inner
-
-    def check(self, value: Any) -> Any:
-        return None if value is None else self.inner.check(value)
-
-
-class ListOf(Schema):
-    """An array of `item`, at most `max_items` long (exactly `length` if given)."""
-
-    def __init__(
-        self, item: Schema, *, max_items: int = MAX_LIST_ITEMS, length: int | None = None
-    ) -> None:
-        self.item, self.max_items, self.length = item, max_items, length
-
-    def check(self, value: Any) -> Any:
-        if not isinstance(value, list | tuple):
-            raise _Invalid(f"expected array, got {_type_name(value)}")
-        if self.length is not None and len(value) != self.length:
-            raise _Invalid(f"expected {self.length} items, got {len(value)}")
-        if len(value) > self.max_items:
-            raise _Invalid(f"more than {self.max_items} items")
-        check = self.item.check
-        out = []
-        for index, item in enumerate(value):
-            try:
-                out.append(check(item))
-            except _Invalid as exc:
-                exc.path.append(f"[{index}]")
-                raise
-        return out
-
-
-class MapOf(Schema):
-    """A map from str to `value`, at most `max_items` entries."""
-
-    def __init__(self, value: Schema, *, max_items: int = MAX_CONFIG_ENTRIES) -> None:
-        self.value, self.max_items = value, max_items
-
-    def check(self, value: Any) -> Any:
-        if not isinstance(value, dict):
-            raise _Invalid(f"expected map, got {_type_name(value)}")
-        if len(value) > self.max_items:
-            raise _Invalid(f"more than {self.max_items} entries")
-        out = {}
-        for key, item in value.items():
-            if not isinstance(key, str):
-                raise _Invalid(f"map keys must be str, got {_type_name(key)}")
-            try:
-                out[key] = self.value.check(item)
-            except _Invalid as exc:
-                exc.path.append(f"[{key!r}]")
-                raise
-        return out
-
-
-@dataclass(frozen=True, slots=True)
-class Field:
-    """A key of a Struct: its schema and default (`_MISSING` = required)."""
-
-    schema: Schema
-    default: Any = _MISSING
-
-
-def opt(schema: Schema, default: Any) -> Field:
-    """An optional key; mutable defaults are copied per use."""
-    return Field(schema, default)
-
-
-class Struct(Schema):
-    """A map with named keys; unknown keys are dropped, defaults filled in."""
-
-    def __init__(self, **fields: Schema | Field) -> None:
-        self.fields = {
-            name: spec if isinstance(spec, Field) else Field(spec) for name, spec in fields.items()
-        }
-
-    def check(self, value: Any) -> Any:
-        if not isinstance(value, dict):
-            raise _Invalid(f"expected map, got {_type_name(value)}")
-        out = {}
-        for name, spec in self.fields.items():
-            item = value.get(name, _MISSING)
-            if item is _MISSING:
-                if spec.default is _MISSING:
-                    exc = _Invalid("missing required key")
-                    exc.path.append(f".{name}")
-                    raise exc
-                default = spec.default
-                out[name] = default.copy() if isinstance(default, dict | list) else default
-                continue
-            try:
-                out[name] = spec.schema.check(item)
-            except _Invalid as exc:
-                exc.path.append(f".{name}")
-                raise
-        return out
-
-
-class TopicPartitions(Schema):
-    """`[{topic, partitions: [...]}]`: each (topic, partition) at most once (Kafka answers
-    a duplicate with INVALID_REQUEST), and at most MAX_PARTITIONS_PER_REQUEST partitions
-    in all, counted before any entry is checked so an oversized list costs nothing.
-
-    `partitions` items are partition numbers or maps with a `partition` key; nil means
-    "all" (fetch_offsets).
-    """
-
-    def __init__(self, topic: Struct) -> None:
-        self.topics = ListOf(topic)
-
-    def check(self, value: Any) -> Any:
-        if isinstance(value, list | tuple):
-            total = sum(
-                len(parts)
-                for t in value
-                if isinstance(t, dict) and isinstance(parts := t.get("partitions"), list | tuple)
-            )
-            if total > MAX_PARTITIONS_PER_REQUEST:
-                raise _Invalid(
-                    f"{total} partitions in one request, more than {MAX_PARTITIONS_PER_REQUEST}"
-                )
-        topics = self.topics.check(value)
-        seen: set[tuple[str, int]] = set()
-        for t in topics:
-            for part in t["partitions"] or ():
-                key = (t["topic"], part if type(part) is int else part["partition"])
-                if key in seen:
-                    raise _Invalid(f"partition {key[0]}-{key[1]} listed twice")
-                seen.add(key)
-        return topics
 
 
 def _topics(partition: Struct, **topic_fields: Schema | Field) -> Schema:
@@ -290,6 +117,18 @@ LOCAL_RECORDS = Struct(
     record_count=INT64,
 )
 
+# One partition of a fetch answer (the Spark task client decodes it with a typed
+# decoder made from this: protocol.schema_types.decoder_struct).
+FETCH_PARTITION_ANSWER = Struct(
+    partition=INT32,
+    error=_ERROR,
+    message=_MESSAGE,
+    high_watermark=_NULLABLE_INT64,
+    log_start_offset=_NULLABLE_INT64,
+    records=opt(Nullable(Bin()), b""),
+    local=opt(Nullable(LOCAL_RECORDS), None),
+)
+
 _OFFSET_RESULT = Struct(
     partition=INT32,
     error=_ERROR,
@@ -300,17 +139,6 @@ _OFFSET_RESULT = Struct(
 
 LIST_OFFSET_SPECS = frozenset({"earliest", "latest", "max_timestamp"})
 ACKS = frozenset({0, 1, -1})
-
-
-@dataclass(frozen=True, slots=True)
-class ApiSchema:
-    """One API: its supported versions and the schemas of its bodies."""
-
-    name: str
-    request: Struct
-    response: Struct
-    min_version: int = 1
-    max_version: int = 1
 
 
 _SCHEMAS = (
@@ -400,19 +228,7 @@ _SCHEMAS = (
             topics=_topics(Struct(partition=INT32, offset=INT64, max_bytes=NON_NEGATIVE_INT32)),
             local_read=opt(Bool(), False),  # docs/protocol.md §9: local reads
         ),
-        Struct(
-            topics=_topics(
-                Struct(
-                    partition=INT32,
-                    error=_ERROR,
-                    message=_MESSAGE,
-                    high_watermark=_NULLABLE_INT64,
-                    log_start_offset=_NULLABLE_INT64,
-                    records=opt(Nullable(Bin()), b""),
-                    local=opt(Nullable(LOCAL_RECORDS), None),
-                )
-            )
-        ),
+        Struct(topics=_topics(FETCH_PARTITION_ANSWER)),
     ),
     ApiSchema(
         "list_offsets",
@@ -440,18 +256,140 @@ _SCHEMAS = (
     ),
 )
 
-APIS: dict[str, ApiSchema] = {schema.name: schema for schema in _SCHEMAS}
+
+# --- extensions ---------------------------------------------------------------
+# Tidelog's own APIs, declared here beside the core ones so that one table holds
+# every API whatever was imported first. Their calls and record formats live in
+# protocol/offsets_schema.py (docs/compaction.md §9) and protocol/retention_schema.py
+# (docs/retention.md).
+
+COMMIT_OFFSETS = "commit_offsets"
+FETCH_OFFSETS = "fetch_offsets"
+EXPLAIN_RETENTION = "explain_retention"
+
+COMMIT_OFFSETS_SCHEMA = ApiSchema(
+    COMMIT_OFFSETS,
+    Struct(
+        group=Str(),
+        topics=TopicPartitions(
+            Struct(
+                topic=Str(),
+                partitions=ListOf(Struct(partition=INT32, offset=INT64, metadata=opt(Str(), ""))),
+            )
+        ),
+    ),
+    Struct(
+        topics=ListOf(
+            Struct(
+                topic=Str(),
+                partitions=ListOf(Struct(partition=INT32, error=_ERROR, message=_MESSAGE)),
+            )
+        )
+    ),
+)
+
+FETCH_OFFSETS_SCHEMA = ApiSchema(
+    FETCH_OFFSETS,
+    Struct(
+        group=Str(),
+        topics=opt(
+            Nullable(
+                TopicPartitions(Struct(topic=Str(), partitions=opt(Nullable(ListOf(INT32)), None)))
+            ),
+            None,
+        ),
+    ),
+    Struct(
+        topics=ListOf(
+            Struct(
+                topic=Str(),
+                partitions=ListOf(
+                    Struct(
+                        partition=INT32,
+                        offset=INT64,
+                        metadata=opt(Str(), ""),
+                        error=_ERROR,
+                        message=_MESSAGE,
+                    )
+                ),
+            )
+        )
+    ),
+)
+
+
+VERDICTS = frozenset(
+    {
+        "delete_start_offset",
+        "delete_size",
+        "delete_time",
+        "keep_active",
+        "keep_within_retention",
+        "keep_high_watermark",
+        "keep_blocked",
+        "keep_compact",
+        "keep_future_timestamp",
+    }
+)
+
+
+SEGMENT_VERDICT = Struct(
+    base_offset=INT64,
+    next_offset=INT64,
+    size_bytes=INT64,
+    largest_timestamp_ms=INT64,
+    timestamp_ms=INT64,
+    timestamp_from_mtime=Bool(),
+    age_ms=INT64,
+    is_active=Bool(),
+    verdict=Str(VERDICTS),
+    deletable=Bool(),
+    reason=Str(),
+)
+
+PARTITION_EXPLANATION = Struct(
+    partition=INT32,
+    error=opt(Nullable(Str()), None),
+    message=opt(Nullable(Str()), None),
+    now_ms=_NULLABLE_INT64,
+    log_start_offset=_NULLABLE_INT64,
+    high_watermark=_NULLABLE_INT64,
+    log_end_offset=_NULLABLE_INT64,
+    size_bytes=_NULLABLE_INT64,
+    retention_ms=_NULLABLE_INT64,
+    retention_bytes=_NULLABLE_INT64,
+    cleanup_policy=opt(ListOf(Str()), []),
+    segment_ms=_NULLABLE_INT64,
+    segment_bytes=_NULLABLE_INT64,
+    roll_first=opt(Bool(), False),
+    deletable_segments=opt(INT64, 0),
+    deletable_bytes=opt(INT64, 0),
+    segments=opt(ListOf(SEGMENT_VERDICT), []),
+)
+
+EXPLAIN_RETENTION_SCHEMA = ApiSchema(
+    EXPLAIN_RETENTION,
+    Struct(topic=Str(), partitions=opt(Nullable(ListOf(INT32)), None)),
+    Struct(topic=Str(), partitions=ListOf(PARTITION_EXPLANATION)),
+)
+
+
+# Every API, registered here and only here: the core table of PROTOCOL.md §4, then
+# the extensions. The broker's dispatch table (broker/dispatch.py) has the same names.
+_EXTENSIONS = (COMMIT_OFFSETS_SCHEMA, FETCH_OFFSETS_SCHEMA, EXPLAIN_RETENTION_SCHEMA)
+
+APIS: dict[str, ApiSchema] = {schema.name: schema for schema in (*_SCHEMAS, *_EXTENSIONS)}
 
 # What `api_versions` reports: {name: (min_v, max_v)}.
 API_VERSIONS: dict[str, tuple[int, int]] = {
-    schema.name: (schema.min_version, schema.max_version) for schema in _SCHEMAS
+    schema.name: (schema.min_version, schema.max_version) for schema in APIS.values()
 }
 
 
 def _validate(schema: Struct, value: Any, root: str) -> dict[str, Any]:
     try:
         return schema.check(value)
-    except _Invalid as exc:
+    except SchemaError as exc:
         path = root + "".join(reversed(exc.path))
         raise InvalidRequest(f"{path}: {exc.problem}") from None
 

@@ -20,6 +20,8 @@ import msgspec
 
 from protocol.connection import DEFAULT_MAX_RESPONSE_BYTES
 from protocol.framing import decode_body
+from protocol.schema_types import decoder_struct
+from protocol.schemas import FETCH_PARTITION_ANSWER
 from tidelog.client import Client
 
 # The receive buffer's first size; it grows to the largest answer seen (a fetch answer
@@ -29,19 +31,14 @@ INITIAL_BUFFER_BYTES = 1024 * 1024
 _UNSET = msgspec.UNSET
 
 
-class _Partition(msgspec.Struct):
-    partition: int
-    error: str | msgspec.UnsetType | None = _UNSET
-    message: str | msgspec.UnsetType | None = _UNSET
-    high_watermark: int | msgspec.UnsetType | None = _UNSET
-    log_start_offset: int | msgspec.UnsetType | None = _UNSET
-    records: memoryview | msgspec.UnsetType | None = _UNSET
-    local: dict[str, Any] | msgspec.UnsetType | None = _UNSET  # a local read's answer
+# One partition of a fetch answer, typed from the schema table (protocol/schemas.py);
+# `records` decodes as a view of the receive buffer.
+_Partition = decoder_struct("_Partition", FETCH_PARTITION_ANSWER, {"records": memoryview | None})
 
 
 class _Topic(msgspec.Struct):
     topic: str
-    partitions: list[_Partition]
+    partitions: list[_Partition]  # type: ignore[valid-type]
 
 
 class _Body(msgspec.Struct):

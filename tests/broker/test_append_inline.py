@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from broker.handlers import INLINE_APPEND_MAX_RECORDS, append_inline
+from broker.handlers.produce import INLINE_APPEND_MAX_RECORDS, append_inline
 from protocol.batch import HEADER_SIZE, encode_batch
 from protocol.compression import Compression
 

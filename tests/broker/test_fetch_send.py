@@ -19,14 +19,18 @@ from broker import fetch_send
 from broker.fetch_send import (
     SENDFILE_MIN_BYTES,
     RecordSpan,
-    encode_parts,
     locate_records,
     send_parts,
     spans_of_fetch,
 )
 from protocol.batch import iter_headers
 from protocol.errors import OffsetOutOfRange
-from protocol.framing import encode_frame
+from protocol.framing import (
+    SPLIT_FRAME_BYTES,
+    encode_frame,
+    encode_frame_parts,
+    encode_frame_to_send,
+)
 from storage.config import LogConfig
 from tests.storage.helpers import batch, open_test_log
 
@@ -171,7 +175,7 @@ def test_frame_parts_equal_encode_frame(tmp_path: Path, answer: list, request_id
             with_bytes.append({"topic": topic, "partitions": byte_parts})
         body = {"topics": with_spans}
         wire = {"id": request_id, "error": None, "message": None, "body": body}
-        parts = encode_parts(wire, spans_of_fetch(body))
+        parts = encode_frame_parts(wire, spans_of_fetch(body))
         joined = b"".join(p if isinstance(p, bytes) else p.read() for p in parts)
         expected = encode_frame({**wire, "body": {"topics": with_bytes}})
         assert joined == bytes(expected)
@@ -203,7 +207,7 @@ def _frame_with_span(tmp_path: Path, size: int) -> tuple[list, bytes]:
             }
         )
     )
-    return encode_parts(wire, [span]), expected
+    return encode_frame_parts(wire, [span]), expected
 
 
 async def _read_exactly(sock: trio.socket.SocketType, n: int) -> bytes:
@@ -297,3 +301,27 @@ def test_bodies_of_other_shapes_have_no_spans() -> None:
     assert spans_of_fetch({"topics": {"a": 1}}) == []
     assert spans_of_fetch({"configs": {}}) == []
     assert spans_of_fetch({"topics": [{"topic": "t", "partitions": [{"records": b"x"}]}]}) == []
+
+
+def test_a_frame_must_list_every_external_bin(tmp_path: Path) -> None:
+    fd, _ = _span_file(tmp_path, SENDFILE_MIN_BYTES)
+    try:
+        first, second = RecordSpan.of(fd, 0, 10, 0), RecordSpan.of(fd, 10, 10, 0)
+    finally:
+        os.close(fd)
+    assert first is not None and second is not None
+    body = {"a": first, "b": second}
+    with pytest.raises(ValueError, match="more external bins"):
+        encode_frame_parts(body, [first])
+    parts = encode_frame_parts(body, [first, second])
+    assert [p for p in parts if not isinstance(p, bytes)] == [first, second]
+    fetch_send.close_parts(parts)
+
+
+@pytest.mark.parametrize("size", [0, 1000, SPLIT_FRAME_BYTES - 100, SPLIT_FRAME_BYTES, 1 << 20])
+def test_a_response_frame_to_send_is_the_encoded_frame(size: int) -> None:
+    obj = {"id": 7, "body": {"records": b"r" * size}}
+    frame = encode_frame_to_send(obj)
+    joined = frame if isinstance(frame, bytes) else b"".join(frame)
+    assert joined == bytes(encode_frame(obj))
+    assert isinstance(frame, bytes) == (len(joined) - 4 < SPLIT_FRAME_BYTES)

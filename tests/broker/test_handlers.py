@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from broker import handlers
+from broker import dispatch
 from broker.server import BrokerHandle
 from tests.broker.rawconn import RawConn
 
@@ -18,7 +18,7 @@ async def test_unexpected_handler_exception_is_unknown_server_error(
         raise ZeroDivisionError("a bug")
 
     # Only this API's row of the table is swapped: the dispatch around it is real.
-    monkeypatch.setitem(handlers.HANDLERS, "metadata", broken)
+    monkeypatch.setitem(dispatch.HANDLERS, "metadata", broken)
     conn = await RawConn.open(inprocess_broker)
     async with conn.stream:
         response = await conn.call("metadata", {})

@@ -11,7 +11,7 @@ import pytest
 import trio
 
 from broker.config import BrokerConfig
-from broker.handlers_offsets import OffsetStore
+from broker.handlers.group_offsets import OffsetStore
 from broker.server import BrokerHandle, serve_broker
 from protocol.batch import encode_batch
 from protocol.offsets_schema import OFFSETS_TOPIC, offset_key, offset_value

@@ -8,7 +8,7 @@ import pytest
 import trio
 import trio.testing
 
-from broker import handlers
+from broker import dispatch
 from broker.config import BrokerConfig
 from broker.server import BrokerHandle, serve_broker
 from tests.broker.rawconn import RawConn, batch
@@ -20,7 +20,7 @@ async def test_reports_bound_ports_and_serves(inprocess_broker: BrokerHandle) ->
     async with conn.stream:
         response = await conn.call("api_versions", {})
         assert response["error"] is None
-        assert set(handlers.HANDLERS) <= set(response["body"]["apis"])
+        assert set(dispatch.HANDLERS) <= set(response["body"]["apis"])
 
 
 async def test_graceful_shutdown_answers_queued_requests_then_closes(tmp_path: Path) -> None:

@@ -21,8 +21,9 @@ from typing import Any
 
 import trio
 
+from broker.context import Answer, Body, BrokerContext
 from broker.logging import get_logger
-from protocol.batch import decode_records, encode_batch, iter_headers
+from protocol.batch import BatchHeader, decode_records, encode_batch, iter_headers
 from protocol.errors import (
     InvalidRequest,
     InvalidTopic,
@@ -31,8 +32,6 @@ from protocol.errors import (
     UnknownTopicOrPartition,
 )
 from protocol.offsets_schema import (
-    COMMIT_OFFSETS,
-    FETCH_OFFSETS,
     MAX_GROUP_CHARS,
     MAX_METADATA_CHARS,
     NO_OFFSET,
@@ -42,10 +41,11 @@ from protocol.offsets_schema import (
     offset_value,
     parse_offset_record,
 )
+from storage.log import Log
+from storage.manager import LogManager
 
 __all__ = [
     "INTERNAL_TOPICS",
-    "OFFSETS_HANDLERS",
     "OffsetStore",
     "OffsetStoreStatistics",
     "check_not_internal",
@@ -67,7 +67,7 @@ LOAD_READ_BYTES = 4 * 1024 * 1024
 
 Key = tuple[str, str, int]
 
-_stores: weakref.WeakKeyDictionary[Any, OffsetStore] = weakref.WeakKeyDictionary()
+_stores: weakref.WeakKeyDictionary[LogManager, OffsetStore] = weakref.WeakKeyDictionary()
 _stores_lock = threading.Lock()
 
 
@@ -87,7 +87,7 @@ class OffsetStoreStatistics:
     unreadable_ranges: int  # reads that failed (fenced damage); skipped to the next segment
 
 
-def _next_segment_base(plog: Any, offset: int) -> int:
+def _next_segment_base(plog: Log, offset: int) -> int:
     """The first segment base above `offset`, or the high watermark (ends the load)."""
     bases = [info.base_offset for info in plog.segments_info() if info.base_offset > offset]
     return min(bases, default=plog.high_watermark)
@@ -101,7 +101,7 @@ class OffsetStore:
     cannot be read is skipped, so one bad record never stops every group's offsets.
     """
 
-    def __init__(self, manager: Any, segment_bytes: int) -> None:
+    def __init__(self, manager: LogManager, segment_bytes: int) -> None:
         self._manager = manager
         self._topic_config = {
             "cleanup.policy": OFFSETS_TOPIC_POLICY,
@@ -114,7 +114,7 @@ class OffsetStore:
         self._first_skipped: int | None = None
 
     @classmethod
-    def of(cls, manager: Any, segment_bytes: int) -> OffsetStore:
+    def of(cls, manager: LogManager, segment_bytes: int) -> OffsetStore:
         """The store of `manager` (made on first use, with that segment size)."""
         with _stores_lock:
             store = _stores.get(manager)
@@ -122,7 +122,7 @@ class OffsetStore:
                 store = _stores[manager] = cls(manager, segment_bytes)
             return store
 
-    def _log(self, *, create: bool) -> Any:
+    def _log(self, *, create: bool) -> Log | None:
         if OFFSETS_TOPIC not in self._manager.topics():
             if not create:
                 return None
@@ -168,7 +168,7 @@ class OffsetStore:
             )
         self._loaded = True
 
-    def _apply_batch(self, data: bytes, pos: int, header: Any) -> tuple[int, int]:
+    def _apply_batch(self, data: bytes, pos: int, header: BatchHeader) -> tuple[int, int]:
         """(records applied, records skipped) of the batch at `pos`."""
         try:
             records = decode_records(data, pos)
@@ -224,7 +224,7 @@ class OffsetStore:
             return {(t, p): pos for (g, t, p), pos in self._positions.items() if g == group}
 
 
-def _store(ctx: Any) -> OffsetStore:
+def _store(ctx: BrokerContext) -> OffsetStore:
     return OffsetStore.of(ctx.manager, ctx.config.offsets_topic_segment_bytes)
 
 
@@ -233,7 +233,7 @@ def _check_group(group: str) -> None:
         raise InvalidRequest(f"group: must be 1-{MAX_GROUP_CHARS} characters")
 
 
-def _partition_error(manager: Any, topic: str, partition: int) -> str | None:
+def _partition_error(manager: LogManager, topic: str, partition: int) -> str | None:
     if topic not in manager.topics():
         return f"unknown topic {topic!r}"
     count = manager.partition_count(topic)
@@ -242,7 +242,7 @@ def _partition_error(manager: Any, topic: str, partition: int) -> str | None:
     return None
 
 
-async def commit_offsets(ctx: Any, body: dict[str, Any]) -> dict[str, Any]:
+async def commit_offsets(ctx: BrokerContext, body: Body) -> Answer:
     """Store the group's positions; per-partition UNKNOWN_TOPIC_OR_PARTITION."""
     group = body["group"]
     _check_group(group)
@@ -274,7 +274,7 @@ async def commit_offsets(ctx: Any, body: dict[str, Any]) -> dict[str, Any]:
     return {"topics": answer}
 
 
-async def fetch_offsets(ctx: Any, body: dict[str, Any]) -> dict[str, Any]:
+async def fetch_offsets(ctx: BrokerContext, body: Body) -> Answer:
     """The group's positions (-1 where nothing was committed); a partition with no
     commit that does not exist either gets UNKNOWN_TOPIC_OR_PARTITION, as in commit."""
     group = body["group"]
@@ -310,6 +310,3 @@ async def fetch_offsets(ctx: Any, body: dict[str, Any]) -> dict[str, Any]:
             )
         answer.append({"topic": topic, "partitions": parts})
     return {"topics": answer}
-
-
-OFFSETS_HANDLERS = {COMMIT_OFFSETS: commit_offsets, FETCH_OFFSETS: fetch_offsets}

@@ -1,0 +1,105 @@
+"""What every handler may use (`BrokerContext`), and what a connection holds.
+
+The handlers (broker/handlers/) see only this context and typed request bodies; the
+connection (broker/connection.py) keeps its bookkeeping in a `ConnectionState` that
+the context counts. Both import this module and never each other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import trio
+
+from broker.config import BrokerConfig
+from broker.groupcommit import GroupCommitter
+from broker.longpoll import AppendNotifier
+from broker.membudget import MemoryBudget
+from broker.metrics import BrokerMetrics
+from protocol.clock import ClockMs, wall_clock_ms
+from storage.manager import LogManager
+
+
+@dataclass
+class ConnectionState:
+    """Per-connection bookkeeping shared by the connection's three tasks and the broker."""
+
+    conn_id: int
+    peer: str
+    inflight: int = 0
+    close_reason: str = "eof"
+    last_activity: float = field(default_factory=trio.current_time)
+    queued_bytes: int = 0  # encoded responses waiting for the writer
+    held_bytes: int = 0  # what this connection holds in the broker-wide memory budget
+    room: trio.Event = field(default_factory=trio.Event)  # set when queued_bytes drops
+    reader_scope: trio.CancelScope = field(default_factory=trio.CancelScope)
+
+
+@dataclass
+class BrokerContext:
+    """What every handler may use: config, storage and the broker's shared services."""
+
+    config: BrokerConfig
+    manager: LogManager
+    notifier: AppendNotifier
+    committer: GroupCommitter
+    metrics: BrokerMetrics
+    connections: dict[int, ConnectionState] = field(default_factory=dict)
+    inflight_total: int = 0
+    clock_ms: ClockMs = wall_clock_ms  # the broker's one wall clock (protocol/clock.py)
+    memory: MemoryBudget = field(init=False)  # queued.max.request.bytes, broker-wide
+
+    def __post_init__(self) -> None:
+        self.memory = MemoryBudget(self.config.queued_max_request_bytes)
+
+    def connection_opened(self, state: ConnectionState) -> None:
+        self.connections[state.conn_id] = state
+        self.metrics.get("tidelog_connections").set(len(self.connections))
+        self.metrics.get("tidelog_connections_opened").inc()
+
+    def inflight_changed(self, state: ConnectionState, delta: int) -> None:
+        """A request was read (+1) or answered (-1) on `state`'s connection."""
+        state.inflight += delta
+        self.inflight_total += delta
+        self.metrics.get("tidelog_inflight_requests").set(self.inflight_total)
+
+    def connection_closed(self, state: ConnectionState) -> None:
+        self.memory.release(state.held_bytes)  # whatever its queues still held
+        state.held_bytes = 0
+        self.inflight_changed(state, -state.inflight)
+        self.connections.pop(state.conn_id, None)
+        self.metrics.get("tidelog_connections").set(len(self.connections))
+        self.metrics.get("tidelog_connections_closed").labels(state.close_reason).inc()
+
+    def request_finished(self, api: str, error: str | None, duration_s: float) -> None:
+        self.metrics.request_finished(api, error, duration_s)
+
+    def drain(self) -> None:
+        """Stop reading new requests on every connection; queued ones are still answered."""
+        for state in list(self.connections.values()):
+            state.reader_scope.cancel()
+        self.notifier.close()
+
+
+# A request body after validation: the keys its schema declares, defaults filled in.
+Body = dict[str, Any]
+# An answer body, before any codec turns it into bytes.
+Answer = dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Deferred:
+    """A handler result that needs more waiting (an `acks: -1` fsync).
+
+    The connection completes it beside the requests that follow and writes its
+    response in its place, so pipelined durable produces share fsync rounds.
+    """
+
+    finish: Callable[[], Awaitable[Answer]]
+
+
+# Every API's handler: the context and a validated body in, an answer (None: send
+# nothing, as for `acks: 0`) or a Deferred out. No handler sees bytes or frames.
+Handler = Callable[[BrokerContext, Body], Awaitable[Answer | Deferred | None]]

@@ -1,0 +1,45 @@
+"""The `explain_retention` API (an extension, docs/retention.md): per partition, what
+the next retention pass will do with each segment and why (retention/explain.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import trio
+
+from broker.context import Answer, Body, BrokerContext
+from protocol.errors import UnknownTopicOrPartition
+from retention.task import explain_log
+from storage.manager import LogManager
+
+
+async def explain_retention(ctx: BrokerContext, body: Body) -> Answer:
+    """`explain_retention`: per partition, each segment's verdict (protocol/retention_schema)."""
+    topic = body["topic"]
+    if topic not in ctx.manager.topics():
+        raise UnknownTopicOrPartition(f"unknown topic {topic!r}")
+    # Metadata only, but one stat per segment: off the event loop, like other admin work.
+    partitions = await trio.to_thread.run_sync(
+        explain_partitions, ctx.manager, topic, body["partitions"], ctx.clock_ms()
+    )
+    return {"topic": topic, "partitions": partitions}
+
+
+def explain_partitions(
+    manager: LogManager, topic: str, wanted: list[int] | None, now_ms: int
+) -> list[dict[str, Any]]:
+    """The wire form of every requested partition's explanation at one instant."""
+    count = manager.partition_count(topic)
+    out: list[dict[str, Any]] = []
+    for partition in range(count) if wanted is None else wanted:
+        if not 0 <= partition < count:
+            message = f"{topic} has partitions 0..{count - 1}, not {partition}"
+            out.append(
+                {"partition": partition, "error": UnknownTopicOrPartition.code, "message": message}
+            )
+            continue
+        explanation = explain_log(manager.get_log(topic, partition), now_ms)
+        out.append(
+            {"partition": partition, "error": None, "message": None, **explanation.to_wire()}
+        )
+    return out

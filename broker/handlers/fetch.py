@@ -1,0 +1,152 @@
+"""The fetch API: read each partition within the memory budget, long-poll until
+`min_bytes` or `max_wait_ms`; a large read is a `RecordSpan` the connection sends
+from the segment file (broker/fetch_send.py)."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import trio
+
+from broker.context import Answer, Body, BrokerContext
+from broker.fetch_send import Located, RecordSpan, locate_records, record_count
+from broker.handlers.common import get_log, high_watermark, partition_error, share_loop
+from broker.longpoll import FETCH_MAX_WAIT_MS_CAP
+from protocol.batch import iter_headers
+from protocol.errors import TidelogError
+from storage.log import FetchData, Log
+
+# One fetch response never carries more than this many record bytes (Kafka's
+# fetch.max.bytes default is 55 MiB); still at least one batch.
+FETCH_RESPONSE_MAX_BYTES = 55 * 1024 * 1024
+# Reads allowed to return more than this go to a worker thread: a cold read of
+# megabytes must not stall every other client on the event loop.
+INLINE_READ_MAX_BYTES = 256 * 1024
+
+
+async def _read(plog: Log, offset: int, limit: int, *, min_one: bool) -> FetchData | Located:
+    if limit <= INLINE_READ_MAX_BYTES:
+        return plog.read(offset, limit, min_one=min_one)
+    # A large answer: located in a worker thread, its records sent from the file.
+    return await trio.to_thread.run_sync(
+        functools.partial(locate_records, min_one=min_one), plog, offset, limit
+    )
+
+
+async def _fetch_once(
+    ctx: BrokerContext,
+    wanted: list[tuple[str, dict[str, Any], Log | None]],
+    max_bytes: int,
+    *,
+    local_read: bool = False,
+) -> tuple[dict[str, list[dict[str, Any]]], int]:
+    """Read every wanted partition once; returns results by topic and record bytes.
+
+    With `local_read` (docs/protocol.md §9), records that would be sent from a segment
+    file are described instead (`local`), and `records` is empty.
+    """
+    by_topic: dict[str, list[dict[str, Any]]] = {}
+    remaining = max_bytes
+    total = done = 0
+    for topic, p, _ in wanted:
+        done = await share_loop(done)
+        res: dict[str, Any] = {"partition": p["partition"], "error": None, "message": None}
+        try:
+            plog = get_log(ctx, topic, p["partition"])  # afresh: the topic may be gone
+            # Never read more than the broker-wide memory budget has room for.
+            limit = min(p["max_bytes"], remaining, ctx.memory.room())
+            if total and limit <= 0:
+                res["records"] = b""
+                res["high_watermark"] = high_watermark(plog)
+                res["log_start_offset"] = plog.log_start_offset
+            else:
+                # Only the first partition with data may exceed the limit (one whole batch).
+                # The read is charged while it runs, so concurrent reads share the room.
+                ctx.memory.charge(max(limit, 1))
+                try:
+                    data = await _read(plog, p["offset"], max(limit, 1), min_one=total == 0)
+                finally:
+                    ctx.memory.release(max(limit, 1), freed=False)
+                res["records"] = data.records
+                res["high_watermark"] = data.high_watermark
+                res["log_start_offset"] = data.log_start_offset
+                size = len(data.records)
+                if local_read and isinstance(data.records, RecordSpan):
+                    res["local"] = data.records.local_records()
+                    res["records"] = b""
+                    data.records.close()
+                total += size
+                remaining -= size
+        except Exception as exc:
+            res["error"], res["message"] = partition_error(exc)
+            res["records"], res["high_watermark"], res["log_start_offset"] = b"", -1, -1
+        by_topic.setdefault(topic, []).append(res)
+    return by_topic, total
+
+
+async def fetch(ctx: BrokerContext, body: Body) -> Answer:
+    max_bytes = min(body["max_bytes"], FETCH_RESPONSE_MAX_BYTES)
+    min_bytes = body["min_bytes"]
+    wait_ms = min(body["max_wait_ms"], FETCH_MAX_WAIT_MS_CAP)
+    local_read = body.get("local_read", False)
+    deadline = trio.current_time() + wait_ms / 1000
+    wanted: list[tuple[str, dict[str, Any], Log | None]] = []
+    for t in body["topics"]:
+        for p in t["partitions"]:
+            try:
+                plog = get_log(ctx, t["topic"], p["partition"])
+            except TidelogError:
+                plog = None  # reported by _fetch_once
+            wanted.append((t["topic"], p, plog))
+    logs = [plog for _, _, plog in wanted if plog is not None]
+    with ctx.notifier.subscribe(logs if wait_ms > 0 and min_bytes > 0 else []) as sub:
+        while True:
+            by_topic, total = await _fetch_once(ctx, wanted, max_bytes, local_read=local_read)
+            if total >= min_bytes or wait_ms <= 0 or not logs or ctx.notifier.closed:
+                break
+            if _any_error(by_topic):
+                break
+            if not await sub.wait_until(deadline):
+                by_topic, total = await _fetch_once(ctx, wanted, max_bytes, local_read=local_read)
+                break
+    for topic, parts in by_topic.items():
+        ctx.metrics.fetched(
+            topic,
+            sum(_sent_bytes(r) for r in parts),
+            sum(_sent_records(r) for r in parts),
+        )
+    return {"topics": [{"topic": t, "partitions": parts} for t, parts in by_topic.items()]}
+
+
+def _sent_bytes(res: dict[str, Any]) -> int:
+    """Record bytes a partition's answer carries, or describes for a local read."""
+    local = res.get("local")
+    return local["length"] if local is not None else len(res["records"])
+
+
+def _sent_records(res: dict[str, Any]) -> int:
+    local = res.get("local")
+    return local["record_count"] if local is not None else _record_count(res["records"])
+
+
+def _record_count(records: bytes | RecordSpan) -> int:
+    """Records in fetched batches, from their headers (one struct read per batch).
+
+    For metrics only, counted after every partition was answered: it never fails
+    the request (storage checked these headers; a bad one just ends the count).
+    """
+    counted = record_count(records)
+    if counted is not None:
+        return counted
+    total = 0
+    try:
+        for _, header in iter_headers(records, allow_partial=True):
+            total += header.record_count
+    except TidelogError:  # CorruptMessage
+        pass
+    return total
+
+
+def _any_error(by_topic: dict[str, list[dict[str, Any]]]) -> bool:
+    return any(r["error"] is not None for parts in by_topic.values() for r in parts)

@@ -1,0 +1,119 @@
+"""The topic and config APIs: create_topic, delete_topic, metadata, describe_configs,
+alter_configs. Admin changes run in worker threads (a directory per partition)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import trio
+
+from broker.config import unknown_key_error
+from broker.context import Answer, Body, BrokerContext
+from broker.handlers.common import high_watermark, partition_error, require_topic, share_loop
+from broker.handlers.group_offsets import check_not_internal
+from protocol.errors import InvalidPartitions, UnknownTopicOrPartition
+from protocol.schemas import check_topic_name
+from storage.config import TOPIC_CONFIG_DEFS
+from storage.log import Log
+
+# Partitions one topic may have: each is a directory with open files, and a
+# typo of 10^6 should not exhaust file descriptors (BI-09).
+MAX_PARTITIONS_PER_TOPIC = 10_000
+
+
+async def create_topic(ctx: BrokerContext, body: Body) -> Answer:
+    topic, partitions, configs = body["topic"], body["partitions"], body["configs"]
+    check_topic_name(topic)
+    check_not_internal(topic, "create")
+    if not 1 <= partitions <= MAX_PARTITIONS_PER_TOPIC:
+        raise InvalidPartitions(
+            f"partitions must be between 1 and {MAX_PARTITIONS_PER_TOPIC}, got {partitions}"
+        )
+    _check_topic_keys(configs)
+    str_configs = {k: _config_text(v) for k, v in configs.items()}
+    await trio.to_thread.run_sync(ctx.manager.create_topic, topic, partitions, str_configs)
+    return {}
+
+
+async def delete_topic(ctx: BrokerContext, body: Body) -> Answer:
+    topic = body["topic"]
+    check_topic_name(topic)
+    check_not_internal(topic, "delete")
+    require_topic(ctx, topic)
+    logs = [ctx.manager.get_log(topic, p) for p in range(ctx.manager.partition_count(topic))]
+    await trio.to_thread.run_sync(ctx.manager.delete_topic, topic)
+    for plog in logs:
+        ctx.notifier.wake(plog)  # their long polls answer UNKNOWN_TOPIC_OR_PARTITION now
+    ctx.metrics.forget_topic(topic)
+    return {}
+
+
+def _check_topic_keys(names: Iterable[str]) -> None:
+    """INVALID_CONFIG for an unknown topic key, naming the closest valid one."""
+    for name in names:
+        if name not in TOPIC_CONFIG_DEFS:
+            raise unknown_key_error(name, TOPIC_CONFIG_DEFS)
+
+
+def _config_text(value: Any) -> str:
+    """Config values travel as str, int, float or bool; storage parses Kafka's text form."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _partition_meta(plog: Log, partition: int) -> dict[str, Any]:
+    return {
+        "partition": partition,
+        "log_start_offset": plog.log_start_offset,
+        "high_watermark": high_watermark(plog),
+        "log_end_offset": plog.log_end_offset,
+        "size_bytes": plog.size_bytes,
+        "segments": plog.segment_count,
+    }
+
+
+async def metadata(ctx: BrokerContext, body: Body) -> Answer:
+    names = body["topics"]
+    known = set(ctx.manager.topics())
+    wanted = sorted(known) if names is None else list(names)
+    out = []
+    done = 0
+    for topic in wanted:
+        done = await share_loop(done)  # every topic's partitions are listed: share the loop
+        entry: dict[str, Any] = {"topic": topic, "error": None, "message": None}
+        try:
+            if topic not in known:
+                raise UnknownTopicOrPartition(f"unknown topic {topic!r}")
+            count = ctx.manager.partition_count(topic)
+            entry["configs"] = dict(ctx.manager.topic_overrides(topic))
+            entry["partitions"] = [
+                _partition_meta(ctx.manager.get_log(topic, p), p) for p in range(count)
+            ]
+        except Exception as exc:
+            entry["error"], entry["message"] = partition_error(exc)
+            entry["configs"], entry["partitions"] = {}, []
+        out.append(entry)
+    return {"topics": out}
+
+
+async def describe_configs(ctx: BrokerContext, body: Body) -> Answer:
+    topic = body["topic"]
+    require_topic(ctx, topic)
+    overrides = ctx.manager.topic_overrides(topic)
+    return {"configs": ctx.config.describe_topic_configs(overrides)}
+
+
+async def alter_configs(ctx: BrokerContext, body: Body) -> Answer:
+    topic = body["topic"]
+    require_topic(ctx, topic)
+    check_not_internal(topic, "alter the configs of")
+    _check_topic_keys([*body["set"], *body["delete"]])
+    new_values = {k: _config_text(v) for k, v in body["set"].items()}
+    # The manager validates the whole result, persists it, applies it to every
+    # partition at once and logs `config_changed`.
+    await trio.to_thread.run_sync(
+        ctx.manager.alter_topic_config, topic, new_values, list(body["delete"])
+    )
+    return {}
