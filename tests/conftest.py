@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -32,6 +33,30 @@ ROOT = Path(__file__).resolve().parent.parent
 BROKER_START_TIMEOUT_S = 30.0
 # Seconds a graceful stop may take before the fixture kills the process.
 BROKER_STOP_TIMEOUT_S = 30.0
+
+
+# tests/interop (Apache Kafka and Kafka clients) runs only when asked for: `-m interop`
+# (not `-m "not interop"`), or a path inside it. It needs Maven, Java 17, kcat and the
+# `interop` extra, which `make test` does not install; ignoring the directory here keeps
+# its conftest, which imports those clients, from loading at all.
+INTEROP_DIR = Path(__file__).resolve().parent / "interop"
+_SELECTS_INTEROP = re.compile(r"(?<!not )\binterop\b")
+
+
+def _interop_requested(config: pytest.Config) -> bool:
+    if _SELECTS_INTEROP.search(config.getoption("markexpr") or ""):
+        return True
+    for arg in config.args:
+        path = (config.invocation_params.dir / arg.split("::")[0]).resolve()
+        if path == INTEROP_DIR or INTEROP_DIR in path.parents:
+            return True
+    return False
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    if collection_path == INTEROP_DIR and not _interop_requested(config):
+        return True
+    return None
 
 
 def serve_command() -> list[str]:
