@@ -29,7 +29,7 @@ from compaction.choice import (
     max_compaction_delay_ms,
 )
 from compaction.cleaner import Cleaner, CleaningAborted, CleaningResult
-from protocol.batch import HEADER, HEADER_SIZE
+from protocol.batch import F_MAX_TIMESTAMP, HEADER, HEADER_SIZE
 from storage.checkpoint import read_checkpoint, write_checkpoint
 from storage.config import LONG_MAX
 from storage.fileio import FileIO
@@ -45,8 +45,6 @@ log = structlog.get_logger("tidelog.compaction")
 MAX_CONSECUTIVE_FAILURES = 3
 # Cap of the retry backoff after a failure (ms), so a recovered disk is used again soon.
 MAX_FAILURE_BACKOFF_MS = 10 * 60 * 1000
-# Header field index of max_timestamp in protocol.batch.HEADER.
-_MAX_TIMESTAMP_FIELD = 7
 
 TopicPartition = tuple[str, int]
 
@@ -112,7 +110,7 @@ def first_batch_timestamp_ms(io: FileIO, directory: Path, base_offset: int) -> i
         io.close(fd)
     if len(data) < HEADER_SIZE:
         return -1
-    return HEADER.unpack_from(data)[_MAX_TIMESTAMP_FIELD]
+    return HEADER.unpack_from(data)[F_MAX_TIMESTAMP]
 
 
 class CleanerManager:

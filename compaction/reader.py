@@ -7,35 +7,28 @@ reports every byte read to the throttler.
 
 The cleaner visits every batch of a log twice and most are dropped unread, so the
 per-batch cost counts: `iter_batch_fields` yields the header as the raw field tuple
-of `protocol.batch.HEADER` (index it with the `F_*` positions below), checked as
-`protocol.batch.check_crc` checks it (magic, length, CRC; on a failure `check_crc`
-itself raises, so the error says what is wrong), and the caller builds a `BatchHeader` only for
-the batches it keeps (building one costs more than the CRC of a 12 KB batch).
+of `protocol.batch.HEADER` (index it with the `F_*` positions), checked by the
+shared `storage.scan.SegmentScan` (magic, length, CRC; a failure raises saying what
+is wrong), and the caller builds a `BatchHeader` only for the batches it keeps
+(building one costs more than the CRC of a 12 KB batch).
 """
 
 from __future__ import annotations
 
-import dataclasses
-import struct
 from collections.abc import Iterator
 from pathlib import Path
 
-import crc32c
-
 from compaction.throttle import Throttler
 from protocol.batch import (
-    BATCH_LENGTH_OFFSET,
-    CRC_START,
-    HEADER,
-    HEADER_SIZE,
-    LOG_OVERHEAD,
-    MAGIC,
+    F_ATTRIBUTES,
+    F_BASE_OFFSET,
+    F_LAST_OFFSET_DELTA,
+    F_RECORD_COUNT,
     BatchHeader,
-    check_crc,
-    read_header,
 )
 from protocol.errors import CorruptMessage
 from storage.fileio import FileIO
+from storage.scan import SegmentScan
 
 __all__ = [
     "F_ATTRIBUTES",
@@ -45,16 +38,6 @@ __all__ = [
     "iter_batch_fields",
     "iter_file_batches",
 ]
-
-_LENGTH = struct.Struct(">i")
-# Positions in a HEADER tuple, from BatchHeader's field order (which follows HEADER's).
-_POSITION = {f.name: i for i, f in enumerate(dataclasses.fields(BatchHeader))}
-F_BASE_OFFSET = _POSITION["base_offset"]
-F_ATTRIBUTES = _POSITION["attributes"]
-F_LAST_OFFSET_DELTA = _POSITION["last_offset_delta"]
-F_RECORD_COUNT = _POSITION["record_count"]
-_F_CRC = _POSITION["crc"]
-_F_MAGIC = _POSITION["magic"]
 
 
 def iter_batch_fields(
@@ -70,45 +53,21 @@ def iter_batch_fields(
     cleaner must be whole.
     """
     fd = io.open(path, writable=False)
-    unpack = HEADER.unpack_from
     try:
-        end = io.file_size(fd)
-        pos = 0
-        while pos < end:
-            want = min(max(chunk_bytes, HEADER_SIZE), end - pos)
-            chunk = io.pread(fd, want, pos)
-            if throttler is not None:
-                throttler.maybe_throttle(len(chunk))
-            view = memoryview(chunk)
-            used = 0
-            while len(view) - used >= HEADER_SIZE:
-                size = _LENGTH.unpack_from(view, used + BATCH_LENGTH_OFFSET)[0] + LOG_OVERHEAD
-                if size > len(view) - used:
-                    break
-                fields = unpack(view, used)
-                if (
-                    fields[_F_MAGIC] != MAGIC
-                    or size < HEADER_SIZE
-                    or crc32c.crc32c(view[used + CRC_START : used + size]) != fields[_F_CRC]
-                ):
-                    check_crc(view, used)  # says precisely what is wrong, and raises
-                    raise CorruptMessage(f"{path}: bad batch at byte {pos + used}")
-                yield view[used : used + size], fields
-                used += size
-            if used == 0:
-                # One batch larger than the chunk (or a torn tail): read it whole.
-                if len(view) < HEADER_SIZE:
-                    raise CorruptMessage(f"{path}: torn batch header at byte {pos}")
-                size = read_header(view, 0).size
-                if pos + size > end:
-                    raise CorruptMessage(f"{path}: batch at byte {pos} runs past the end")
-                chunk = io.pread(fd, size, pos)
-                if throttler is not None:
-                    throttler.maybe_throttle(len(chunk))
-                check_crc(chunk, 0)
-                yield memoryview(chunk), unpack(chunk, 0)
-                used = size
-            pos += used
+        scan = SegmentScan(
+            lambda size, position: io.pread(fd, size, position),
+            0,
+            io.file_size(fd),
+            block_bytes=chunk_bytes,
+            with_bytes=True,
+            crc=True,
+            on_read=None if throttler is None else throttler.maybe_throttle,
+        )
+        for batch in scan:
+            assert batch.data is not None  # with_bytes: every batch has its bytes
+            yield batch.data, batch.fields
+        if scan.problem is not None:
+            raise CorruptMessage(f"{path}: bad batch at byte {scan.position}: {scan.problem}")
     finally:
         io.close(fd)
 

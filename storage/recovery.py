@@ -36,13 +36,13 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import structlog
 
-from protocol.batch import HEADER, HEADER_SIZE, LOG_OVERHEAD, check_crc
-from protocol.errors import CorruptMessage
+from protocol.batch import F_BASE_OFFSET, F_LAST_OFFSET_DELTA, HEADER_SIZE, BatchHeader
 from storage.config import LogConfig
 from storage.fdbudget import FdBudget
 from storage.fileio import FileIO
@@ -63,7 +63,8 @@ from storage.files import (
 )
 from storage.index import CorruptIndexError
 from storage.log import Log
-from storage.segment import Segment
+from storage.scan import SegmentScan
+from storage.segment import SCAN_READ_BYTES, Segment
 
 log = structlog.get_logger("tidelog.storage")
 
@@ -93,15 +94,11 @@ def scan_log_end(io: FileIO, path: Path) -> int | None:
     segment_end: int | None = None
     fd = io.open(path, writable=False)
     try:
-        size = io.file_size(fd)
-        position = 0
-        while position + HEADER_SIZE <= size:
-            header = HEADER.unpack_from(io.pread(fd, HEADER_SIZE, position))
-            length = header[1] + LOG_OVERHEAD
-            if length < HEADER_SIZE or position + length > size:
-                break
-            segment_end = header[0] + header[5] + 1
-            position += length
+        scan = SegmentScan(
+            partial(io.pread, fd), 0, io.file_size(fd), block_bytes=SCAN_READ_BYTES, whole=False
+        )
+        for batch in scan:
+            segment_end = batch.fields[F_BASE_OFFSET] + batch.fields[F_LAST_OFFSET_DELTA] + 1
     finally:
         io.close(fd)
     return segment_end
@@ -207,15 +204,11 @@ def _quarantine(io: FileIO, directory: Path, base: int, reason: str, bound: Any)
 def _misplaced_first_batch(segment: Segment) -> str | None:
     """Why the segment's first batch cannot belong to it: a whole, CRC-valid batch (so
     real data, not a torn write) whose offsets lie below the name's base offset."""
-    if segment.size < HEADER_SIZE:
+    scan = SegmentScan(segment.pread, 0, segment.size, block_bytes=HEADER_SIZE, crc=True)
+    first = next(iter(scan), None)
+    if first is None:
         return None
-    length = HEADER.unpack_from(segment.pread(HEADER_SIZE, 0))[1] + LOG_OVERHEAD
-    if length < HEADER_SIZE or length > segment.size:
-        return None
-    try:
-        header = check_crc(segment.pread(length, 0))
-    except CorruptMessage:
-        return None
+    header = BatchHeader(*first.fields)
     if header.base_offset < segment.base_offset:
         return (
             f"first batch holds offset {header.base_offset}, below the file's base offset "
