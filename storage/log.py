@@ -52,6 +52,7 @@ from storage.fdbudget import FDS_PER_ACTIVE_SEGMENT, FdBudget
 from storage.fileio import FileIO
 from storage.files import DeletionQueue
 from storage.segment import Segment, SegmentInfo, TornAppendError
+from storage.swap import promote_swap_files, rename_cleaned_to_swap
 
 log = structlog.get_logger("tidelog.storage")
 
@@ -701,8 +702,6 @@ class Log:
         (descending), old files -> `.deleted`, `.swap` -> final, fsync the
         directory. Recovery finishes or rolls back a crash at any step.
         """
-        from storage.recovery import promote_swap_files, rename_cleaned_to_swap
-
         with self._lock:
             self._check_writable()
             positions = [self._bases.index(b) for b in old_bases]
