@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import bisect
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from operator import itemgetter
 from pathlib import Path
@@ -28,6 +28,7 @@ from typing import NoReturn
 import structlog
 
 from protocol.batch import (
+    F_MAX_TIMESTAMP,
     TimestampType,
     decode_payload,
     max_decompressed_bytes,
@@ -47,10 +48,12 @@ from protocol.errors import (
     UnknownTopicOrPartition,
 )
 from storage import failpoints
+from storage.cleaned import CleanedSegmentWriter
 from storage.config import INT_MAX, LogConfig
 from storage.fdbudget import FDS_PER_ACTIVE_SEGMENT, FdBudget
 from storage.fileio import FileIO
-from storage.files import DeletionQueue
+from storage.files import DeletionQueue, log_path
+from storage.scan import first_batch_fields, iter_batch_fields
 from storage.segment import Segment, SegmentInfo, TornAppendError
 from storage.swap import promote_swap_files, rename_cleaned_to_swap
 
@@ -692,6 +695,41 @@ class Log:
             raise StorageError(f"renaming deleted segments failed: {exc}") from exc
         failpoints.hit("log.delete_segments.after_rename")
         self._deletions.add(paths, self._clock_ms() + self.config.file_delete_delay_ms)
+
+    # ---- the cleaner's door ----------------------------------------------
+
+    def segment_batches(
+        self, base_offset: int, *, chunk_bytes: int, on_read: Callable[[int], None] | None = None
+    ) -> Iterator[tuple[memoryview, tuple[int, ...]]]:
+        """(bytes, raw header fields; `protocol.batch.F_*` index them) of each batch of the
+        closed segment at `base_offset`, CRC-checked (CorruptMessage on damage), read in
+        chunks of `chunk_bytes`; FileNotFoundError if the segment was replaced meanwhile."""
+        return iter_batch_fields(
+            self._io,
+            log_path(self.directory, base_offset),
+            chunk_bytes=chunk_bytes,
+            on_read=on_read,
+        )
+
+    def first_batch_timestamp_ms(self, base_offset: int) -> int:
+        """Max timestamp of a segment's first batch (Kafka's getFirstBatchTimestamp), or -1."""
+        fields = first_batch_fields(self._io, log_path(self.directory, base_offset))
+        return -1 if fields is None else fields[F_MAX_TIMESTAMP]
+
+    def cleaned_segment_writer(
+        self, base_offset: int, *, buffer_bytes: int, on_write: Callable[[int], None] | None = None
+    ) -> CleanedSegmentWriter:
+        """A writer of the `.cleaned` segment at `base_offset`, in this log's formats and
+        index settings, for `replace_segments` to swap in."""
+        return CleanedSegmentWriter(
+            self.directory,
+            base_offset,
+            self._io,
+            index_interval_bytes=self.config.index_interval_bytes,
+            index_bytes=self.config.segment_index_bytes,
+            buffer_bytes=buffer_bytes,
+            on_write=on_write,
+        )
 
     def replace_segments(self, old_bases: list[int], new_bases: list[int]) -> None:
         """Swap cleaned segments in for `old_bases` crash-safely (KAFKA_SEMANTICS §7.4).

@@ -13,14 +13,23 @@ run over one file while it is appended to (they stop at the `end` they were give
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import NamedTuple
 
 import crc32c
 
-from protocol.batch import LAYOUT, BatchLayout, BatchWalk, check_crc
+from protocol.batch import HEADER, HEADER_SIZE, LAYOUT, BatchLayout, BatchWalk, check_crc
 from protocol.errors import CorruptMessage
+from storage.fileio import FileIO
 
-__all__ = ["HEADER_READ_AFTER_FRACTION", "Pread", "ScannedBatch", "SegmentScan"]
+__all__ = [
+    "HEADER_READ_AFTER_FRACTION",
+    "Pread",
+    "ScannedBatch",
+    "SegmentScan",
+    "first_batch_fields",
+    "iter_batch_fields",
+]
 
 # (length, position) -> the bytes there: a file's positional read, however wrapped.
 Pread = Callable[[int, int], bytes]
@@ -168,3 +177,52 @@ class SegmentScan:
                 position += walk.position
             read = header_size if size > big and not want_bytes else self._block_bytes
         self.position = position
+
+
+def iter_batch_fields(
+    io: FileIO,
+    path: Path,
+    *,
+    chunk_bytes: int,
+    on_read: Callable[[int], None] | None = None,
+) -> Iterator[tuple[memoryview, tuple[int, ...]]]:
+    """(bytes, raw header fields) of each batch of the `.log` file at `path`, CRC-checked.
+
+    For a reader of a whole closed segment (the cleaner): it opens the file by path,
+    so a segment replaced meanwhile raises FileNotFoundError. Raises CorruptMessage
+    on a torn or damaged batch: a closed segment must be whole.
+    """
+    fd = io.open(path, writable=False)
+    try:
+        scan = SegmentScan(
+            lambda size, position: io.pread(fd, size, position),
+            0,
+            io.file_size(fd),
+            block_bytes=chunk_bytes,
+            with_bytes=True,
+            crc=True,
+            on_read=on_read,
+        )
+        for batch in scan:
+            assert batch.data is not None  # with_bytes: every batch has its bytes
+            yield batch.data, batch.fields
+        if scan.problem is not None:
+            raise CorruptMessage(f"{path}: bad batch at byte {scan.position}: {scan.problem}")
+    finally:
+        io.close(fd)
+
+
+def first_batch_fields(io: FileIO, path: Path) -> tuple[int, ...] | None:
+    """The raw header fields of the first batch of the `.log` file at `path` (None when
+    the file is gone or shorter than a header); the header is not checked."""
+    try:
+        fd = io.open(path, writable=False)
+    except FileNotFoundError:
+        return None
+    try:
+        data = io.pread(fd, HEADER_SIZE, 0)
+    finally:
+        io.close(fd)
+    if len(data) < HEADER_SIZE:
+        return None
+    return HEADER.unpack_from(data)

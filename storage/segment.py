@@ -49,7 +49,7 @@ from storage import failpoints
 from storage.config import INT_MAX, LogConfig
 from storage.fileio import FileIO
 from storage.files import DELETED_SUFFIX, segment_paths
-from storage.index import CorruptIndexError, OffsetIndex, TimeIndex
+from storage.index import CorruptIndexError, OffsetIndex, TimeIndex, index_entry_due
 from storage.scan import ScannedBatch, SegmentScan
 
 log = structlog.get_logger("tidelog.storage")
@@ -286,7 +286,7 @@ class Segment:
         else:
             new_max = (self.max_timestamp, self.offset_of_max_timestamp)
         since_entry = self.bytes_since_last_index_entry
-        if since_entry > index_interval_bytes:
+        if index_entry_due(since_entry, index_interval_bytes):
             try:
                 self.offset_index.append(last_offset, position)
                 self.time_index.maybe_append(*new_max)
@@ -427,7 +427,7 @@ class Segment:
                 self.max_timestamp, self.offset_of_max_timestamp = max_ts, last_offset
             # Kafka's rebuild rule: an entry when the bytes before this batch since
             # the last entry exceed index.interval.bytes.
-            if since_entry > config.index_interval_bytes:
+            if index_entry_due(since_entry, config.index_interval_bytes):
                 self.offset_index.append(last_offset, batch.position)
                 self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
                 since_entry = 0

@@ -235,7 +235,7 @@ def test_repeated_failure_marks_uncleanable_and_leaves_log_intact(tmp_path, cloc
         before = read_all(log)
         io.fail("pwrite", errno.ENOSPC, persistent=True, path_contains=".cleaned")
         cleaners = make_cleaner_manager(logs, clock, io, backoff_ms=1000)
-        cleaner = make_cleaner(io)
+        cleaner = make_cleaner()
         for attempt in range(MAX_CONSECUTIVE_FAILURES):
             assert cleaners.clean_one(cleaner) is None
             assert cleaners.statistics().failures_total == attempt + 1
