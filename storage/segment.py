@@ -508,9 +508,6 @@ class Segment:
                 return batch
         return None
 
-    def is_fenced_at(self, position: int) -> bool:
-        return self.fence_position is not None and position >= self.fence_position
-
     def fence(self, position: int, reason: str) -> None:
         """Damage found by a read at byte `position`: fence from there on (logged once).
 
@@ -696,11 +693,6 @@ def _misfit(fields: tuple[int, ...], expected_offset: int, base_offset: int) -> 
     if base + delta - base_offset > INT_MAX:
         return f"offset {base + delta} overflows the segment"
     return ""
-
-
-def whole_batches_length(data: bytes) -> int:
-    """Length of the prefix of `data` made of whole batches."""
-    return check_headers(data, whole=False)[0]
 
 
 def check_headers(data: bytes, *, whole: bool) -> tuple[int, str | None]:
