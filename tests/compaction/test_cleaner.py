@@ -10,7 +10,7 @@ import pytest
 from compaction.manager import MAX_CONSECUTIVE_FAILURES
 from protocol.batch import Compression, decode_records, iter_headers, read_header
 from storage.checkpoint import read_checkpoint
-from storage.fileio import FaultyFileIO, FileIO
+from storage.fileio import FileIO
 from storage.files import CLEANER_OFFSET_CHECKPOINT
 from tests.compaction.helpers import (
     Clock,
@@ -21,6 +21,7 @@ from tests.compaction.helpers import (
     open_manager,
     read_all,
 )
+from tests.faulty_io import FaultyFileIO
 
 COMPACT = {"cleanup.policy": "compact", "segment.bytes": "4096", "delete.retention.ms": "1000"}
 
