@@ -21,7 +21,6 @@ import bisect
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from operator import itemgetter
 from pathlib import Path
 from typing import NoReturn
 
@@ -29,18 +28,11 @@ import structlog
 
 from protocol.batch import (
     F_MAX_TIMESTAMP,
-    TimestampType,
-    decode_payload,
-    max_decompressed_bytes,
-    read_header,
     set_base_offset,
     set_log_append_time,
-    validate_batch,
 )
 from protocol.errors import (
     CorruptMessage,
-    InvalidRecord,
-    InvalidTimestamp,
     MessageTooLarge,
     OffsetOutOfRange,
     PolicyViolation,
@@ -56,6 +48,7 @@ from storage.files import DeletionQueue, log_path
 from storage.scan import first_batch_fields, iter_batch_fields
 from storage.segment import Segment, SegmentInfo, TornAppendError
 from storage.swap import promote_swap_files, rename_cleaned_to_swap
+from storage.validator import LogValidator
 
 log = structlog.get_logger("tidelog.storage")
 
@@ -159,6 +152,7 @@ class Log:
         self.topic = topic
         self.partition = partition
         self.config = config
+        self._validator = LogValidator(topic, partition)
         self._io = io
         self._clock_ms = clock_ms
         self._deletions = deletion_queue
@@ -244,52 +238,6 @@ class Log:
 
     # ---- append ----------------------------------------------------------
 
-    def _validate(self, buf: bytearray, now_ms: int) -> list[tuple[int, int, int]]:
-        """Check every batch; returns (position, offset count, max timestamp) per batch."""
-        config = self.config
-        cap = max_decompressed_bytes(config.max_message_bytes)
-        # Kafka's LogValidator: every CreateTime record within the bounds (a
-        # LogAppendTime topic overwrites the timestamps, so checks none).
-        bounds = None
-        if not config.log_append_time:
-            bounds = (
-                now_ms - config.message_timestamp_before_max_ms,
-                now_ms + config.message_timestamp_after_max_ms,
-            )
-        batches: list[tuple[int, int, int]] = []
-        pos = 0
-        while pos < len(buf):
-            size = read_header(buf, pos).size
-            if size > len(buf) - pos:  # a length past the bytes sent: corrupt, not large
-                raise CorruptMessage(
-                    f"{self.topic}-{self.partition}: batch at byte {pos} is truncated: "
-                    f"{len(buf) - pos} of {size} bytes present"
-                )
-            if size > config.max_message_bytes:
-                raise MessageTooLarge(
-                    f"{self.topic}-{self.partition}: batch of {size} bytes exceeds "
-                    f"max.message.bytes {config.max_message_bytes}"
-                )
-            header = validate_batch(
-                buf,
-                pos,
-                max_decompressed=cap,
-                producer=True,
-                timestamp_bounds=bounds,
-            )
-            if (
-                header.timestamp_type == TimestampType.LOG_APPEND_TIME
-                and not config.log_append_time
-            ):
-                raise InvalidTimestamp("producers may not send LogAppendTime batches")
-            if config.compacted:
-                _, records = decode_payload(buf, pos, header=header, max_decompressed=cap)
-                if None in tuple(map(itemgetter(2), records)):
-                    raise InvalidRecord("Compacted topic cannot accept message without key")
-            batches.append((pos, header.last_offset_delta + 1, header.max_timestamp))
-            pos += size
-        return batches
-
     def append(self, records: bytes | bytearray | memoryview) -> AppendInfo:
         """Validate, assign offsets and write all batches with one write (all or nothing).
 
@@ -299,7 +247,7 @@ class Log:
         self._check_writable()
         buf = bytearray(records)
         now_ms = self._clock_ms()
-        batches = self._validate(buf, now_ms)
+        batches = self._validator.validate(buf, self.config, now_ms)
         if len(buf) > self.config.segment_bytes:
             raise MessageTooLarge(
                 f"{self.topic}-{self.partition}: {len(buf)} bytes in one append exceed "
@@ -337,6 +285,7 @@ class Log:
             except OSError as exc:
                 self._on_write_error("append", segment.log_path, exc)
             failpoints.hit("log.append.after_index")
+            self._assert_invariants()
             info = AppendInfo(
                 first,
                 last,
@@ -347,6 +296,29 @@ class Log:
         for listener in list(self._listeners):
             listener(self)
         return info
+
+    def _assert_invariants(self) -> None:
+        """The module doc's invariants where append, roll and flush can break them (under
+        `_lock`; O(1): only the newest two segments can have changed). A failure is a bug
+        in this module, never the environment's doing: disk errors raise StorageError."""
+        segments = self._segments
+        end = segments[-1].next_offset
+        if len(segments) > 1:
+            before, last = segments[-2], segments[-1]
+            assert before.base_offset < last.base_offset, (
+                f"{self.topic}-{self.partition}: base offsets {before.base_offset} then "
+                f"{last.base_offset}"
+            )
+            assert before.next_offset <= last.base_offset, (
+                f"{self.topic}-{self.partition}: segment {before.base_offset} ends at "
+                f"{before.next_offset}, past the next base {last.base_offset}"
+            )
+        assert self._log_start_offset <= end, (
+            f"{self.topic}-{self.partition}: log start {self._log_start_offset} > end {end}"
+        )
+        assert self._recovery_point <= end, (
+            f"{self.topic}-{self.partition}: recovery point {self._recovery_point} > end {end}"
+        )
 
     def _check_writable(self) -> None:
         if self._deleted:
@@ -437,6 +409,7 @@ class Log:
         self._bases = [*self._bases, new_base]
         self._dir_dirty = True
         self._roll_deferred = False
+        self._assert_invariants()
         self._log.info(
             "segment_rolled",
             reason=reason,
@@ -489,6 +462,7 @@ class Log:
             with self._lock:
                 self._recovery_point = max(self._recovery_point, target)
                 self._last_flush_ms = self._clock_ms()
+                self._assert_invariants()
 
     # ---- read ------------------------------------------------------------
 
