@@ -106,25 +106,22 @@ class SegmentScan:
             self._on_read(len(data))
         return data
 
-    def _checked(self, block: bytes, at: int, size: int, crc: int) -> bool:
-        if not self._crc:
-            return True
-        view = memoryview(block)
-        if crc32c.crc32c(view[at + self._layout.crc_start : at + size]) == crc:
-            return True
+    def _refuse(self, block: bytes, at: int) -> None:
+        """Say why the batch at `at` of `block` failed its CRC (check_crc's words)."""
         try:
             check_crc(block, at)
         except CorruptMessage as exc:
             self.problem = exc.message
         else:  # pragma: no cover - the two CRC computations cannot disagree
             self.problem = "CRC mismatch"
-        return False
 
     def __iter__(self) -> Iterator[ScannedBatch]:
         layout, end = self._layout, self._end
         header_size, overhead = layout.size, layout.log_overhead
         length_at, crc_at = layout.index["batch_length"], layout.index["crc"]
-        want_bytes = self._with_bytes or self._crc
+        with_bytes, crc, crc_start = self._with_bytes, self._crc, layout.crc_start
+        want_bytes = with_bytes or crc
+        new = tuple.__new__  # a ScannedBatch without NamedTuple's Python-level __new__
         big = self._block_bytes // HEADER_READ_AFTER_FRACTION
         read = self._block_bytes
         position = self.position
@@ -140,17 +137,17 @@ class SegmentScan:
                     self.problem = "a batch header is cut by the end of the file"
                 break
             walk = BatchWalk(block, whole=False, layout=layout)
+            view = memoryview(block)
             size = 0
             for at, fields in walk:
                 size = fields[length_at] + overhead
-                if not self._checked(block, at, size, fields[crc_at]):
+                if crc and crc32c.crc32c(view[at + crc_start : at + size]) != fields[crc_at]:
+                    self._refuse(block, at)
                     self.position = position + at
                     return
-                batch = ScannedBatch(
-                    position + at,
-                    size,
-                    fields,
-                    memoryview(block)[at : at + size] if self._with_bytes else None,
+                batch = new(
+                    ScannedBatch,
+                    (position + at, size, fields, view[at : at + size] if with_bytes else None),
                 )
                 self.previous = batch
                 yield batch
@@ -165,10 +162,11 @@ class SegmentScan:
                         self.problem = f"a batch's length ({size} bytes) runs past the end"
                     break
                 data = self._read(size, position) if want_bytes else b""
-                if not self._checked(data, 0, size, fields[crc_at]):
+                if crc and crc32c.crc32c(memoryview(data)[crc_start:size]) != fields[crc_at]:
+                    self._refuse(data, 0)
                     break
                 batch = ScannedBatch(
-                    position, size, fields, memoryview(data) if self._with_bytes else None
+                    position, size, fields, memoryview(data) if with_bytes else None
                 )
                 self.previous = batch
                 yield batch
