@@ -163,7 +163,7 @@ def bench_cleaning(size_bytes: int, seed: int) -> dict[str, object]:
         dirty_bytes = log.size_bytes
         map_bytes = math.ceil(keys / LOAD_FACTOR * ENTRY_BYTES * 1.01) + 1024
         config = CleanerConfig(dedupe_buffer_bytes=map_bytes, min_map_bytes=0)
-        cleaner = Cleaner(config, FileIO(), Throttler(math.inf))
+        cleaner = Cleaner(config, Throttler(math.inf))
         cleaners = CleanerManager(
             Path(tmp), manager.all_logs, io=FileIO(), clock_ms=lambda: time.time_ns() // 10**6
         )

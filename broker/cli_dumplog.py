@@ -26,6 +26,7 @@ from broker.cli_common import EXIT_OK, CliError, bootstrap_parent, format_time_m
 from protocol.batch import (
     HEADER_SIZE,
     BatchHeader,
+    BatchWalk,
     Compression,
     TimestampType,
     decode_records,
@@ -39,9 +40,11 @@ from storage.files import (
     TIME_INDEX_SUFFIX,
     parse_segment_file_name,
 )
+from storage.index import OffsetIndex, TimeIndex
 
-OFFSET_ENTRY = struct.Struct(">ii")  # relative offset, position (PROTOCOL.md §7)
-TIME_ENTRY = struct.Struct(">qi")  # timestamp, relative offset
+# The index entry layouts (PROTOCOL.md §7) are storage's own.
+OFFSET_ENTRY = OffsetIndex.PACKER  # relative offset, position
+TIME_ENTRY = TimeIndex.PACKER  # timestamp, relative offset
 
 # Record keys and values longer than this are cut in --print-data-log lines.
 _MAX_SHOWN_BYTES = 200
@@ -156,22 +159,9 @@ def dump_log_file(path: Path, base_offset: int, print_data: bool, findings: _Fin
     """Print every batch of a .log file; flag invalid ones."""
     with _mapped(path) as buf:
         print_out(f"Starting offset: {base_offset}")
-        pos, end, batches = 0, len(buf), 0
-        while pos < end:
-            if end - pos < HEADER_SIZE:
-                findings.flag(f"{path}: {end - pos} trailing bytes at position {pos} (torn write?)")
-                return
-            try:
-                header = read_header(buf, pos)
-            except CorruptMessage as exc:
-                findings.flag(f"{path}: unreadable batch header at position {pos}: {exc.message}")
-                return
-            if header.size > end - pos:
-                findings.flag(
-                    f"{path}: batch at position {pos} needs {header.size} bytes, "
-                    f"{end - pos} left (truncated)"
-                )
-                return
+        walk, batches = BatchWalk(buf), 0
+        for pos, fields in walk:
+            header = BatchHeader(*fields)
             valid, reason = True, ""
             try:
                 validate_batch(buf, pos)
@@ -184,8 +174,26 @@ def dump_log_file(path: Path, base_offset: int, print_data: bool, findings: _Fin
             if print_data and valid:
                 _print_records(buf, pos, header)
             batches += 1
-            pos += header.size
-        print_out(f"{batches} batches, {end} bytes")
+        if walk.problem is not None:
+            _flag_stop(path, buf, walk.position, findings)
+            return
+        print_out(f"{batches} batches, {len(buf)} bytes")
+
+
+def _flag_stop(path: Path, buf: memoryview, pos: int, findings: _Findings) -> None:
+    """Say in words why the batch walk of a .log file stopped early at byte `pos`."""
+    end = len(buf)
+    if end - pos < HEADER_SIZE:
+        findings.flag(f"{path}: {end - pos} trailing bytes at position {pos} (torn write?)")
+        return
+    try:
+        header = read_header(buf, pos)
+    except CorruptMessage as exc:
+        findings.flag(f"{path}: unreadable batch header at position {pos}: {exc.message}")
+        return
+    findings.flag(
+        f"{path}: batch at position {pos} needs {header.size} bytes, {end - pos} left (truncated)"
+    )
 
 
 def _print_records(buf: memoryview, pos: int, header: BatchHeader) -> None:

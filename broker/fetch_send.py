@@ -18,7 +18,6 @@ Where a read lies comes from storage (`Log.locate`: the same checks and errors a
 from __future__ import annotations
 
 import os
-import struct
 import threading
 import weakref
 from dataclasses import dataclass
@@ -26,9 +25,10 @@ from typing import Any
 
 import trio
 
-from protocol.batch import HEADER_SIZE, LOG_OVERHEAD, MAGIC
+from protocol.batch import F_RECORD_COUNT, HEADER, HEADER_SIZE
 from protocol.errors import CorruptMessage
 from storage.log import Extent, Log
+from storage.scan import SegmentScan
 from storage.segment import BatchPosition
 
 # Reads shorter than this are copied into the answer: two thread hops and a
@@ -41,11 +41,6 @@ MAX_OPEN_SPANS = 256
 # batch bigger than a quarter of it, the next header is read alone.
 HEADER_SCAN_BYTES = 64 * 1024
 
-_BATCH_LENGTH = struct.Struct(">i")  # batch_length, at byte 8 of a batch
-_BATCH_LENGTH_AT = 8
-_MAGIC_AT = 12
-_RECORD_COUNT = struct.Struct(">i")  # record_count, the header's last field
-_RECORD_COUNT_AT = HEADER_SIZE - _RECORD_COUNT.size
 
 _spans_lock = threading.Lock()
 _open_spans = 0
@@ -197,28 +192,19 @@ def _whole_batches(extent: Extent, position: int, stop: int) -> tuple[int, int]:
     `Segment.fence`) and the answer stops before it; damage at `position` raises
     CorruptMessage.
     """
-    pos, records, read_bytes = position, 0, HEADER_SCAN_BYTES
-    previous: BatchPosition | None = None
-    while pos + HEADER_SIZE <= stop:
-        block = extent.pread(min(read_bytes, stop - pos), pos)
-        at = 0
-        while at + HEADER_SIZE <= len(block):
-            size = _BATCH_LENGTH.unpack_from(block, at + _BATCH_LENGTH_AT)[0] + LOG_OVERHEAD
-            magic = block[at + _MAGIC_AT]
-            if magic != MAGIC or size < HEADER_SIZE or (pos + at + size > stop and extent.whole):
-                return _fenced(extent, previous, pos + at, position, records)
-            if pos + at + size > stop:
-                return pos + at - position, records
-            records += _RECORD_COUNT.unpack_from(block, at + _RECORD_COUNT_AT)[0]
-            previous = BatchPosition(pos + at, size, 0, 0, 0)
-            at += size
-        if at == 0:
-            break  # a header cut short by the file: stop before it
-        read_bytes = HEADER_SIZE if size > HEADER_SCAN_BYTES // 4 else HEADER_SCAN_BYTES
-        pos += at
-    if extent.whole and pos < stop:
-        return _fenced(extent, previous, pos, position, records)
-    return pos - position, records
+    scan = SegmentScan(
+        extent.pread, position, stop, block_bytes=HEADER_SCAN_BYTES, whole=extent.whole
+    )
+    records = 0
+    for batch in scan:
+        records += batch.fields[F_RECORD_COUNT]
+    if scan.problem is not None:
+        previous = scan.previous
+        before = (
+            None if previous is None else BatchPosition(previous.position, previous.size, 0, 0, 0)
+        )
+        return _fenced(extent, before, scan.position, position, records)
+    return scan.position - position, records
 
 
 def _fenced(
@@ -231,9 +217,7 @@ def _fenced(
     if at <= position:
         raise CorruptMessage(f"{extent.path}: the batch at byte {position} is damaged (fenced)")
     if at < bad and previous is not None:  # the previous batch is the damaged one
-        records -= _RECORD_COUNT.unpack_from(
-            extent.pread(HEADER_SIZE, previous.position), _RECORD_COUNT_AT
-        )[0]
+        records -= HEADER.unpack_from(extent.pread(HEADER_SIZE, previous.position))[F_RECORD_COUNT]
     return at - position, records
 
 

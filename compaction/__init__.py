@@ -1,14 +1,15 @@
 """The log cleaner: choosing the filthiest log, the offset map, recopying segments
 and the crash-safe swap of cleaned segments.
 
-It imports `storage` and `protocol` only; the broker schedules it and runs the
-cleaning in a worker thread.
+It imports `protocol` and storage's public API (`storage`, typed as the Protocols
+of `compaction.ports`) only: it reads and writes segments through the log, never by
+path. The broker schedules it and runs the cleaning in a worker thread.
 
 Modules, each one job: `choice` (clean/cleanable sections, dirty ratio, filthiest
 log), `offset_map` (numpy map of key digests to latest offsets), `keys` (decoding
 only offset deltas and keys), `mapping` (building the map over the dirty section),
 `recopy` (which records of a batch survive), `grouping` (segments per cleaned
-segment), `reader` / `writer` (segment files), `cleaner` (one cleaning), `manager`
+segment), `ports` (what it needs of a log), `cleaner` (one cleaning), `manager`
 (choice, checkpoint, failures, statistics), `service` (the workers the broker
 runs), `throttle`, `config`. docs/compaction.md
 explains the rules.

@@ -39,13 +39,7 @@ from compaction.grouping import GroupableSegment, group_segments, index_bytes_es
 from compaction.keys import decode_keys
 from compaction.mapping import STAGING_KEYS_MAX, MapBuilder
 from compaction.offset_map import ENTRY_BYTES, OffsetMap
-from compaction.reader import (
-    F_ATTRIBUTES,
-    F_BASE_OFFSET,
-    F_LAST_OFFSET_DELTA,
-    F_RECORD_COUNT,
-    iter_batch_fields,
-)
+from compaction.ports import CleanableLog, CleanedSegment
 from compaction.recopy import (
     UNKEYED,
     BatchOutcome,
@@ -54,19 +48,18 @@ from compaction.recopy import (
     tombstones_retained,
 )
 from compaction.throttle import Throttler
-from compaction.writer import CleanedSegmentWriter
 from protocol.batch import (
     COMPRESSION_MASK,
+    F_ATTRIBUTES,
+    F_BASE_OFFSET,
+    F_LAST_OFFSET_DELTA,
+    F_RECORD_COUNT,
     BatchHeader,
     decode_payload,
     max_decompressed_bytes,
     read_header,
 )
-from storage import failpoints
-from storage.fileio import FileIO
-from storage.files import log_path
-from storage.log import Log
-from storage.segment import SegmentInfo
+from storage import SegmentInfo, failpoints
 
 __all__ = ["Cleaner", "CleaningAborted", "CleaningResult"]
 
@@ -123,14 +116,12 @@ class Cleaner:
     def __init__(
         self,
         config: CleanerConfig,
-        io: FileIO,
         throttler: Throttler,
         *,
         stop: threading.Event | None = None,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.config = config
-        self._io = io
         self._throttler = throttler
         self._stop = stop or threading.Event()
         self._monotonic = monotonic
@@ -142,7 +133,12 @@ class Cleaner:
         return OffsetMap(memory, self.config.io_buffer_load_factor)
 
     def clean(
-        self, log: Log, *, first_dirty_offset: int, first_uncleanable_offset: int, now_ms: int
+        self,
+        log: CleanableLog,
+        *,
+        first_dirty_offset: int,
+        first_uncleanable_offset: int,
+        now_ms: int,
     ) -> CleaningResult:
         """Clean `log`'s dirty range (from a `choice.cleanable_range`); see the module doc."""
         started = self._monotonic()
@@ -204,16 +200,14 @@ class Cleaner:
         )
 
     def _batches(
-        self, log: Log, base_offset: int, counters: _Counters
+        self, log: CleanableLog, base_offset: int, counters: _Counters
     ) -> Iterator[tuple[memoryview, tuple[int, ...]]]:
         """(bytes, raw header fields) of each batch of a segment (`reader.F_*` index them)."""
-        path = log_path(log.directory, base_offset)
         try:
-            for view, fields in iter_batch_fields(
-                self._io,
-                path,
+            for view, fields in log.segment_batches(
+                base_offset,
                 chunk_bytes=self.config.io_chunk_bytes,
-                throttler=self._throttler,
+                on_read=self._throttler.maybe_throttle,
             ):
                 counters.bytes_read += len(view)
                 if time.monotonic() >= counters.next_yield_s:
@@ -223,11 +217,14 @@ class Cleaner:
                     counters.next_yield_s = time.monotonic() + YIELD_INTERVAL_S
                 yield view, fields
         except FileNotFoundError as exc:
-            raise CleaningAborted(f"{path} disappeared during the cleaning") from exc
+            raise CleaningAborted(
+                f"segment {base_offset} of {log.topic}-{log.partition} disappeared during the "
+                f"cleaning ({exc.filename})"
+            ) from exc
 
     def _build_map(
         self,
-        log: Log,
+        log: CleanableLog,
         dirty: Sequence[SegmentInfo],
         offset_map: OffsetMap,
         first_dirty_offset: int,
@@ -258,17 +255,11 @@ class Cleaner:
         return builder
 
     def _clean_group(
-        self, log: Log, infos: list[SegmentInfo], recopier: _Recopier, counters: _Counters
+        self, log: CleanableLog, infos: list[SegmentInfo], recopier: _Recopier, counters: _Counters
     ) -> None:
         base = infos[0].base_offset
-        writer = CleanedSegmentWriter(
-            log.directory,
-            base,
-            self._io,
-            index_interval_bytes=log.config.index_interval_bytes,
-            index_bytes=log.config.segment_index_bytes,
-            buffer_bytes=self.config.io_chunk_bytes,
-            throttler=self._throttler,
+        writer = log.cleaned_segment_writer(
+            base, buffer_bytes=self.config.io_chunk_bytes, on_write=self._throttler.maybe_throttle
         )
         try:
             for info in infos:
@@ -341,9 +332,7 @@ class _Recopier:
         self.removed = 0
         self.rewritten = 0
 
-    def recopy(
-        self, view: memoryview, fields: tuple[int, ...], writer: CleanedSegmentWriter
-    ) -> None:
+    def recopy(self, view: memoryview, fields: tuple[int, ...], writer: CleanedSegment) -> None:
         """Recopy one batch (its bytes and raw header fields) into `writer`, or drop it."""
         base = fields[F_BASE_OFFSET]
         last = base + fields[F_LAST_OFFSET_DELTA]

@@ -29,12 +29,14 @@ from compaction.choice import (
     max_compaction_delay_ms,
 )
 from compaction.cleaner import Cleaner, CleaningAborted, CleaningResult
-from protocol.batch import HEADER, HEADER_SIZE
-from storage.checkpoint import read_checkpoint, write_checkpoint
-from storage.config import LONG_MAX
-from storage.fileio import FileIO
-from storage.files import CLEANER_OFFSET_CHECKPOINT, log_path
-from storage.log import Log
+from compaction.ports import CleanableLog
+from storage import (
+    CLEANER_OFFSET_CHECKPOINT,
+    LONG_MAX,
+    FileIO,
+    read_checkpoint,
+    write_checkpoint,
+)
 
 __all__ = ["MAX_CONSECUTIVE_FAILURES", "CleanerManager", "CleanerStatistics", "LogCleanerState"]
 
@@ -45,8 +47,6 @@ log = structlog.get_logger("tidelog.compaction")
 MAX_CONSECUTIVE_FAILURES = 3
 # Cap of the retry backoff after a failure (ms), so a recovered disk is used again soon.
 MAX_FAILURE_BACKOFF_MS = 10 * 60 * 1000
-# Header field index of max_timestamp in protocol.batch.HEADER.
-_MAX_TIMESTAMP_FIELD = 7
 
 TopicPartition = tuple[str, int]
 
@@ -100,28 +100,13 @@ class _Totals:
     states: dict[TopicPartition, LogCleanerState] = field(default_factory=dict)
 
 
-def first_batch_timestamp_ms(io: FileIO, directory: Path, base_offset: int) -> int:
-    """Max timestamp of a segment's first batch (Kafka's getFirstBatchTimestamp), or -1."""
-    try:
-        fd = io.open(log_path(directory, base_offset), writable=False)
-    except FileNotFoundError:
-        return -1
-    try:
-        data = io.pread(fd, HEADER_SIZE, 0)
-    finally:
-        io.close(fd)
-    if len(data) < HEADER_SIZE:
-        return -1
-    return HEADER.unpack_from(data)[_MAX_TIMESTAMP_FIELD]
-
-
 class CleanerManager:
     """Chooses, cleans and checkpoints compacted logs. Thread-safe."""
 
     def __init__(
         self,
         data_dir: Path,
-        logs: Callable[[], Iterable[Log]],
+        logs: Callable[[], Iterable[CleanableLog]],
         *,
         io: FileIO,
         clock_ms: Callable[[], int],
@@ -146,7 +131,7 @@ class CleanerManager:
         with self._lock:
             return self._checkpoints.get((topic, partition))
 
-    def _views(self, current: Log) -> list[SegmentView]:
+    def _views(self, current: CleanableLog) -> list[SegmentView]:
         infos = current.segments_info()
         lag_bound = current.config.max_compaction_lag_ms < LONG_MAX
         return [
@@ -156,7 +141,7 @@ class CleanerManager:
                 size_bytes=i.size_bytes,
                 largest_timestamp_ms=i.largest_timestamp_ms,
                 first_batch_timestamp_ms=(
-                    first_batch_timestamp_ms(self._io, current.directory, i.base_offset)
+                    current.first_batch_timestamp_ms(i.base_offset)
                     if lag_bound and not i.is_active
                     else -1
                 ),
@@ -165,7 +150,7 @@ class CleanerManager:
             for i in infos
         ]
 
-    def measure(self, current: Log, now_ms: int) -> LogToClean[Log]:
+    def measure(self, current: CleanableLog, now_ms: int) -> LogToClean[CleanableLog]:
         """The cleanable range, dirty ratio and compaction delay of one log."""
         key = (current.topic, current.partition)
         segments = self._views(current)
@@ -188,7 +173,7 @@ class CleanerManager:
         )
         return LogToClean(current, measured, delay, current.config.min_cleanable_dirty_ratio)
 
-    def grab_filthiest(self, now_ms: int) -> LogToClean[Log] | None:
+    def grab_filthiest(self, now_ms: int) -> LogToClean[CleanableLog] | None:
         """Choose the dirtiest eligible log and mark it in progress (or None)."""
         candidates = []
         states: dict[TopicPartition, LogCleanerState] = {}

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 
 import numpy as np
 
@@ -267,8 +267,3 @@ class OffsetMap:
     def get(self, key: bytes) -> int:
         """Latest offset of one key, -1 when absent."""
         return int(self.get_digests(self.digest_keys([key]))[0])
-
-    def get_many(self, keys: Sequence[bytes]) -> dict[bytes, int]:
-        """{key: latest offset} for the keys present (absent keys are left out)."""
-        offsets = self.get_digests(self.digest_keys(keys)).tolist()
-        return {k: o for k, o in zip(keys, offsets, strict=True) if o >= 0}

@@ -21,9 +21,9 @@ from pathlib import Path
 from compaction.cleaner import Cleaner, CleaningResult
 from compaction.config import CleanerConfig
 from compaction.manager import CleanerManager, CleanerStatistics
+from compaction.ports import CleanableLog
 from compaction.throttle import Throttler
-from storage.fileio import FileIO
-from storage.log import Log
+from storage import FileIO
 
 __all__ = ["MAX_CLEANINGS_PER_RUN", "CleanerService"]
 
@@ -39,7 +39,7 @@ class CleanerService:
         self,
         config: CleanerConfig,
         data_dir: Path,
-        logs: Callable[[], Iterable[Log]],
+        logs: Callable[[], Iterable[CleanableLog]],
         *,
         io: FileIO | None = None,
         clock_ms: Callable[[], int],
@@ -52,7 +52,7 @@ class CleanerService:
         )
         self._stop = threading.Event()
         self.workers = [
-            Cleaner(config, io, self.throttler, stop=self._stop)
+            Cleaner(config, self.throttler, stop=self._stop)
             for _ in range(config.threads if config.enable else 0)
         ]
 

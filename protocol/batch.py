@@ -33,6 +33,7 @@ with the cause chained.
 
 from __future__ import annotations
 
+import dataclasses
 import struct
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -50,30 +51,99 @@ import numpy as np
 from protocol.compression import Compression, compress, decompress
 from protocol.errors import CorruptMessage, InvalidRecord, InvalidTimestamp, MessageTooLarge
 
-HEADER = struct.Struct(">qibIhiqqqhii")
-HEADER_SIZE = HEADER.size  # 57
+MAGIC = 1
+
+
+class BatchLayout:
+    """One batch header layout: its fields in order and one `struct.Struct`.
+
+    Every byte offset and tuple position a reader needs is derived here from the
+    format, so a layout change (or a second wire layout, such as Kafka's RecordBatch
+    v2 in protocol/kafka/records.py) is one declaration handed to `BatchWalk`. The
+    layout must name `base_offset`, `batch_length` (bytes after that field), `magic`,
+    `crc` (covering `crc_from` to the end of the batch), `last_offset_delta`,
+    `max_timestamp` and `record_count`. Immutable; shared freely between threads.
+    """
+
+    __slots__ = (
+        "crc_start",
+        "header",
+        "index",
+        "log_overhead",
+        "magic",
+        "min_batch_length",
+        "offset",
+        "size",
+    )
+
+    def __init__(self, fmt: str, fields: Sequence[str], *, magic: int, crc_from: str) -> None:
+        self.header = struct.Struct(fmt)
+        byte_order, codes = fmt[0], fmt[1:]
+        if len(codes) != len(fields):
+            raise ValueError(f"layout {fmt!r} has {len(codes)} fields, {len(fields)} named")
+        self.size = self.header.size
+        self.magic = magic
+        # Byte offset and tuple position of each field, from the format's prefixes.
+        self.offset = {
+            name: struct.calcsize(byte_order + codes[:i]) for i, name in enumerate(fields)
+        }
+        self.index = {name: i for i, name in enumerate(fields)}
+        self.crc_start = self.offset[crc_from]
+        # base_offset + batch_length: the part of a batch batch_length does not count.
+        self.log_overhead = self.offset["batch_length"] + struct.calcsize(
+            byte_order + codes[self.index["batch_length"]]
+        )
+        # batch_length of a batch with an empty payload.
+        self.min_batch_length = self.size - self.log_overhead
+
+
+# The field names follow BatchHeader's order (the dataclass is built from this tuple's
+# unpacked values).
+LAYOUT = BatchLayout(
+    ">qibIhiqqqhii",
+    (
+        "base_offset",
+        "batch_length",
+        "magic",
+        "crc",
+        "attributes",
+        "last_offset_delta",
+        "base_timestamp",
+        "max_timestamp",
+        "producer_id",
+        "producer_epoch",
+        "base_sequence",
+        "record_count",
+    ),
+    magic=MAGIC,
+    crc_from="attributes",
+)
+HEADER = LAYOUT.header
+HEADER_SIZE = LAYOUT.size  # 57
 assert HEADER_SIZE == 57
 
-# Offsets of the header fields, derived from HEADER's format.
-BASE_OFFSET_OFFSET = 0
-BATCH_LENGTH_OFFSET = 8
-MAGIC_OFFSET = 12
-CRC_OFFSET = 13
-ATTRIBUTES_OFFSET = 17
-LAST_OFFSET_DELTA_OFFSET = 19
-BASE_TIMESTAMP_OFFSET = 23
-MAX_TIMESTAMP_OFFSET = 31
-PRODUCER_ID_OFFSET = 39
-PRODUCER_EPOCH_OFFSET = 47
-BASE_SEQUENCE_OFFSET = 49
-RECORD_COUNT_OFFSET = 53
-CRC_START = ATTRIBUTES_OFFSET
-# base_offset + batch_length: the part of a batch not counted by batch_length.
-LOG_OVERHEAD = BATCH_LENGTH_OFFSET + 4
-# batch_length of a batch with an empty payload.
-MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
+# Byte offsets of the header fields writers patch in place (derived from LAYOUT).
+BASE_OFFSET_OFFSET = LAYOUT.offset["base_offset"]
+BATCH_LENGTH_OFFSET = LAYOUT.offset["batch_length"]
+MAGIC_OFFSET = LAYOUT.offset["magic"]
+CRC_OFFSET = LAYOUT.offset["crc"]
+ATTRIBUTES_OFFSET = LAYOUT.offset["attributes"]
+BASE_TIMESTAMP_OFFSET = LAYOUT.offset["base_timestamp"]
+MAX_TIMESTAMP_OFFSET = LAYOUT.offset["max_timestamp"]
+CRC_START = LAYOUT.crc_start
+LOG_OVERHEAD = LAYOUT.log_overhead
+MIN_BATCH_LENGTH = LAYOUT.min_batch_length
 
-MAGIC = 1
+# Positions in a raw HEADER tuple, for readers that skip building a BatchHeader.
+F_BASE_OFFSET = LAYOUT.index["base_offset"]
+F_BATCH_LENGTH = LAYOUT.index["batch_length"]
+F_MAGIC = LAYOUT.index["magic"]
+F_CRC = LAYOUT.index["crc"]
+F_ATTRIBUTES = LAYOUT.index["attributes"]
+F_LAST_OFFSET_DELTA = LAYOUT.index["last_offset_delta"]
+F_MAX_TIMESTAMP = LAYOUT.index["max_timestamp"]
+F_RECORD_COUNT = LAYOUT.index["record_count"]
+
 
 COMPRESSION_MASK = 0x07
 TIMESTAMP_TYPE_MASK = 0x08
@@ -119,9 +189,12 @@ def encode_payload_into(records: Sequence[Sequence], out: bytearray, offset: int
 __all__ = [
     "HEADER",
     "HEADER_SIZE",
+    "LAYOUT",
     "LOG_OVERHEAD",
     "MAGIC",
     "BatchHeader",
+    "BatchLayout",
+    "BatchWalk",
     "Compression",
     "Record",
     "TimestampType",
@@ -190,6 +263,9 @@ class BatchHeader:
     @property
     def has_delete_horizon(self) -> bool:
         return bool(self.attributes & DELETE_HORIZON_MASK)
+
+
+assert tuple(LAYOUT.index) == tuple(f.name for f in dataclasses.fields(BatchHeader))
 
 
 class Record(NamedTuple):
@@ -444,6 +520,68 @@ def validate_batch(
     return header
 
 
+class BatchWalk:
+    """The one walk over back-to-back batch headers in a buffer, for any `BatchLayout`.
+
+    Iterating yields `(position, raw header tuple)` for each batch that is plausible
+    (right magic, a length of at least a header) and lies whole inside
+    `buf[start:end]`; index the tuple with the layout's positions (`F_*` here). One
+    struct read per batch, no CRC: that is the caller's choice. After the iteration
+    `position` is where it stopped and `problem` is None, or says why the bytes there
+    cannot be a batch. A batch or header cut by `end` is only a stop, unless `whole`
+    says the bytes end on a batch boundary (then it is a problem too).
+    """
+
+    __slots__ = ("_buf", "_end", "_layout", "_whole", "position", "problem")
+
+    def __init__(
+        self,
+        buf: bytes | bytearray | memoryview,
+        start: int = 0,
+        end: int | None = None,
+        *,
+        whole: bool = True,
+        layout: BatchLayout = LAYOUT,
+    ) -> None:
+        self._buf = buf
+        self._end = len(buf) if end is None else end
+        self._whole = whole
+        self._layout = layout
+        self.position = start
+        self.problem: str | None = None
+
+    def __iter__(self) -> Iterator[tuple[int, tuple[int, ...]]]:
+        layout, buf, end = self._layout, self._buf, self._end
+        unpack, size_min = layout.header.unpack_from, layout.size
+        length_at, magic_at = layout.index["batch_length"], layout.index["magic"]
+        overhead, magic = layout.log_overhead, layout.magic
+        pos = self.position
+        last_header = end - size_min
+        while pos <= last_header:
+            fields = unpack(buf, pos)
+            size = fields[length_at] + overhead
+            if fields[magic_at] != magic or size < size_min:
+                self.position, self.problem = pos, _header_problem(layout, fields[magic_at], size)
+                return
+            if pos + size > end:
+                if self._whole:
+                    self.problem = f"a batch header's length ({size} bytes) runs past the end"
+                self.position = pos
+                return
+            self.position = pos
+            yield pos, fields
+            pos += size
+        self.position = pos
+        if self._whole and pos < end:
+            self.problem = "a batch header is cut by the end of the bytes"
+
+
+def _header_problem(layout: BatchLayout, magic: int, size: int) -> str:
+    if magic != layout.magic:
+        return f"a batch header has magic {magic}, expected {layout.magic}"
+    return f"a batch header has batch_length {size - layout.log_overhead}, below the minimum"
+
+
 def iter_headers(
     buf: bytes | bytearray | memoryview, *, allow_partial: bool = False
 ) -> Iterator[tuple[int, BatchHeader]]:
@@ -452,19 +590,12 @@ def iter_headers(
     A trailing partial batch raises CorruptMessage, or ends the iteration when
     `allow_partial` is set (a reader that asked for a byte limit may see one).
     """
-    pos = 0
-    end = len(buf)
-    while pos < end:
-        try:
-            header = _whole_batch(buf, pos)
-        except CorruptMessage:
-            if allow_partial and (
-                end - pos < HEADER_SIZE or end - pos < read_header(buf, pos).size
-            ):
-                return
-            raise
-        yield pos, header
-        pos += header.size
+    walk = BatchWalk(buf, whole=not allow_partial)
+    for pos, fields in walk:
+        yield pos, BatchHeader(*fields)
+    if walk.problem is not None:
+        _whole_batch(buf, walk.position)  # raises, saying precisely what is wrong
+        raise CorruptMessage(f"batch at byte {walk.position}: {walk.problem}")
 
 
 def decode_records(

@@ -18,7 +18,6 @@ from enum import StrEnum
 from typing import Any
 
 from retention.rules import (
-    DeleteReason,
     DeletionPlan,
     RetentionSettings,
     SegmentMeta,
@@ -51,13 +50,6 @@ class Verdict(StrEnum):
     @property
     def deletable(self) -> bool:
         return self.value.startswith("delete_")
-
-
-_DELETE_VERDICT = {
-    DeleteReason.START_OFFSET: Verdict.DELETE_START_OFFSET,
-    DeleteReason.SIZE: Verdict.DELETE_SIZE,
-    DeleteReason.TIME: Verdict.DELETE_TIME,
-}
 
 
 @dataclass(frozen=True, slots=True)

@@ -166,13 +166,6 @@ def next_base_offset(segments: Sequence[SegmentMeta], index: int) -> int | None:
     return segments[index + 1].base_offset if index + 1 < len(segments) else None
 
 
-def guards_allow(segments: Sequence[SegmentMeta], index: int, high_watermark: int) -> bool:
-    """The two checks every pass shares: the high-watermark guard and the empty-last rule."""
-    return high_watermark_allows(
-        upper_bound_offset(segments, index), high_watermark
-    ) and not is_empty_last(segments, index)
-
-
 # -- the walk ----------------------------------------------------------------------
 
 

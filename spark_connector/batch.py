@@ -22,7 +22,7 @@ from spark_connector.offsets import (
     resolve_limit,
     with_retries,
 )
-from spark_connector.options import EARLIEST, LATEST, OptionError, SourceOptions, TopicPartition
+from spark_connector.options import EARLIEST, LATEST, OptionError, SourceOptions
 from spark_connector.planning import OffsetRange, coalesce_ranges, split_ranges
 from spark_connector.pushdown import NO_BOUNDS, Bounds, push_filters, ts_lower_ms, ts_upper_ms
 from spark_connector.reading import read_ranges
@@ -161,8 +161,3 @@ class TidelogPushdownReader(TidelogBatchReader):
     def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:
         self.bounds, rejected = push_filters(filters)
         return rejected
-
-
-def topic_partitions_of(ranges: Iterable[OffsetRange]) -> list[TopicPartition]:
-    """Distinct partitions of some ranges, in order (for logs and tests)."""
-    return list(dict.fromkeys(r.topic_partition for r in ranges))

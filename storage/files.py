@@ -163,10 +163,6 @@ def quarantined_name(path: Path) -> Path:
     return target
 
 
-def deleted_name(path: Path) -> Path:
-    return path.with_name(path.name + DELETED_SUFFIX)
-
-
 def delete_marked_files(paths: list[Path]) -> int:
     """Unlink files already renamed with `.deleted`; returns how many existed.
 

@@ -19,27 +19,20 @@ from __future__ import annotations
 
 import bisect
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from operator import itemgetter
 from pathlib import Path
 from typing import NoReturn
 
 import structlog
 
 from protocol.batch import (
-    TimestampType,
-    decode_payload,
-    max_decompressed_bytes,
-    read_header,
+    F_MAX_TIMESTAMP,
     set_base_offset,
     set_log_append_time,
-    validate_batch,
 )
 from protocol.errors import (
     CorruptMessage,
-    InvalidRecord,
-    InvalidTimestamp,
     MessageTooLarge,
     OffsetOutOfRange,
     PolicyViolation,
@@ -47,11 +40,15 @@ from protocol.errors import (
     UnknownTopicOrPartition,
 )
 from storage import failpoints
+from storage.cleaned import CleanedSegmentWriter
 from storage.config import INT_MAX, LogConfig
 from storage.fdbudget import FDS_PER_ACTIVE_SEGMENT, FdBudget
 from storage.fileio import FileIO
-from storage.files import DeletionQueue
+from storage.files import DeletionQueue, log_path
+from storage.scan import first_batch_fields, iter_batch_fields
 from storage.segment import Segment, SegmentInfo, TornAppendError
+from storage.swap import promote_swap_files, rename_cleaned_to_swap
+from storage.validator import LogValidator
 
 log = structlog.get_logger("tidelog.storage")
 
@@ -155,6 +152,7 @@ class Log:
         self.topic = topic
         self.partition = partition
         self.config = config
+        self._validator = LogValidator(topic, partition)
         self._io = io
         self._clock_ms = clock_ms
         self._deletions = deletion_queue
@@ -240,52 +238,6 @@ class Log:
 
     # ---- append ----------------------------------------------------------
 
-    def _validate(self, buf: bytearray, now_ms: int) -> list[tuple[int, int, int]]:
-        """Check every batch; returns (position, offset count, max timestamp) per batch."""
-        config = self.config
-        cap = max_decompressed_bytes(config.max_message_bytes)
-        # Kafka's LogValidator: every CreateTime record within the bounds (a
-        # LogAppendTime topic overwrites the timestamps, so checks none).
-        bounds = None
-        if not config.log_append_time:
-            bounds = (
-                now_ms - config.message_timestamp_before_max_ms,
-                now_ms + config.message_timestamp_after_max_ms,
-            )
-        batches: list[tuple[int, int, int]] = []
-        pos = 0
-        while pos < len(buf):
-            size = read_header(buf, pos).size
-            if size > len(buf) - pos:  # a length past the bytes sent: corrupt, not large
-                raise CorruptMessage(
-                    f"{self.topic}-{self.partition}: batch at byte {pos} is truncated: "
-                    f"{len(buf) - pos} of {size} bytes present"
-                )
-            if size > config.max_message_bytes:
-                raise MessageTooLarge(
-                    f"{self.topic}-{self.partition}: batch of {size} bytes exceeds "
-                    f"max.message.bytes {config.max_message_bytes}"
-                )
-            header = validate_batch(
-                buf,
-                pos,
-                max_decompressed=cap,
-                producer=True,
-                timestamp_bounds=bounds,
-            )
-            if (
-                header.timestamp_type == TimestampType.LOG_APPEND_TIME
-                and not config.log_append_time
-            ):
-                raise InvalidTimestamp("producers may not send LogAppendTime batches")
-            if config.compacted:
-                _, records = decode_payload(buf, pos, header=header, max_decompressed=cap)
-                if None in tuple(map(itemgetter(2), records)):
-                    raise InvalidRecord("Compacted topic cannot accept message without key")
-            batches.append((pos, header.last_offset_delta + 1, header.max_timestamp))
-            pos += size
-        return batches
-
     def append(self, records: bytes | bytearray | memoryview) -> AppendInfo:
         """Validate, assign offsets and write all batches with one write (all or nothing).
 
@@ -295,7 +247,7 @@ class Log:
         self._check_writable()
         buf = bytearray(records)
         now_ms = self._clock_ms()
-        batches = self._validate(buf, now_ms)
+        batches = self._validator.validate(buf, self.config, now_ms)
         if len(buf) > self.config.segment_bytes:
             raise MessageTooLarge(
                 f"{self.topic}-{self.partition}: {len(buf)} bytes in one append exceed "
@@ -333,6 +285,7 @@ class Log:
             except OSError as exc:
                 self._on_write_error("append", segment.log_path, exc)
             failpoints.hit("log.append.after_index")
+            self._assert_invariants()
             info = AppendInfo(
                 first,
                 last,
@@ -343,6 +296,29 @@ class Log:
         for listener in list(self._listeners):
             listener(self)
         return info
+
+    def _assert_invariants(self) -> None:
+        """The module doc's invariants where append, roll and flush can break them (under
+        `_lock`; O(1): only the newest two segments can have changed). A failure is a bug
+        in this module, never the environment's doing: disk errors raise StorageError."""
+        segments = self._segments
+        end = segments[-1].next_offset
+        if len(segments) > 1:
+            before, last = segments[-2], segments[-1]
+            assert before.base_offset < last.base_offset, (
+                f"{self.topic}-{self.partition}: base offsets {before.base_offset} then "
+                f"{last.base_offset}"
+            )
+            assert before.next_offset <= last.base_offset, (
+                f"{self.topic}-{self.partition}: segment {before.base_offset} ends at "
+                f"{before.next_offset}, past the next base {last.base_offset}"
+            )
+        assert self._log_start_offset <= end, (
+            f"{self.topic}-{self.partition}: log start {self._log_start_offset} > end {end}"
+        )
+        assert self._recovery_point <= end, (
+            f"{self.topic}-{self.partition}: recovery point {self._recovery_point} > end {end}"
+        )
 
     def _check_writable(self) -> None:
         if self._deleted:
@@ -433,6 +409,7 @@ class Log:
         self._bases = [*self._bases, new_base]
         self._dir_dirty = True
         self._roll_deferred = False
+        self._assert_invariants()
         self._log.info(
             "segment_rolled",
             reason=reason,
@@ -485,6 +462,7 @@ class Log:
             with self._lock:
                 self._recovery_point = max(self._recovery_point, target)
                 self._last_flush_ms = self._clock_ms()
+                self._assert_invariants()
 
     # ---- read ------------------------------------------------------------
 
@@ -692,6 +670,41 @@ class Log:
         failpoints.hit("log.delete_segments.after_rename")
         self._deletions.add(paths, self._clock_ms() + self.config.file_delete_delay_ms)
 
+    # ---- the cleaner's door ----------------------------------------------
+
+    def segment_batches(
+        self, base_offset: int, *, chunk_bytes: int, on_read: Callable[[int], None] | None = None
+    ) -> Iterator[tuple[memoryview, tuple[int, ...]]]:
+        """(bytes, raw header fields; `protocol.batch.F_*` index them) of each batch of the
+        closed segment at `base_offset`, CRC-checked (CorruptMessage on damage), read in
+        chunks of `chunk_bytes`; FileNotFoundError if the segment was replaced meanwhile."""
+        return iter_batch_fields(
+            self._io,
+            log_path(self.directory, base_offset),
+            chunk_bytes=chunk_bytes,
+            on_read=on_read,
+        )
+
+    def first_batch_timestamp_ms(self, base_offset: int) -> int:
+        """Max timestamp of a segment's first batch (Kafka's getFirstBatchTimestamp), or -1."""
+        fields = first_batch_fields(self._io, log_path(self.directory, base_offset))
+        return -1 if fields is None else fields[F_MAX_TIMESTAMP]
+
+    def cleaned_segment_writer(
+        self, base_offset: int, *, buffer_bytes: int, on_write: Callable[[int], None] | None = None
+    ) -> CleanedSegmentWriter:
+        """A writer of the `.cleaned` segment at `base_offset`, in this log's formats and
+        index settings, for `replace_segments` to swap in."""
+        return CleanedSegmentWriter(
+            self.directory,
+            base_offset,
+            self._io,
+            index_interval_bytes=self.config.index_interval_bytes,
+            index_bytes=self.config.segment_index_bytes,
+            buffer_bytes=buffer_bytes,
+            on_write=on_write,
+        )
+
     def replace_segments(self, old_bases: list[int], new_bases: list[int]) -> None:
         """Swap cleaned segments in for `old_bases` crash-safely (KAFKA_SEMANTICS §7.4).
 
@@ -701,8 +714,6 @@ class Log:
         (descending), old files -> `.deleted`, `.swap` -> final, fsync the
         directory. Recovery finishes or rolls back a crash at any step.
         """
-        from storage.recovery import promote_swap_files, rename_cleaned_to_swap
-
         with self._lock:
             self._check_writable()
             positions = [self._bases.index(b) for b in old_bases]

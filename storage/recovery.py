@@ -36,13 +36,13 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import structlog
 
-from protocol.batch import HEADER, HEADER_SIZE, LOG_OVERHEAD, check_crc
-from protocol.errors import CorruptMessage
+from protocol.batch import HEADER_SIZE, BatchHeader
 from storage.config import LogConfig
 from storage.fdbudget import FdBudget
 from storage.fileio import FileIO
@@ -56,14 +56,14 @@ from storage.files import (
     TEMP_SUFFIX,
     TIME_INDEX_SUFFIX,
     DeletionQueue,
-    SegmentFileName,
-    parse_segment_file_name,
     quarantined_name,
     segment_paths,
 )
-from storage.index import CorruptIndexError
+from storage.loading import load_segment, segment_files, unlink_logged
 from storage.log import Log
-from storage.segment import Segment
+from storage.scan import SegmentScan
+from storage.segment import RecoveryResult, Segment
+from storage.swap import complete_swaps
 
 log = structlog.get_logger("tidelog.storage")
 
@@ -71,127 +71,26 @@ log = structlog.get_logger("tidelog.storage")
 ALL_FLUSHED = 2**63 - 1
 
 
-def _unlink(io: FileIO, path: Path, event: str, **fields: object) -> None:
-    try:
-        io.unlink(path)
-    except FileNotFoundError:
-        return
-    log.info(event, path=str(path), **fields)
-
-
-def _segment_files(directory: Path) -> list[tuple[Path, SegmentFileName]]:
-    found = []
-    for name in sorted(os.listdir(directory)):
-        parsed = parse_segment_file_name(name)
-        if parsed is not None:
-            found.append((directory / name, parsed))
-    return found
-
-
-def scan_log_end(io: FileIO, path: Path) -> int | None:
-    """One past the last offset of the whole batches in a `.log` file (None if empty)."""
-    segment_end: int | None = None
-    fd = io.open(path, writable=False)
-    try:
-        size = io.file_size(fd)
-        position = 0
-        while position + HEADER_SIZE <= size:
-            header = HEADER.unpack_from(io.pread(fd, HEADER_SIZE, position))
-            length = header[1] + LOG_OVERHEAD
-            if length < HEADER_SIZE or position + length > size:
-                break
-            segment_end = header[0] + header[5] + 1
-            position += length
-    finally:
-        io.close(fd)
-    return segment_end
-
-
-def rename_cleaned_to_swap(io: FileIO, directory: Path, bases: list[int]) -> None:
-    """Step 3 of the swap: every `.cleaned` file of `bases` becomes `.swap` (in this order)."""
-    for base in bases:
-        for path in segment_paths(directory, base, CLEANED_SUFFIX):
-            if path.exists():
-                io.rename(path, path.with_name(path.name[: -len(CLEANED_SUFFIX)] + SWAP_SUFFIX))
-    io.fsync_dir(directory)
-
-
-def complete_swaps(io: FileIO, directory: Path) -> list[int]:
-    """Promote a complete set of `.swap` files; returns the bases promoted."""
-    swaps = [(p, n) for p, n in _segment_files(directory) if n.transient == SWAP_SUFFIX]
-    swap_logs = [(p, n) for p, n in swaps if n.kind == LOG_SUFFIX]
-    if not swaps:
-        return []
-    if not swap_logs:
-        for path, _ in swaps:
-            _unlink(io, path, "swap_leftover_deleted")
-        return []
-    low = min(n.base_offset for _, n in swap_logs)
-    high = max((scan_log_end(io, p) or n.base_offset + 1) for p, n in swap_logs)
-    for path, parsed in _segment_files(directory):
-        if not parsed.transient and low <= parsed.base_offset < high:
-            _unlink(io, path, "swap_replaced_original", base_offset=parsed.base_offset)
-    for path, _ in swaps:
-        io.rename(path, path.with_name(path.name[: -len(SWAP_SUFFIX)]))
-    io.fsync_dir(directory)
-    bases = sorted(n.base_offset for _, n in swap_logs)
-    log.info("swap_completed", directory=str(directory), bases=bases)
-    return bases
-
-
-def promote_swap_files(
-    io: FileIO, directory: Path, config: LogConfig, now_ms: int
-) -> list[Segment]:
-    """Complete the swap and open the new segments (indexes rebuilt when needed)."""
-    segments = []
-    for base in complete_swaps(io, directory):
-        segment, _ = _load_segment(io, directory, base, config, now_ms, thorough=True)
-        segment.become_inactive()
-        segments.append(segment)
-    return segments
-
-
 def remove_leftovers(io: FileIO, directory: Path) -> None:
     """Rule 1: temp and `.deleted` files, rolled-back cleanings, completed swaps."""
     for name in os.listdir(directory):
         if name.endswith(TEMP_SUFFIX):
-            _unlink(io, directory / name, "temp_file_deleted")
-    files = _segment_files(directory)
+            unlink_logged(io, directory / name, "temp_file_deleted")
+    files = segment_files(directory)
     cleaned = [n.base_offset for _, n in files if n.transient == CLEANED_SUFFIX]
     min_cleaned = min(cleaned) if cleaned else None
     for path, parsed in files:
         if parsed.transient == DELETED_SUFFIX:
-            _unlink(io, path, "deleted_file_removed")
+            unlink_logged(io, path, "deleted_file_removed")
         elif parsed.transient == CLEANED_SUFFIX:
-            _unlink(io, path, "cleaned_leftover_deleted")
+            unlink_logged(io, path, "cleaned_leftover_deleted")
         elif (
             parsed.transient == SWAP_SUFFIX
             and min_cleaned is not None
             and parsed.base_offset >= min_cleaned
         ):
-            _unlink(io, path, "incomplete_swap_deleted")
+            unlink_logged(io, path, "incomplete_swap_deleted")
     complete_swaps(io, directory)
-
-
-def _load_segment(
-    io: FileIO, directory: Path, base: int, config: LogConfig, now_ms: int, *, thorough: bool
-) -> tuple[Segment, bool]:
-    """Open one segment; returns it and whether its indexes must be rebuilt."""
-    _, index, time_index = segment_paths(directory, base)
-    missing = not index.exists() or not time_index.exists()
-    segment = Segment.load(directory, base, io, config, now_ms=now_ms)
-    if missing:
-        log.info("index_missing", path=str(index), base_offset=base)
-        return segment, True
-    if not segment.tail_is_whole:
-        log.warning("segment_tail_damaged", path=str(segment.log_path), base_offset=base)
-        return segment, True
-    try:
-        segment.sanity_check(thorough=thorough)
-    except CorruptIndexError as exc:
-        log.warning("index_corrupt", path=str(index), base_offset=base, reason=str(exc))
-        return segment, True
-    return segment, False
 
 
 def _quarantine(io: FileIO, directory: Path, base: int, reason: str, bound: Any) -> None:
@@ -207,15 +106,11 @@ def _quarantine(io: FileIO, directory: Path, base: int, reason: str, bound: Any)
 def _misplaced_first_batch(segment: Segment) -> str | None:
     """Why the segment's first batch cannot belong to it: a whole, CRC-valid batch (so
     real data, not a torn write) whose offsets lie below the name's base offset."""
-    if segment.size < HEADER_SIZE:
+    scan = SegmentScan(segment.pread, 0, segment.size, block_bytes=HEADER_SIZE, crc=True)
+    first = next(iter(scan), None)
+    if first is None:
         return None
-    length = HEADER.unpack_from(segment.pread(HEADER_SIZE, 0))[1] + LOG_OVERHEAD
-    if length < HEADER_SIZE or length > segment.size:
-        return None
-    try:
-        header = check_crc(segment.pread(length, 0))
-    except CorruptMessage:
-        return None
+    header = BatchHeader(*first.fields)
     if header.base_offset < segment.base_offset:
         return (
             f"first batch holds offset {header.base_offset}, below the file's base offset "
@@ -259,6 +154,18 @@ def _hole_after(segments: list[Segment], i: int, config: LogConfig) -> bool:
     return segments[i].next_offset < segments[i + 1].base_offset
 
 
+@dataclass(slots=True)
+class _Loaded:
+    """What the load steps found: the segments, which need their indexes rebuilt, and
+    counts for the log's statistics."""
+
+    segments: list[Segment]
+    rebuild: list[bool]
+    quarantined: int = 0
+    truncated_bytes: int = 0
+    fenced_last: bool = False
+
+
 def open_log(
     directory: Path,
     topic: str,
@@ -273,14 +180,60 @@ def open_log(
     clean: bool,
     fd_budget: FdBudget | None = None,
 ) -> Log:
-    """Load (and after an unclean stop, recover) one partition directory into a Log."""
+    """Load (and after an unclean stop, recover) one partition directory into a Log.
+
+    Steps: leftovers, load, rescan the tail, fence or truncate, build.
+    """
     started = time.monotonic()
     bound = log.bind(topic=topic, partition=partition, path=str(directory))
     io.mkdir(directory)
     now_ms = clock_ms()
+    bases, quarantined = _clear_leftovers(io, directory, bound)
+    loaded = _load_segments(io, directory, bases, config, now_ms, clean=clean, bound=bound)
+    loaded.quarantined += quarantined
+    checkpoint_rp = recovery_point if recovery_point is not None else 0
+    kept = _rescan_tail(loaded, config, clean=clean, checkpoint_rp=checkpoint_rp, bound=bound)
+    _drop_segments(io, directory, loaded.segments[kept:], "after_truncated_segment", bound)
+    segments = loaded.segments[:kept]
+    start = log_start_offset if log_start_offset is not None else 0
+    if segments and segments[-1].next_offset < start:
+        bound.warning("log_behind_start_offset", log_start_offset=start)
+        _drop_segments(io, directory, segments, None, bound)
+        segments = []
+    loaded.segments = segments
+    result_log = _build(
+        directory,
+        topic,
+        partition,
+        config,
+        loaded,
+        start=start,
+        point=None if clean else checkpoint_rp,
+        io=io,
+        now_ms=now_ms,
+        clock_ms=clock_ms,
+        deletion_queue=deletion_queue,
+        fd_budget=fd_budget,
+    )
+    bound.info(
+        "log_loaded",
+        clean=clean,
+        segments=result_log.segment_count,
+        log_start_offset=result_log.log_start_offset,
+        log_end_offset=result_log.log_end_offset,
+        recovery_point=result_log.recovery_point,
+        truncated_bytes=loaded.truncated_bytes,
+        duration_s=round(time.monotonic() - started, 6),
+    )
+    return result_log
+
+
+def _clear_leftovers(io: FileIO, directory: Path, bound: Any) -> tuple[list[int], int]:
+    """Rules 1 and 2a (names): leftovers removed, `.log` names above int64 quarantined,
+    orphan indexes removed; returns the segment bases to load and the quarantined count."""
     remove_leftovers(io, directory)
     quarantined = 0
-    for _, parsed in _segment_files(directory):
+    for _, parsed in segment_files(directory):
         if (
             parsed.kind == LOG_SUFFIX
             and not parsed.transient
@@ -289,30 +242,46 @@ def open_log(
             reason = f"base offset {parsed.base_offset} is above int64"
             _quarantine(io, directory, parsed.base_offset, reason, bound)
             quarantined += 1
-    files = _segment_files(directory)
+    files = segment_files(directory)
     bases = sorted({n.base_offset for _, n in files if n.kind == LOG_SUFFIX and not n.transient})
     for path, parsed in files:
         if parsed.kind in (INDEX_SUFFIX, TIME_INDEX_SUFFIX) and parsed.base_offset not in bases:
-            _unlink(io, path, "orphan_index_deleted", base_offset=parsed.base_offset)
+            unlink_logged(io, path, "orphan_index_deleted", base_offset=parsed.base_offset)
+    return bases, quarantined
 
+
+def _load_segments(
+    io: FileIO,
+    directory: Path,
+    bases: list[int],
+    config: LogConfig,
+    now_ms: int,
+    *,
+    clean: bool,
+    bound: Any,
+) -> _Loaded:
+    """Rules 2 and 2a (contents): open each segment, check its indexes, admit it."""
     segments: list[Segment] = []
     rebuild: list[bool] = []
     for base in bases:
-        segment, needs = _load_segment(io, directory, base, config, now_ms, thorough=not clean)
+        segment, needs = load_segment(io, directory, base, config, now_ms, thorough=not clean)
         segments.append(segment)
         rebuild.append(needs)
     segments, rebuild, refused = _admit_segments(io, directory, segments, rebuild, bound)
-    quarantined += refused
+    return _Loaded(segments, rebuild, quarantined=refused)
 
-    checkpoint_rp = recovery_point if recovery_point is not None else 0
+
+def _rescan_tail(
+    loaded: _Loaded, config: LogConfig, *, clean: bool, checkpoint_rp: int, bound: Any
+) -> int:
+    """Rules 2 and 3: rescan segments needing a rebuild and, after an unclean stop,
+    every one from the recovery point's on; returns how many segments are kept."""
+    segments, rebuild = loaded.segments, loaded.rebuild
     fence_below = ALL_FLUSHED if clean else checkpoint_rp
     tail_from = len(segments)
     if not clean and segments:
         holding = [i for i, s in enumerate(segments) if s.base_offset <= checkpoint_rp]
         tail_from = holding[-1] if holding else 0
-    truncated_total = 0
-    fenced_last = False
-    kept = len(segments)
     for i, segment in enumerate(segments):
         if i < tail_from and not rebuild[i]:
             continue
@@ -333,58 +302,89 @@ def open_log(
                     bytes=0,
                     reason=f"hole before the next segment at {segments[i + 1].base_offset}",
                 )
-                kept = i + 1
-                break
+                return i + 1
             continue
-        if segment.fence_position is None:
-            truncated_total += result.truncated_bytes
-            bound.warning(
-                "recovery_truncated",
-                segment=str(segment.log_path),
-                base_offset=segment.base_offset,
-                position=result.valid_bytes,
-                next_offset=result.next_offset,
-                bytes=result.truncated_bytes,
-                reason=result.reason,
-            )
-            kept = i + 1
-            break
-        bound.error(
-            "segment_fenced",
+        if _fence_or_truncate(loaded, i, result, checkpoint_rp, bound):
+            return i + 1
+    return len(segments)
+
+
+def _fence_or_truncate(
+    loaded: _Loaded, i: int, result: RecoveryResult, checkpoint_rp: int, bound: Any
+) -> bool:
+    """Rules 3 and 4 for segment `i`, whose rescan found a bad batch: a torn tail was
+    truncated (True: the log ends here), damage below the recovery point is fenced."""
+    segments = loaded.segments
+    segment = segments[i]
+    if segment.fence_position is None:
+        loaded.truncated_bytes += result.truncated_bytes
+        bound.warning(
+            "recovery_truncated",
             segment=str(segment.log_path),
             base_offset=segment.base_offset,
-            position=result.bad_position,
-            next_valid_offset=result.next_offset,
+            position=result.valid_bytes,
+            next_offset=result.next_offset,
+            bytes=result.truncated_bytes,
             reason=result.reason,
         )
-        if i + 1 < len(segments):
-            segment.next_offset = segments[i + 1].base_offset
-        else:
-            segment.next_offset = max(checkpoint_rp, result.next_offset)
-            fenced_last = True
-    for segment in segments[kept:]:
-        bound.warning(
-            "segment_deleted",
-            reason="after_truncated_segment",
-            base_offset=segment.base_offset,
-            bytes=segment.size,
-        )
+        return True
+    bound.error(
+        "segment_fenced",
+        segment=str(segment.log_path),
+        base_offset=segment.base_offset,
+        position=result.bad_position,
+        next_valid_offset=result.next_offset,
+        reason=result.reason,
+    )
+    if i + 1 < len(segments):
+        segment.next_offset = segments[i + 1].base_offset
+    else:
+        segment.next_offset = max(checkpoint_rp, result.next_offset)
+        loaded.fenced_last = True
+    return False
+
+
+def _drop_segments(
+    io: FileIO, directory: Path, segments: list[Segment], reason: str | None, bound: Any
+) -> None:
+    """Close and delete `segments` (after a truncated one, or a log behind its start)."""
+    for segment in segments:
+        if reason is not None:
+            bound.warning(
+                "segment_deleted",
+                reason=reason,
+                base_offset=segment.base_offset,
+                bytes=segment.size,
+            )
         segment.close()
         for path in segment_paths(directory, segment.base_offset):
-            _unlink(io, path, "segment_file_deleted")
-    segments = segments[:kept]
+            unlink_logged(io, path, "segment_file_deleted")
 
-    start = log_start_offset if log_start_offset is not None else 0
-    if segments and segments[-1].next_offset < start:
-        bound.warning("log_behind_start_offset", log_start_offset=start)
-        for segment in segments:
-            segment.close()
-            for path in segment_paths(directory, segment.base_offset):
-                _unlink(io, path, "segment_file_deleted")
-        segments = []
+
+def _build(
+    directory: Path,
+    topic: str,
+    partition: int,
+    config: LogConfig,
+    loaded: _Loaded,
+    *,
+    start: int,
+    point: int | None,
+    io: FileIO,
+    now_ms: int,
+    clock_ms: Callable[[], int],
+    deletion_queue: DeletionQueue,
+    fd_budget: FdBudget | None,
+) -> Log:
+    """The Log over the kept segments, with an active segment to append to.
+
+    `point` is the checkpointed recovery point after an unclean stop (None after a
+    clean one: every byte is flushed).
+    """
+    segments = loaded.segments
     if not segments:
         segments = [Segment.create(directory, start, io, config, now_ms=now_ms)]
-    elif fenced_last:
+    elif loaded.fenced_last:
         segments[-1].become_inactive()
         segments.append(
             Segment.create(directory, segments[-1].next_offset, io, config, now_ms=now_ms)
@@ -394,8 +394,8 @@ def open_log(
     segments[-1].resize_indexes(config.segment_index_bytes)
     log_end = segments[-1].next_offset
     start = max(start, segments[0].base_offset)
-    point = log_end if clean else min(checkpoint_rp, log_end)
-    point = max(point, min(start, log_end))
+    recovery_point = log_end if point is None else min(point, log_end)
+    recovery_point = max(recovery_point, min(start, log_end))
     result_log = Log(
         directory,
         topic,
@@ -403,22 +403,12 @@ def open_log(
         config,
         segments,
         log_start_offset=start,
-        recovery_point=point,
+        recovery_point=recovery_point,
         io=io,
         clock_ms=clock_ms,
         deletion_queue=deletion_queue,
         fd_budget=fd_budget,
     )
-    result_log.recovery_truncated_bytes = truncated_total
-    result_log.quarantined_segments = quarantined
-    bound.info(
-        "log_loaded",
-        clean=clean,
-        segments=len(segments),
-        log_start_offset=start,
-        log_end_offset=log_end,
-        recovery_point=point,
-        truncated_bytes=truncated_total,
-        duration_s=round(time.monotonic() - started, 6),
-    )
+    result_log.recovery_truncated_bytes = loaded.truncated_bytes
+    result_log.quarantined_segments = loaded.quarantined
     return result_log

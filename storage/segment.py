@@ -24,7 +24,6 @@ preallocated indexes entries for bytes that never reached the file; recovery
 from __future__ import annotations
 
 import random
-import struct
 import threading
 import weakref
 from collections.abc import Callable, Iterator
@@ -34,11 +33,13 @@ from pathlib import Path
 import structlog
 
 from protocol.batch import (
+    F_BASE_OFFSET,
+    F_LAST_OFFSET_DELTA,
+    F_MAX_TIMESTAMP,
     HEADER,
     HEADER_SIZE,
-    LOG_OVERHEAD,
-    MAGIC,
     TIMESTAMP_TYPE_MASK,
+    BatchWalk,
     check_crc,
     decode_payload,
     max_decompressed_bytes,
@@ -48,7 +49,8 @@ from storage import failpoints
 from storage.config import INT_MAX, LogConfig
 from storage.fileio import FileIO
 from storage.files import DELETED_SUFFIX, segment_paths
-from storage.index import CorruptIndexError, OffsetIndex, TimeIndex
+from storage.index import CorruptIndexError, OffsetIndex, TimeIndex, index_entry_due
+from storage.scan import ScannedBatch, SegmentScan
 
 log = structlog.get_logger("tidelog.storage")
 
@@ -56,16 +58,10 @@ log = structlog.get_logger("tidelog.storage")
 SCAN_READ_BYTES = 64 * 1024
 # How many bytes a recovery scan checks per read: large enough to amortise pread.
 RECOVERY_READ_BYTES = 8 * 1024 * 1024
-_LENGTH = struct.Struct(">i")
-_BATCH_LENGTH_AT = 8
-_MAGIC_AT = 12
-_LENGTH_MAGIC = struct.Struct(">ib")  # batch_length and magic, adjacent from byte 8
 # Serialises fencing by readers, so each damage is logged once (rare: no contention).
 _FENCE_LOCK = threading.Lock()
 # Called with (byte position, reason) when a read walks into a header that cannot be.
 DamageCallback = Callable[[int, str], None]
-# Header tuple fields (protocol.batch.HEADER order).
-_BASE, _LEN, _MAGIC, _ATTRS, _LAST_DELTA, _MAX_TS = 0, 1, 2, 4, 5, 7
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,7 +208,7 @@ class Segment:
         if self.size == 0:
             return
         first = self._header_at(0)
-        self.rolling_based_timestamp = first[_MAX_TS] if first is not None else -1
+        self.rolling_based_timestamp = first[F_MAX_TIMESTAMP] if first is not None else -1
         last_ts, last_ts_offset = self.time_index.last_entry()
         self.max_timestamp, self.offset_of_max_timestamp = last_ts, last_ts_offset
         if self.time_index.entries == 0:
@@ -290,7 +286,7 @@ class Segment:
         else:
             new_max = (self.max_timestamp, self.offset_of_max_timestamp)
         since_entry = self.bytes_since_last_index_entry
-        if since_entry > index_interval_bytes:
+        if index_entry_due(since_entry, index_interval_bytes):
             try:
                 self.offset_index.append(last_offset, position)
                 self.time_index.maybe_append(*new_max)
@@ -413,50 +409,33 @@ class Segment:
         self.max_timestamp, self.offset_of_max_timestamp = -1, -1
         self.rolling_based_timestamp = -1
         self.fence_position = None
-        position, next_offset, since_entry = 0, self.base_offset, 0
+        next_offset, since_entry = self.base_offset, 0
         bad_reason = ""
         file_size = self._io.file_size(self._file.fd)
-        while position < file_size:
-            block = self._io.pread(
-                self._file.fd, min(RECOVERY_READ_BYTES, file_size - position), position
-            )
-            pos = 0
-            while True:
-                reason = _check_batch(block, pos, next_offset, self.base_offset)
-                if reason == "short" and pos > 0:
-                    break  # the batch continues past this block: read on from it
-                if reason == "short":
-                    header_len = _batch_size(block, pos)
-                    if header_len is None or position + header_len > file_size:
-                        # Too few bytes left for a header, or a batch cut by the file end.
-                        bad_reason = "torn batch at the end of the file"
-                        break
-                    block = self._io.pread(self._file.fd, header_len, position)
-                    reason = _check_batch(block, 0, next_offset, self.base_offset)
-                if reason is not None:
-                    bad_reason = reason
-                    break
-                header = HEADER.unpack_from(block, pos)
-                size = header[_LEN] + LOG_OVERHEAD
-                last_offset = header[_BASE] + header[_LAST_DELTA]
-                if position + pos == 0:
-                    self.rolling_based_timestamp = header[_MAX_TS]
-                if header[_MAX_TS] > self.max_timestamp:
-                    self.max_timestamp, self.offset_of_max_timestamp = header[_MAX_TS], last_offset
-                # Kafka's rebuild rule: an entry when the bytes before this batch since
-                # the last entry exceed index.interval.bytes.
-                if since_entry > config.index_interval_bytes:
-                    self.offset_index.append(last_offset, position + pos)
-                    self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
-                    since_entry = 0
-                since_entry += size
-                next_offset = last_offset + 1
-                pos += size
-                if pos >= len(block):
-                    break
-            position += pos
+        scan = SegmentScan(self.pread, 0, file_size, block_bytes=RECOVERY_READ_BYTES, crc=True)
+        for batch in scan:
+            fields = batch.fields
+            bad_reason = _misfit(fields, next_offset, self.base_offset)
             if bad_reason:
+                scan.position = batch.position
                 break
+            last_offset = fields[F_BASE_OFFSET] + fields[F_LAST_OFFSET_DELTA]
+            max_ts = fields[F_MAX_TIMESTAMP]
+            if batch.position == 0:
+                self.rolling_based_timestamp = max_ts
+            if max_ts > self.max_timestamp:
+                self.max_timestamp, self.offset_of_max_timestamp = max_ts, last_offset
+            # Kafka's rebuild rule: an entry when the bytes before this batch since
+            # the last entry exceed index.interval.bytes.
+            if index_entry_due(since_entry, config.index_interval_bytes):
+                self.offset_index.append(last_offset, batch.position)
+                self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+                since_entry = 0
+            since_entry += batch.size
+            next_offset = last_offset + 1
+        else:
+            bad_reason = scan.problem or ""
+        position = scan.position
         self.bytes_since_last_index_entry = since_entry
         self.next_offset = next_offset
         self.verified_bytes = position
@@ -487,38 +466,28 @@ class Segment:
         """Headers of the whole batches in [start, end), read in blocks; stops at a bad
         one, reporting it to `on_damage` (when `end` is the segment's end, a header that
         does not fit is damage, not a cut)."""
-        position = start
         if self.fence_position is not None:
             end = min(end, self.fence_position)
-        previous: BatchPosition | None = None
-        while position + HEADER_SIZE <= end:
-            block = self._io.pread(self._file.fd, min(SCAN_READ_BYTES, end - position), position)
-            pos = 0
-            while pos + HEADER_SIZE <= len(block):
-                header = HEADER.unpack_from(block, pos)
-                size = header[_LEN] + LOG_OVERHEAD
-                if header[_MAGIC] != MAGIC or size < HEADER_SIZE or position + pos + size > end:
-                    if on_damage is not None:
-                        problem = _header_problem(header[_MAGIC], size)
-                        on_damage(self.culprit(previous, position + pos), problem)
-                    return
-                previous = BatchPosition(
-                    position + pos,
-                    size,
-                    header[_BASE],
-                    header[_BASE] + header[_LAST_DELTA],
-                    header[_MAX_TS],
-                )
-                yield previous
-                pos += size
-            if pos == 0:
-                if on_damage is not None:  # fewer than HEADER_SIZE bytes before `end`
-                    problem = "a batch header is cut by the end of the segment"
-                    on_damage(self.culprit(previous, position), problem)
-                return
-            position += pos
+        scan = SegmentScan(self.pread, start, end, block_bytes=SCAN_READ_BYTES)
+        for batch in scan:
+            fields = batch.fields
+            yield BatchPosition(
+                batch.position,
+                batch.size,
+                fields[F_BASE_OFFSET],
+                fields[F_BASE_OFFSET] + fields[F_LAST_OFFSET_DELTA],
+                fields[F_MAX_TIMESTAMP],
+            )
+        if scan.problem is not None and on_damage is not None and not scan.header_cut_at_end:
+            previous = scan.previous
+            before = (
+                None
+                if previous is None
+                else BatchPosition(previous.position, previous.size, 0, 0, 0)
+            )
+            on_damage(self.culprit(before, scan.position), scan.problem)
 
-    def culprit(self, previous: BatchPosition | None, position: int) -> int:
+    def culprit(self, previous: BatchPosition | ScannedBatch | None, position: int) -> int:
         """Where damage a header walk found at `position` starts: at the batch before it
         when that one fails its CRC (a wrong length there led the walk astray)."""
         if previous is None:
@@ -538,9 +507,6 @@ class Segment:
             if batch.last_offset >= offset:
                 return batch
         return None
-
-    def is_fenced_at(self, position: int) -> bool:
-        return self.fence_position is not None and position >= self.fence_position
 
     def fence(self, position: int, reason: str) -> None:
         """Damage found by a read at byte `position`: fence from there on (logged once).
@@ -719,70 +685,34 @@ class Segment:
         self.time_index.release_writer()
 
 
-def _batch_size(block: bytes, pos: int) -> int | None:
-    if len(block) - pos < LOG_OVERHEAD:
-        return None
-    return _LENGTH.unpack_from(block, pos + _BATCH_LENGTH_AT)[0] + LOG_OVERHEAD
-
-
-def _check_batch(block: bytes, pos: int, expected_offset: int, base_offset: int) -> str | None:
-    """Why the batch at `pos` is not valid next in this segment; "short" if cut by the block."""
-    size = _batch_size(block, pos)
-    if size is not None and size < HEADER_SIZE:
-        return f"batch_length {size - LOG_OVERHEAD} is too small"
-    if size is None or len(block) - pos < size:
-        return "short"
-    try:
-        header = check_crc(block, pos)
-    except CorruptMessage as exc:
-        return exc.message
-    if header.base_offset < expected_offset or header.last_offset_delta < 0:
-        return f"offset {header.base_offset} does not follow {expected_offset - 1}"
-    if header.last_offset - base_offset > INT_MAX:
-        return f"offset {header.last_offset} overflows the segment"
-    return None
-
-
-def whole_batches_length(data: bytes) -> int:
-    """Length of the prefix of `data` made of whole batches."""
-    return check_headers(data, whole=False)[0]
-
-
-def _header_problem(magic: int, size: int) -> str:
-    if magic != MAGIC:
-        return f"a batch header has magic {magic}, expected {MAGIC}"
-    if size < HEADER_SIZE:
-        return f"a batch header has batch_length {size - LOG_OVERHEAD}, below the minimum"
-    return f"a batch header's length ({size} bytes) runs past the end of the segment"
+def _misfit(fields: tuple[int, ...], expected_offset: int, base_offset: int) -> str:
+    """Why a CRC-valid batch cannot come next in this segment ("" when it can)."""
+    base, delta = fields[F_BASE_OFFSET], fields[F_LAST_OFFSET_DELTA]
+    if base < expected_offset or delta < 0:
+        return f"offset {base} does not follow {expected_offset - 1}"
+    if base + delta - base_offset > INT_MAX:
+        return f"offset {base + delta} overflows the segment"
+    return ""
 
 
 def check_headers(data: bytes, *, whole: bool) -> tuple[int, str | None]:
     """(length of the prefix of whole, plausible batches, why it stops early or None).
 
-    One struct read per batch. A header with a wrong magic or a length below the
-    minimum is damage; so is a batch or header cut by the end of `data` when `whole`
-    says the bytes end on a batch boundary (else that is where a byte limit cut them).
+    One struct read per batch (`BatchWalk`). A header with a wrong magic or a length
+    below the minimum is damage; so is a batch or header cut by the end of `data` when
+    `whole` says the bytes end on a batch boundary (else that is where a byte limit cut
+    them). The batch before damage may be the one whose length is wrong: when it fails
+    its CRC, the damage starts there.
     """
-    pos, end, previous = 0, len(data), -1
-    problem: str | None = None
-    unpack = _LENGTH_MAGIC.unpack_from  # one struct read per batch: length and magic
-    last_header = end - HEADER_SIZE
-    while pos <= last_header:
-        length, magic = unpack(data, pos + _BATCH_LENGTH_AT)
-        size = length + LOG_OVERHEAD
-        if magic != MAGIC or size < HEADER_SIZE or (pos + size > end and whole):
-            problem = _header_problem(magic, size)
-            break
-        if pos + size > end:
-            return pos, None
-        previous, pos = pos, pos + size
-    else:
-        if not whole or pos == end:
-            return pos, None
-        problem = "a batch header is cut by the end of the segment"
-    if previous >= 0:  # the batch before may be the one whose length is wrong
+    walk = BatchWalk(data, whole=whole)
+    previous = -1
+    for position, _ in walk:
+        previous = position
+    if walk.problem is None:
+        return walk.position, None
+    if previous >= 0:
         try:
             check_crc(data, previous)
         except CorruptMessage:
-            return previous, problem
-    return pos, problem
+            return previous, walk.problem
+    return walk.position, walk.problem

@@ -13,8 +13,8 @@ import trio
 from broker.groupcommit import GroupCommitter
 from protocol.batch import encode_batch
 from protocol.errors import StorageError
-from storage.fileio import FaultyFileIO
 from storage.manager import LogManager
+from tests.faulty_io import FaultyFileIO
 
 
 @pytest.fixture

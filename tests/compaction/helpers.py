@@ -37,9 +37,10 @@ def open_manager(data_dir: Path, clock: Clock, io: FileIO | None = None) -> LogM
     return manager
 
 
-def make_cleaner(io: FileIO | None = None, *, map_bytes: int = 1 << 20, **kw) -> Cleaner:
+def make_cleaner(*, map_bytes: int = 1 << 20, **kw) -> Cleaner:
+    """A cleaner; it reads and writes through each log's own FileIO."""
     config = CleanerConfig(dedupe_buffer_bytes=map_bytes, min_map_bytes=0, **kw)
-    return Cleaner(config, io or FileIO(), Throttler(math.inf))
+    return Cleaner(config, Throttler(math.inf))
 
 
 def make_cleaner_manager(

@@ -10,7 +10,7 @@ import pytest
 from compaction.manager import MAX_CONSECUTIVE_FAILURES
 from protocol.batch import Compression, decode_records, iter_headers, read_header
 from storage.checkpoint import read_checkpoint
-from storage.fileio import FaultyFileIO, FileIO
+from storage.fileio import FileIO
 from storage.files import CLEANER_OFFSET_CHECKPOINT
 from tests.compaction.helpers import (
     Clock,
@@ -21,6 +21,7 @@ from tests.compaction.helpers import (
     open_manager,
     read_all,
 )
+from tests.faulty_io import FaultyFileIO
 
 COMPACT = {"cleanup.policy": "compact", "segment.bytes": "4096", "delete.retention.ms": "1000"}
 
@@ -235,7 +236,7 @@ def test_repeated_failure_marks_uncleanable_and_leaves_log_intact(tmp_path, cloc
         before = read_all(log)
         io.fail("pwrite", errno.ENOSPC, persistent=True, path_contains=".cleaned")
         cleaners = make_cleaner_manager(logs, clock, io, backoff_ms=1000)
-        cleaner = make_cleaner(io)
+        cleaner = make_cleaner()
         for attempt in range(MAX_CONSECUTIVE_FAILURES):
             assert cleaners.clean_one(cleaner) is None
             assert cleaners.statistics().failures_total == attempt + 1

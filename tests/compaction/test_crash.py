@@ -93,7 +93,7 @@ def test_crash_before_every_file_operation_of_a_cleaning(built):
         shutil.rmtree(io.snapshot_dir, ignore_errors=True)
         clock = Clock()
         logs = open_manager(work, clock, io)
-        make_cleaner_manager(logs, clock, io).clean_one(make_cleaner(io))
+        make_cleaner_manager(logs, clock, io).clean_one(make_cleaner())
         logs.close()
         if not io.taken:
             break

@@ -131,7 +131,7 @@ class CleanerModel(RuleBasedStateMachine):
 
     @rule(tiny_map=st.booleans())
     def clean(self, tiny_map):
-        cleaner = make_cleaner(self.io, map_bytes=24 * 7 if tiny_map else 1 << 16)
+        cleaner = make_cleaner(map_bytes=24 * 7 if tiny_map else 1 << 16)
         self.cleaners.clean_one(cleaner)
 
     def _reopen(self, *, clean: bool) -> None:
@@ -156,7 +156,7 @@ class CleanerModel(RuleBasedStateMachine):
         self.io.snapshot_dir = self.root / "crash"
         self.io.snapshot_at, self.io.ops, self.io.taken = step, 0, False
         try:
-            self.cleaners.clean_one(make_cleaner(self.io, map_bytes=1 << 16))
+            self.cleaners.clean_one(make_cleaner(map_bytes=1 << 16))
         finally:
             self.io.snapshot_at = 0
         if not self.io.taken:

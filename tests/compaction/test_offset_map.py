@@ -104,12 +104,6 @@ def test_clear_forgets_everything():
     assert (m.size, m.latest_offset, m.get(b"a")) == (0, -1, -1)
 
 
-def test_get_many_leaves_out_absent_keys():
-    m = OffsetMap(ENTRY_BYTES * 100, 0.9)
-    m.put(b"a", 1)
-    assert m.get_many([b"a", b"b"]) == {b"a": 1}
-
-
 @settings(max_examples=40, deadline=None)
 @given(
     ops=st.lists(

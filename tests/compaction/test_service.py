@@ -55,8 +55,8 @@ class PausingIO(FileIO):
 
 def test_request_stop_abandons_a_running_cleaning(tmp_path):
     clock = Clock()
-    io = PausingIO()
-    logs = open_manager(tmp_path, clock)
+    io = PausingIO()  # the log's own: the cleaner reads segments through the log
+    logs = open_manager(tmp_path, clock, io)
     try:
         logs.create_topic("t", 1, COMPACT)
         log = logs.get_log("t", 0)

@@ -20,9 +20,9 @@ import pytest
 from protocol.batch import encode_batch
 from protocol.errors import StorageError
 from storage.config import LogConfig
-from storage.fileio import FaultyFileIO
 from storage.manager import LogManager
 from tests.conftest import start_broker
+from tests.faulty_io import FaultyFileIO
 from tests.reliability.harness import (
     QUIET_START_SETTINGS,
     SMALL_SEGMENT_SETTINGS,

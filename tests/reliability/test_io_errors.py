@@ -16,9 +16,10 @@ import pytest
 from protocol.batch import encode_batch
 from protocol.errors import StorageError
 from storage.config import LogConfig
-from storage.fileio import FaultyFileIO, FileIO
+from storage.fileio import FileIO
 from storage.log import Log
 from storage.manager import LogManager
+from tests.faulty_io import FaultyFileIO
 from tests.reliability.oracle import ID_HEADER, decode_stream, value_hash
 
 CONFIG = LogConfig(segment_bytes=2048, segment_index_bytes=256, index_interval_bytes=256)

@@ -22,9 +22,9 @@ import pytest
 
 from protocol.batch import encode_batch
 from storage.config import LogConfig
-from storage.fileio import FaultyFileIO
 from storage.files import log_path
 from storage.manager import LogManager
+from tests.faulty_io import FaultyFileIO
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -14,7 +14,8 @@ from storage.checkpoint import (
     read_checkpoint,
     write_checkpoint,
 )
-from storage.fileio import FaultyFileIO, FileIO
+from storage.fileio import FileIO
+from tests.faulty_io import FaultyFileIO
 
 
 def test_kafka_text_format() -> None:

@@ -17,8 +17,8 @@ import pytest
 
 from protocol.errors import StorageError, TopicAlreadyExists
 from storage.fdbudget import FdBudget, storage_limit
-from storage.fileio import FaultyFileIO
 from storage.manager import LogManager
+from tests.faulty_io import FaultyFileIO
 from tests.storage.helpers import ManualClock
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -5,7 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from storage.fileio import FaultyFileIO, FileIO
+from storage.fileio import FileIO
+from tests.faulty_io import FaultyFileIO
 
 
 def test_write_atomic_replaces_content(tmp_path: Path) -> None:

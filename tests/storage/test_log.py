@@ -26,8 +26,8 @@ from protocol.errors import (
     StorageError,
 )
 from storage.config import LogConfig
-from storage.fileio import FaultyFileIO
 from storage.files import DeletionQueue
+from tests.faulty_io import FaultyFileIO
 from tests.storage.helpers import BASE_TS, ManualClock, batch, open_test_log, read_all
 
 SMALL = LogConfig(segment_bytes=1000, index_interval_bytes=100, segment_index_bytes=4096)

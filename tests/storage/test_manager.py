@@ -17,9 +17,10 @@ from protocol.errors import (
 )
 from storage.checkpoint import read_checkpoint
 from storage.config import LogConfig
-from storage.fileio import FaultyFileIO, FileIO
+from storage.fileio import FileIO
 from storage.files import CLEAN_SHUTDOWN_FILE, LOG_START_OFFSET_CHECKPOINT
 from storage.manager import LogManager
+from tests.faulty_io import FaultyFileIO
 from tests.storage.helpers import ManualClock, batch, read_all
 
 SMALL = LogConfig(segment_bytes=1000, index_interval_bytes=100, segment_index_bytes=4096)

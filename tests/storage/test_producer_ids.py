@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from protocol.errors import InvalidRequest, StorageError
-from storage.fileio import FaultyFileIO, FileIO
+from storage.fileio import FileIO
 from storage.files import PRODUCER_ID_BLOCK_FILE
 from storage.producer_ids import (
     EPOCH_EXHAUSTED,
@@ -18,6 +18,7 @@ from storage.producer_ids import (
     ProducerIds,
     bump_epoch,
 )
+from tests.faulty_io import FaultyFileIO
 
 
 def test_ids_increase_and_the_block_is_persisted_before_use(tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ import crc32c
 import pytest
 
 from protocol.batch import encode_batch, iter_headers, set_base_offset
-from storage.fileio import FaultyFileIO, FileIO
+from storage.fileio import FileIO
 from storage.producer_snapshot import (
     CorruptSnapshotError,
     decode_snapshot,
@@ -25,6 +25,7 @@ from storage.producer_snapshot import (
     write_snapshot,
 )
 from storage.producer_state import BatchMetadata, ProducerEntry, ProducerState
+from tests.faulty_io import FaultyFileIO
 
 ENTRIES = {
     7: ProducerEntry(0, (BatchMetadata(0, 4, 10, 14, 1000),), 1000),

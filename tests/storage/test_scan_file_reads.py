@@ -1,27 +1,26 @@
-"""Reading a segment's batches for the cleaner: raw header fields, chunk boundaries,
-batches larger than a chunk, and damage (CRC, magic, length, torn tail) refused."""
+"""Reading a closed segment's batches (storage.scan.iter_batch_fields, the cleaner's
+`Log.segment_batches`): raw header fields, chunk boundaries, batches larger than a
+chunk, and damage (CRC, magic, length, torn tail) refused."""
 
 from __future__ import annotations
 
 import pytest
 
-from compaction.reader import (
-    F_BASE_OFFSET,
-    F_LAST_OFFSET_DELTA,
-    F_RECORD_COUNT,
-    iter_batch_fields,
-    iter_file_batches,
-)
 from protocol.batch import (
     BATCH_LENGTH_OFFSET,
     CRC_START,
+    F_BASE_OFFSET,
+    F_LAST_OFFSET_DELTA,
+    F_RECORD_COUNT,
     MAGIC_OFFSET,
+    BatchHeader,
     encode_batch,
     read_header,
     set_base_offset,
 )
 from protocol.errors import CorruptMessage
 from storage.fileio import FileIO
+from storage.scan import iter_batch_fields
 
 
 def segment(tmp_path, sizes):
@@ -48,7 +47,7 @@ def test_every_batch_with_its_header_fields(tmp_path, chunk_bytes):
         assert fields[F_BASE_OFFSET] == header.base_offset
         assert fields[F_LAST_OFFSET_DELTA] == header.last_offset_delta
         assert fields[F_RECORD_COUNT] == header.record_count
-    headers = [h for _, h in iter_file_batches(FileIO(), path, chunk_bytes=chunk_bytes)]
+    headers = [BatchHeader(*fields) for _, fields in got]
     assert headers == [read_header(b) for b in batches]
 
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import os
 
-from compaction import writer as writer_module
-from compaction.writer import CleanedSegmentWriter
 from protocol.batch import encode_batch, iter_headers, read_header, set_base_offset
+from storage import index as index_module
+from storage.cleaned import CleanedSegmentWriter
 from storage.fileio import FileIO
 from storage.files import CLEANED_SUFFIX, segment_paths
 from storage.index import OffsetIndex, TimeIndex
@@ -70,7 +70,7 @@ def test_abort_removes_every_cleaned_file(tmp_path):
 def test_indexes_larger_than_one_conversion_step(tmp_path, monkeypatch):
     """Index entries are converted and written in steps; the files hold every entry in
     order across the step boundaries."""
-    monkeypatch.setattr(writer_module, "INDEX_CHUNK_ENTRIES", 7)
+    monkeypatch.setattr(index_module, "WRITE_CHUNK_ENTRIES", 7)
     batches = [batch(100 + 3 * i, 1000 + i) for i in range(40)]
     write(tmp_path, batches, interval=0)
     _, index_path, time_index_path = segment_paths(tmp_path, 100, CLEANED_SUFFIX)

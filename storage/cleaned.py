@@ -1,15 +1,15 @@
 """Writing one cleaned segment: `<base>.log.cleaned` plus its two `.cleaned` indexes.
 
-The files use the storage formats (PROTOCOL.md §7: storage's `OffsetIndex.DTYPE` and
-`TimeIndex.DTYPE` entries), with the same sparse-entry rule as an append (an entry
-once more than `index.interval.bytes` were written since the last one; the time
-index only takes a larger timestamp, and keeps one slot for the final entry).
-Index entries are collected in memory and written with `pwrite` + `fsync` at the
-end, not through a memory map: `msync` holds the GIL in CPython, and a slow disk
-would then stall the broker's event loop. Output is buffered and written in large
-chunks. `finish()` writes everything, fsyncs it and stamps the files with the
-replaced segments' mtime (so time retention of segments without timestamps is
-unchanged).
+Storage writes the segment the cleaner hands batches to (`Log.cleaned_segment_writer`):
+the files use the storage formats through storage's own index classes
+(`OffsetIndex.write_file`, `TimeIndex.write_file`), with the same sparse-entry rule
+as an append (`index_entry_due`; the time index only takes a larger timestamp, and
+keeps one slot for the final entry). Index entries are collected in memory and
+written with `pwrite` + `fsync` at the end, not through a memory map: `msync` holds
+the GIL in CPython, and a slow disk would then stall the broker's event loop.
+Output is buffered and written in large chunks. `finish()` writes everything, fsyncs
+it and stamps the files with the replaced segments' mtime (so time retention of
+segments without timestamps is unchanged).
 
 After a crash: `.cleaned` files are incomplete by definition and deleted at startup.
 Thread safety: none; one cleaner thread owns one writer.
@@ -18,21 +18,15 @@ Thread safety: none; one cleaner thread owns one writer.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
-import numpy as np
-
-from compaction.throttle import Throttler
 from protocol.batch import BatchHeader
 from storage.fileio import FileIO
 from storage.files import CLEANED_SUFFIX, segment_paths
-from storage.index import OffsetIndex, TimeIndex
+from storage.index import OffsetIndex, TimeIndex, index_entry_due
 
 __all__ = ["CleanedSegmentWriter"]
-
-# Index entries converted and written per step at `finish()` (a few milliseconds of
-# GIL each); a 10 MiB offset index holds 1.3 million entries.
-INDEX_CHUNK_ENTRIES = 1 << 15
 
 
 class CleanedSegmentWriter:
@@ -47,8 +41,9 @@ class CleanedSegmentWriter:
         index_interval_bytes: int,
         index_bytes: int,
         buffer_bytes: int,
-        throttler: Throttler | None = None,
+        on_write: Callable[[int], None] | None = None,
     ) -> None:
+        """`on_write(n)` is told every n bytes written (the cleaner's throttle)."""
         self.directory = directory
         self.base_offset = base_offset
         self.paths = segment_paths(directory, base_offset, CLEANED_SUFFIX)
@@ -60,7 +55,7 @@ class CleanedSegmentWriter:
         self._io = io
         self._interval = index_interval_bytes
         self._buffer_limit = max(buffer_bytes, 1)
-        self._throttler = throttler
+        self._on_write = on_write
         self._fd = io.open(self.paths[0], create=True)
         self._offset_capacity = index_bytes // OffsetIndex.DTYPE.itemsize
         self._time_capacity = index_bytes // TimeIndex.DTYPE.itemsize
@@ -81,7 +76,7 @@ class CleanedSegmentWriter:
         if header.max_timestamp > self.max_timestamp:
             self.max_timestamp = header.max_timestamp
             self._offset_of_max_timestamp = header.last_offset
-        if self._since_entry > self._interval:
+        if index_entry_due(self._since_entry, self._interval):
             if len(self._offset_entries) < self._offset_capacity:
                 self._offset_entries.append((header.last_offset - self.base_offset, position))
             self._add_time_entry(final=False)
@@ -97,8 +92,8 @@ class CleanedSegmentWriter:
     def _drain(self) -> None:
         if self._buffer:
             self._io.write_all(self._fd, self._buffer, self._written)
-            if self._throttler is not None:
-                self._throttler.maybe_throttle(len(self._buffer))
+            if self._on_write is not None:
+                self._on_write(len(self._buffer))
             self._written += len(self._buffer)
             self._buffer = bytearray()
 
@@ -120,21 +115,8 @@ class CleanedSegmentWriter:
         self._io.close(self._fd)
         self._fd = -1
         self._add_time_entry(final=True)
-        for path, dtype, entries in (
-            (self.paths[1], OffsetIndex.DTYPE, self._offset_entries),
-            (self.paths[2], TimeIndex.DTYPE, self._time_entries),
-        ):
-            fd = self._io.open(path, create=True)
-            try:
-                self._io.ftruncate(fd, 0)
-                # In pieces: converting a million tuples in one numpy call would hold
-                # the GIL for a tenth of a second.
-                for start in range(0, len(entries), INDEX_CHUNK_ENTRIES):
-                    part = np.array(entries[start : start + INDEX_CHUNK_ENTRIES], dtype=dtype)
-                    self._io.write_all(fd, part.tobytes(), start * dtype.itemsize)
-                self._io.fsync(fd)
-            finally:
-                self._io.close(fd)
+        OffsetIndex.write_file(self._io, self.paths[1], self._offset_entries)
+        TimeIndex.write_file(self._io, self.paths[2], self._time_entries)
         if mtime_ns is not None:
             for path in self.paths:
                 os.utime(path, ns=(mtime_ns, mtime_ns))

@@ -1,0 +1,98 @@
+"""Kafka's LogValidator for Tidelog: what a produced chunk must be before a log takes it.
+
+Every batch of the chunk is walked once (`protocol.batch.BatchWalk`) and checked in
+full before anything is written: header, CRC, records, the producer rules, the
+topic's size limit and timestamp bounds, LogAppendTime only where the topic stamps
+it, and a key on every record of a compacted topic. Bad input raises the error the
+produce answer carries (CorruptMessage, InvalidRecord, InvalidTimestamp,
+MessageTooLarge); nothing is stored.
+
+Stateless apart from the partition's name: the config is passed per call, as a
+topic's config may change between appends. Thread-safe.
+"""
+
+from __future__ import annotations
+
+from operator import itemgetter
+from typing import NamedTuple
+
+from protocol.batch import (
+    F_BATCH_LENGTH,
+    LOG_OVERHEAD,
+    BatchWalk,
+    TimestampType,
+    decode_payload,
+    max_decompressed_bytes,
+    read_header,
+    validate_batch,
+)
+from protocol.errors import CorruptMessage, InvalidRecord, InvalidTimestamp, MessageTooLarge
+from storage.config import LogConfig
+
+__all__ = ["LogValidator", "ValidBatch"]
+
+_KEY = itemgetter(2)
+
+
+class ValidBatch(NamedTuple):
+    """One checked batch of a chunk: where it starts, how many offsets it takes and its
+    largest timestamp (what the log needs to assign offsets and index it)."""
+
+    position: int
+    offset_count: int
+    max_timestamp: int
+
+
+class LogValidator:
+    """Checks produced chunks for one partition (`topic-partition` names it in errors)."""
+
+    __slots__ = ("_where",)
+
+    def __init__(self, topic: str, partition: int) -> None:
+        self._where = f"{topic}-{partition}"
+
+    def validate(self, buf: bytearray, config: LogConfig, now_ms: int) -> list[ValidBatch]:
+        """Check every batch of `buf`; returns one ValidBatch per batch, in order."""
+        cap = max_decompressed_bytes(config.max_message_bytes)
+        # Kafka's LogValidator: every CreateTime record within the bounds (a
+        # LogAppendTime topic overwrites the timestamps, so checks none).
+        bounds = None
+        if not config.log_append_time:
+            bounds = (
+                now_ms - config.message_timestamp_before_max_ms,
+                now_ms + config.message_timestamp_after_max_ms,
+            )
+        batches: list[ValidBatch] = []
+        walk = BatchWalk(buf)
+        for pos, fields in walk:
+            size = fields[F_BATCH_LENGTH] + LOG_OVERHEAD
+            if size > config.max_message_bytes:
+                raise MessageTooLarge(
+                    f"{self._where}: batch of {size} bytes exceeds "
+                    f"max.message.bytes {config.max_message_bytes}"
+                )
+            header = validate_batch(
+                buf, pos, max_decompressed=cap, producer=True, timestamp_bounds=bounds
+            )
+            if (
+                header.timestamp_type == TimestampType.LOG_APPEND_TIME
+                and not config.log_append_time
+            ):
+                raise InvalidTimestamp("producers may not send LogAppendTime batches")
+            if config.compacted:
+                _, records = decode_payload(buf, pos, header=header, max_decompressed=cap)
+                if None in tuple(map(_KEY, records)):
+                    raise InvalidRecord("Compacted topic cannot accept message without key")
+            batches.append(ValidBatch(pos, header.last_offset_delta + 1, header.max_timestamp))
+        if walk.problem is not None:
+            self._refuse_stop(buf, walk.position)
+        return batches
+
+    def _refuse_stop(self, buf: bytearray, pos: int) -> None:
+        """Raise CorruptMessage saying why the walk could not go on at byte `pos`."""
+        size = read_header(buf, pos).size  # raises for a short, wrong or too small header
+        # A length past the bytes sent: corrupt, not large.
+        raise CorruptMessage(
+            f"{self._where}: batch at byte {pos} is truncated: "
+            f"{len(buf) - pos} of {size} bytes present"
+        )

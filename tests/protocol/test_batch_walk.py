@@ -1,0 +1,131 @@
+"""The one batch walker and the layout its offsets come from (issue 18, item 2)."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+
+from protocol.batch import (
+    BATCH_LENGTH_OFFSET,
+    CRC_OFFSET,
+    CRC_START,
+    F_BASE_OFFSET,
+    F_RECORD_COUNT,
+    HEADER_SIZE,
+    LAYOUT,
+    LOG_OVERHEAD,
+    MAGIC_OFFSET,
+    MAX_TIMESTAMP_OFFSET,
+    BatchLayout,
+    BatchWalk,
+    encode_batch,
+    read_header,
+)
+from protocol.kafka import records as kafka
+from protocol.kafka.convert import tidelog_to_kafka_all
+
+
+def _batches(counts: list[int]) -> list[bytes]:
+    out, base = [], 0
+    for count in counts:
+        rows = [(b"k", b"v" * i, None, 1_000 + i) for i in range(count)]
+        out.append(encode_batch(rows, base_offset=base))
+        base += count
+    return out
+
+
+def test_offsets_are_derived_from_the_format() -> None:
+    assert (BATCH_LENGTH_OFFSET, MAGIC_OFFSET, CRC_OFFSET, CRC_START) == (8, 12, 13, 17)
+    assert (MAX_TIMESTAMP_OFFSET, LAYOUT.offset["record_count"]) == (31, 53)
+    assert (LOG_OVERHEAD, HEADER_SIZE, LAYOUT.min_batch_length) == (12, 57, 45)
+
+
+def test_a_layout_whose_names_do_not_match_its_format_is_refused() -> None:
+    with pytest.raises(ValueError, match="2 fields, 1 named"):
+        BatchLayout(">qi", ("base_offset",), magic=1, crc_from="base_offset")
+
+
+def test_walk_yields_every_batch_with_its_fields() -> None:
+    batches = _batches([1, 3, 2])
+    data = b"".join(batches)
+    walk = BatchWalk(data)
+    got = list(walk)
+    assert [pos for pos, _ in got] == [0, len(batches[0]), len(batches[0]) + len(batches[1])]
+    assert [f[F_RECORD_COUNT] for _, f in got] == [1, 3, 2]
+    assert [f[F_BASE_OFFSET] for _, f in got] == [0, 1, 4]
+    assert (walk.position, walk.problem) == (len(data), None)
+
+
+@pytest.mark.parametrize("whole", [True, False])
+def test_a_cut_batch_is_a_stop_or_a_problem(whole: bool) -> None:
+    batches = _batches([2, 2])
+    data = b"".join(batches)[:-5]
+    walk = BatchWalk(data, whole=whole)
+    assert [pos for pos, _ in walk] == [0]
+    assert walk.position == len(batches[0])
+    assert (walk.problem is not None) == whole
+    short = BatchWalk(b"".join(batches) + b"\0" * 10, whole=whole)
+    assert len(list(short)) == 2
+    assert (short.problem == "a batch header is cut by the end of the bytes") == whole
+
+
+@pytest.mark.parametrize(
+    ("at", "value", "words"),
+    [(MAGIC_OFFSET, b"\x07", "magic 7"), (BATCH_LENGTH_OFFSET, struct.pack(">i", 3), "minimum")],
+)
+def test_an_impossible_header_is_a_problem_even_when_cut_is_allowed(
+    at: int, value: bytes, words: str
+) -> None:
+    batches = _batches([1, 1, 1])
+    data = bytearray(b"".join(batches))
+    second = len(batches[0])
+    data[second + at : second + at + len(value)] = value
+    walk = BatchWalk(data, whole=False)
+    assert [pos for pos, _ in walk] == [0]
+    assert walk.position == second
+    assert walk.problem is not None and words in walk.problem
+
+
+def test_the_walk_respects_start_and_end() -> None:
+    batches = _batches([1, 2, 3])
+    data = b"".join(batches)
+    first = len(batches[0])
+    walk = BatchWalk(data, first, first + len(batches[1]))
+    assert [pos for pos, _ in walk] == [first]
+    assert (walk.position, walk.problem) == (first + len(batches[1]), None)
+
+
+def test_a_second_layout_is_chosen_at_the_walker() -> None:
+    """Kafka's RecordBatch v2 walks with the same code, given its layout."""
+    batches = _batches([2, 1, 4])
+    kafka_bytes = tidelog_to_kafka_all(b"".join(batches))
+    kafka_layout = BatchLayout(
+        kafka.HEADER.format,
+        (
+            "base_offset",
+            "batch_length",
+            "partition_leader_epoch",
+            "magic",
+            "crc",
+            *tuple(LAYOUT.index)[LAYOUT.index["attributes"] :],
+        ),
+        magic=kafka.MAGIC,
+        crc_from="attributes",
+    )
+    assert kafka_layout.crc_start == kafka.CRC_START
+    walk = BatchWalk(kafka_bytes, layout=kafka_layout)
+    got = list(walk)
+    assert [f[kafka_layout.index["record_count"]] for _, f in got] == [2, 1, 4]
+    assert [f[kafka_layout.index["base_offset"]] for _, f in got] == [0, 2, 3]
+    assert (walk.position, walk.problem) == (len(kafka_bytes), None)
+    # The Tidelog layout sees magic 2 where it expects its own: not a batch of its kind.
+    tidelog_walk = BatchWalk(kafka_bytes)
+    assert list(tidelog_walk) == [] and tidelog_walk.problem is not None
+
+
+def test_fields_match_read_header() -> None:
+    batch = _batches([5])[0]
+    ((_, fields),) = list(BatchWalk(batch))
+    header = read_header(batch)
+    assert fields[LAYOUT.index["max_timestamp"]] == header.max_timestamp == 1_004
