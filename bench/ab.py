@@ -1,0 +1,69 @@
+"""Interleaved A/B runs of one benchmark in two checkouts, with median ratios (B / A).
+
+Each checkout runs the benchmark from its own `.venv`, in turn, `--rounds` times, so a
+noisy machine slows both sides alike. Every numeric leaf of the JSON each run prints is
+compared: the median of B's values over the median of A's. Prints one JSON document.
+
+    python -m bench.ab --a /path/to/base --b . --rounds 3 storage_bench --quick
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+
+def numeric_leaves(doc: Any, prefix: str = "") -> Iterator[tuple[str, float]]:
+    """(path, value) for every int/float in a JSON document (bools excluded)."""
+    if isinstance(doc, dict):
+        for key, value in doc.items():
+            yield from numeric_leaves(value, f"{prefix}.{key}" if prefix else str(key))
+    elif isinstance(doc, list):
+        for i, value in enumerate(doc):
+            yield from numeric_leaves(value, f"{prefix}[{i}]")
+    elif isinstance(doc, int | float) and not isinstance(doc, bool):
+        yield prefix, float(doc)
+
+
+def run_once(tree: Path, module: str, args: list[str]) -> dict[str, float]:
+    proc = subprocess.run(
+        [str(tree / ".venv" / "bin" / "python"), "-m", f"bench.{module}", *args],
+        cwd=tree,
+        stdout=subprocess.PIPE,
+        check=True,
+        text=True,
+    )
+    return dict(numeric_leaves(json.loads(proc.stdout)))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--a", type=Path, required=True, help="the base checkout")
+    parser.add_argument("--b", type=Path, required=True, help="the checkout under test")
+    parser.add_argument("--rounds", type=int, default=3, help="runs of each side (default 3)")
+    parser.add_argument("module", help="a module of bench/, e.g. storage_bench")
+    parser.add_argument("args", nargs=argparse.REMAINDER, help="its arguments")
+    opts = parser.parse_args(argv)
+    runs: dict[str, list[dict[str, float]]] = {"a": [], "b": []}
+    for round_no in range(opts.rounds):
+        for side in ("a", "b"):
+            print(f"round {round_no + 1}/{opts.rounds}: {side}", file=sys.stderr)
+            runs[side].append(run_once(getattr(opts, side).resolve(), opts.module, opts.args))
+    ratios: dict[str, dict[str, float]] = {}
+    for key in sorted(set(runs["a"][0]) & set(runs["b"][0])):
+        a = statistics.median(r[key] for r in runs["a"] if key in r)
+        b = statistics.median(r[key] for r in runs["b"] if key in r)
+        ratios[key] = {"a": a, "b": b, "b_over_a": round(b / a, 3) if a else float("nan")}
+    print(json.dumps({"module": opts.module, "args": opts.args, "rounds": opts.rounds,
+                      "ratios": ratios}, indent=2))  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

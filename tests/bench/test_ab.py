@@ -1,0 +1,10 @@
+"""bench.ab compares every numeric leaf of two sides' JSON."""
+
+from __future__ import annotations
+
+from bench.ab import numeric_leaves
+
+
+def test_numeric_leaves_walk_maps_and_lists_and_skip_bools_and_text() -> None:
+    doc = {"a": 1, "b": {"c": 2.5, "ok": True, "name": "x"}, "d": [3, {"e": 4}]}
+    assert dict(numeric_leaves(doc)) == {"a": 1.0, "b.c": 2.5, "d[0]": 3.0, "d[1].e": 4.0}
