@@ -7,7 +7,6 @@ describes the state machine, the errors and what the driver must do.
 
 from broker.groups.config import GroupConfig
 from broker.groups.coordinator import GroupCoordinator
-from broker.groups.errors import GROUP_ERRORS
 from broker.groups.group import GroupState
 from broker.groups.messages import (
     NO_GENERATION,
@@ -34,7 +33,6 @@ from broker.groups.messages import (
 from broker.groups.records import LoadedState, MalformedRecord, load_records
 
 __all__ = [
-    "GROUP_ERRORS",
     "NO_GENERATION",
     "Append",
     "CommittedOffset",

@@ -23,21 +23,6 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 
 from broker.groups.config import GroupConfig
-from broker.groups.errors import (
-    CoordinatorNotAvailable,
-    FencedInstanceId,
-    GroupIdNotFound,
-    GroupMaxSizeReached,
-    IllegalGeneration,
-    InconsistentGroupProtocol,
-    InvalidGroupId,
-    InvalidSessionTimeout,
-    MemberIdRequired,
-    NonEmptyGroup,
-    OffsetMetadataTooLarge,
-    RebalanceInProgress,
-    UnknownMemberId,
-)
 from broker.groups.group import Group, GroupState, Member
 from broker.groups.messages import (
     Append,
@@ -64,6 +49,21 @@ from broker.groups.messages import (
 from broker.groups.offsets import commit_error, expired_offsets
 from broker.groups.records import LoadedState, group_record, offset_record
 from protocol.clock import ClockMs
+from protocol.errors import (
+    CoordinatorNotAvailable,
+    FencedInstanceId,
+    GroupIdNotFound,
+    GroupMaxSizeReached,
+    IllegalGeneration,
+    InconsistentGroupProtocol,
+    InvalidGroupId,
+    InvalidSessionTimeout,
+    MemberIdRequired,
+    NonEmptyGroup,
+    OffsetMetadataTooLarge,
+    RebalanceInProgress,
+    UnknownMemberId,
+)
 from protocol.offsets_schema import MAX_GROUP_CHARS, MAX_METADATA_CHARS
 
 _S = GroupState

@@ -18,15 +18,15 @@ of a group with members do not expire. An in-flight commit's partitions never ex
 
 from __future__ import annotations
 
-from broker.groups.errors import (
+from broker.groups.group import Group, GroupState
+from broker.groups.messages import NO_GENERATION, OffsetCommitRequest, TopicPartition
+from protocol.errors import (
     CoordinatorNotAvailable,
     FencedInstanceId,
     IllegalGeneration,
     RebalanceInProgress,
     UnknownMemberId,
 )
-from broker.groups.group import Group, GroupState
-from broker.groups.messages import NO_GENERATION, OffsetCommitRequest, TopicPartition
 
 
 def commit_error(group: Group | None, request: OffsetCommitRequest) -> str | None:
