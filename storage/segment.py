@@ -171,10 +171,22 @@ class Segment:
         self.roll_jitter_ms = roll_jitter_ms
         self.fence_position: int | None = None
         self.fence_reason = ""
-        # Told when a read fences this segment (its log rolls an active one).
-        self.fence_listener: Callable[[Segment], None] | None = None
+        self._fence_listener: weakref.WeakMethod | None = None
         # False when loading found bytes after the last whole batch: rescan needed.
         self.tail_is_whole = True
+
+    @property
+    def fence_listener(self) -> Callable[[Segment], None] | None:
+        """The bound method told when a read fences this segment (its log rolls an
+        active one), held weakly: a strong one made log <-> segment a reference
+        cycle, so a deleted topic's descriptors and maps (and its disk blocks) stayed
+        held until the cyclic GC happened to run, in the middle of later appends."""
+        ref = self._fence_listener
+        return None if ref is None else ref()
+
+    @fence_listener.setter
+    def fence_listener(self, listener: Callable[[Segment], None] | None) -> None:
+        self._fence_listener = None if listener is None else weakref.WeakMethod(listener)
 
     # ---- opening ---------------------------------------------------------
 
@@ -525,8 +537,9 @@ class Segment:
             reason=reason,
             found_by="read",
         )
-        if self.fence_listener is not None:
-            self.fence_listener(self)
+        listener = self.fence_listener
+        if listener is not None:
+            listener(self)
 
     def _fenced_error(self, what: str) -> CorruptMessage:
         return CorruptMessage(
