@@ -42,7 +42,7 @@ from typing import Any
 
 import structlog
 
-from protocol.batch import HEADER_SIZE, BatchHeader
+from protocol.batch import F_BASE_OFFSET, HEADER, HEADER_SIZE, BatchHeader
 from storage.config import LogConfig
 from storage.fdbudget import FdBudget
 from storage.fileio import FileIO
@@ -105,7 +105,15 @@ def _quarantine(io: FileIO, directory: Path, base: int, reason: str, bound: Any)
 
 def _misplaced_first_batch(segment: Segment) -> str | None:
     """Why the segment's first batch cannot belong to it: a whole, CRC-valid batch (so
-    real data, not a torn write) whose offsets lie below the name's base offset."""
+    real data, not a torn write) whose offsets lie below the name's base offset.
+
+    The header comes first: only a base offset below the name's costs the read and
+    CRC of the whole batch (done for every segment at every open, that read was
+    round 2's clean-reopen and recovery slowdown).
+    """
+    head = segment.pread(HEADER_SIZE, 0)
+    if len(head) < HEADER_SIZE or HEADER.unpack_from(head)[F_BASE_OFFSET] >= segment.base_offset:
+        return None  # no whole header, or not below the base: never misplaced
     scan = SegmentScan(segment.pread, 0, segment.size, block_bytes=HEADER_SIZE, crc=True)
     first = next(iter(scan), None)
     if first is None:

@@ -13,11 +13,15 @@ import pytest
 from structlog.testing import capture_logs
 
 from storage.config import LogConfig
+from storage.fileio import FileIO
 from storage.files import QUARANTINED_SUFFIX, log_path
 from storage.manager import LogManager
 from tests.storage.helpers import ManualClock, batch, open_test_log, read_all
 
 SMALL = LogConfig(segment_bytes=1000, index_interval_bytes=100, segment_index_bytes=4096)
+# Segments of three batches of ~32 KB each (test of what a clean open reads).
+SEGMENTS = 8
+BIG_BATCH_BYTES = len(batch(100, value_bytes=300))
 
 
 def _twenty(directory: Path, config: LogConfig | None = None) -> None:
@@ -112,3 +116,37 @@ def test_a_segment_holding_offsets_below_its_name_is_quarantined(tmp_path: Path)
     assert not copy.exists()
     reasons = [e["reason"] for e in events if e["event"] == "segment_quarantined"]
     assert reasons and "below the file's base offset 100" in reasons[0]
+
+
+class _CountingIO(FileIO):
+    """Real file I/O that counts the bytes `pread` returns."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.read_bytes = 0
+
+    def pread(self, fd: int, size: int, position: int) -> bytes:
+        data = super().pread(fd, size, position)
+        self.read_bytes += len(data)
+        return data
+
+
+def test_a_clean_open_checks_first_batches_by_their_header_not_by_reading_them(
+    tmp_path: Path,
+) -> None:
+    """Admission looks at each segment's first header; only a first batch below the
+    name's base is read whole for its CRC. Reading (and CRC-checking) every first
+    batch at every open made round 2's clean reopen 1.36x and recovery 0.87x."""
+    config = LogConfig(segment_bytes=3 * BIG_BATCH_BYTES, index_interval_bytes=4096)
+    log = open_test_log(tmp_path, config)
+    for i in range(3 * SEGMENTS):
+        log.append(batch(100, value_bytes=300, tag=i))
+    assert log.segment_count == SEGMENTS
+    log.close()
+    io = _CountingIO()
+    reopened = open_test_log(tmp_path, config, io=io)
+    assert reopened.high_watermark == 300 * SEGMENTS
+    # Per segment: its first header (rolling time, admission) and the tail after its
+    # last index entry, one batch here; the first batch whole would double it.
+    assert io.read_bytes < SEGMENTS * (BIG_BATCH_BYTES + 1024), io.read_bytes
+    reopened.close()
