@@ -33,10 +33,13 @@ def unlink_logged(io: FileIO, path: Path, event: str, **fields: object) -> None:
     log.info(event, path=str(path), **fields)
 
 
-def segment_files(directory: Path) -> list[tuple[Path, SegmentFileName]]:
-    """Every segment file of `directory` (transient suffixes included), by name."""
+def segment_files(
+    directory: Path, names: list[str] | None = None
+) -> list[tuple[Path, SegmentFileName]]:
+    """Every segment file of `directory` (transient suffixes included), by name; from
+    `names` when the caller listed the directory already."""
     found = []
-    for name in sorted(os.listdir(directory)):
+    for name in sorted(os.listdir(directory) if names is None else names):
         parsed = parse_segment_file_name(name)
         if parsed is not None:
             found.append((directory / name, parsed))

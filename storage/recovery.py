@@ -56,6 +56,7 @@ from storage.files import (
     TEMP_SUFFIX,
     TIME_INDEX_SUFFIX,
     DeletionQueue,
+    SegmentFileName,
     quarantined_name,
     segment_paths,
 )
@@ -71,14 +72,20 @@ log = structlog.get_logger("tidelog.storage")
 ALL_FLUSHED = 2**63 - 1
 
 
-def remove_leftovers(io: FileIO, directory: Path) -> None:
-    """Rule 1: temp and `.deleted` files, rolled-back cleanings, completed swaps."""
-    for name in os.listdir(directory):
+def remove_leftovers(io: FileIO, directory: Path) -> list[tuple[Path, SegmentFileName]]:
+    """Rule 1: temp and `.deleted` files, rolled-back cleanings, completed swaps.
+
+    Returns the segment files left: the one listing serves the rest of the load (a
+    directory is listed again only after a swap renamed files).
+    """
+    names = os.listdir(directory)
+    for name in names:
         if name.endswith(TEMP_SUFFIX):
             unlink_logged(io, directory / name, "temp_file_deleted")
-    files = segment_files(directory)
+    files = segment_files(directory, names)
     cleaned = [n.base_offset for _, n in files if n.transient == CLEANED_SUFFIX]
     min_cleaned = min(cleaned) if cleaned else None
+    left = []
     for path, parsed in files:
         if parsed.transient == DELETED_SUFFIX:
             unlink_logged(io, path, "deleted_file_removed")
@@ -90,7 +97,12 @@ def remove_leftovers(io: FileIO, directory: Path) -> None:
             and parsed.base_offset >= min_cleaned
         ):
             unlink_logged(io, path, "incomplete_swap_deleted")
-    complete_swaps(io, directory)
+        else:
+            left.append((path, parsed))
+    if any(parsed.transient == SWAP_SUFFIX for _, parsed in left):
+        complete_swaps(io, directory)
+        return segment_files(directory)
+    return left
 
 
 def _quarantine(io: FileIO, directory: Path, base: int, reason: str, bound: Any) -> None:
@@ -239,9 +251,9 @@ def open_log(
 def _clear_leftovers(io: FileIO, directory: Path, bound: Any) -> tuple[list[int], int]:
     """Rules 1 and 2a (names): leftovers removed, `.log` names above int64 quarantined,
     orphan indexes removed; returns the segment bases to load and the quarantined count."""
-    remove_leftovers(io, directory)
+    files = remove_leftovers(io, directory)
     quarantined = 0
-    for _, parsed in segment_files(directory):
+    for _, parsed in files:
         if (
             parsed.kind == LOG_SUFFIX
             and not parsed.transient
@@ -250,7 +262,8 @@ def _clear_leftovers(io: FileIO, directory: Path, bound: Any) -> tuple[list[int]
             reason = f"base offset {parsed.base_offset} is above int64"
             _quarantine(io, directory, parsed.base_offset, reason, bound)
             quarantined += 1
-    files = segment_files(directory)
+    if quarantined:  # renamed aside: list again (else the one listing serves)
+        files = segment_files(directory)
     bases = sorted({n.base_offset for _, n in files if n.kind == LOG_SUFFIX and not n.transient})
     for path, parsed in files:
         if parsed.kind in (INDEX_SUFFIX, TIME_INDEX_SUFFIX) and parsed.base_offset not in bases:
