@@ -440,6 +440,14 @@ class Segment:
             # Kafka's rebuild rule: an entry when the bytes before this batch since
             # the last entry exceed index.interval.bytes.
             if index_entry_due(since_entry, config.index_interval_bytes):
+                time_index = self.time_index
+                if self.offset_index.is_full() or time_index.entries >= time_index.capacity:
+                    # The file is shorter than the rebuild (deleted, cut, or written
+                    # one entry per multi-batch append): grow it as an active index,
+                    # else the rest of the segment gets no entries. Trimmed at build.
+                    # (A trimmed time index is "full" one entry early, keeping the
+                    # slot become_inactive fills: that alone is no reason to grow.)
+                    self.resize_indexes(config.segment_index_bytes)
                 self.offset_index.append(last_offset, batch.position)
                 self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
                 since_entry = 0

@@ -135,6 +135,29 @@ def test_damaged_indexes_are_rebuilt(tmp_path: Path, damage: str) -> None:
     assert [reopened.offset_for_timestamp(reopened.active_segment.max_timestamp)] == expected_ts
 
 
+@pytest.mark.parametrize("damage", ["delete", "truncate"])
+def test_a_rebuilt_index_of_an_inactive_segment_holds_every_entry(
+    tmp_path: Path, damage: str
+) -> None:
+    """A rebuild writes into an index sized for its entries: rebuilt into the damaged
+    file's length (0 for a deleted one), the index stayed empty or cut short, and
+    every lookup in that segment scanned it from the start."""
+    log = filled(tmp_path, 60)
+    assert log.segment_count > 1
+    log.close()
+    index, time_index = tmp_path / f"{ZERO}.index", tmp_path / f"{ZERO}.timeindex"
+    intact = (index.stat().st_size, time_index.stat().st_size)
+    assert intact[0] > 0
+    if damage == "delete":
+        index.unlink()
+        time_index.unlink()
+    else:
+        index.write_bytes(index.read_bytes()[:3])
+        time_index.write_bytes(time_index.read_bytes()[:12])
+    crash_reopen(tmp_path, recovery_point=60).close()
+    assert (index.stat().st_size, time_index.stat().st_size) == intact
+
+
 def test_clean_open_does_not_rescan(tmp_path: Path) -> None:
     log = filled(tmp_path)
     log.close()
