@@ -74,6 +74,7 @@ SECTIONS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
         ),
     ),
     ("cleaner", "Log cleaner (compaction)", ()),
+    ("producers", "Idempotent producers (topic default)", ()),
 )
 
 

@@ -12,7 +12,8 @@ two phases, so a failed write leaves the state unchanged:
 `check` answers `NOT_IDEMPOTENT` (producer id -1: nothing to do), a `Duplicate`
 (a retry of one of the last 5 batches: answer with its original offsets and
 append nothing) or an `Accepted` pending entry, or raises
-OutOfOrderSequenceNumber / InvalidProducerEpoch / InvalidRecord. The rules are
+OutOfOrderSequenceNumber / InvalidProducerEpoch / UnknownProducerId /
+InvalidRecord. The rules are
 Kafka 4's `ProducerAppendInfo` for client appends (docs/idempotence.md):
 
 * a batch whose epoch equals the producer's and whose sequence range equals a
@@ -21,9 +22,10 @@ Kafka 4's `ProducerAppendInfo` for client appends (docs/idempotence.md):
   answers PRODUCER_FENCED: Kafka 2.7+ uses INVALID_PRODUCER_EPOCH there);
 * a newer epoch must start at sequence 0;
 * the same epoch must continue at last sequence + 1, wrapping after 2**31 - 1;
-* an unknown producer may start at any sequence: Kafka 2.5+ (KIP-360) accepts
-  it instead of answering UNKNOWN_PRODUCER_ID, because its state may have been
-  lost to retention or expiry.
+* an unknown producer must start at sequence 0, else UNKNOWN_PRODUCER_ID (issue 21;
+  Kafka 2.5+ accepts any sequence there instead, KIP-360): its state was lost to
+  retention or expiry, and the producer is told so, resets its sequence and
+  resends, as kafka-python's and Kafka's producers do on that error.
 
 Several batches of one producer in one request are checked in order against
 the pending state. Replaying the log (`replay`) applies batches without checks,
@@ -39,7 +41,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Final, NamedTuple, Protocol
 
-from protocol.errors import InvalidProducerEpoch, InvalidRecord, OutOfOrderSequenceNumber
+from protocol.errors import (
+    InvalidProducerEpoch,
+    InvalidRecord,
+    OutOfOrderSequenceNumber,
+    UnknownProducerId,
+)
 
 __all__ = [
     "BATCHES_RETAINED",
@@ -206,7 +213,13 @@ class PendingAppend:
                 f"older than its last epoch {current.epoch}"
             )
         if producer_epoch != current.epoch:
-            if base_sequence != 0 and current.epoch != NO_PRODUCER_EPOCH:
+            if base_sequence != 0 and current.epoch == NO_PRODUCER_EPOCH:
+                raise UnknownProducerId(
+                    f"{self._where(base_offset)}: producer {producer_id} is unknown here "
+                    f"(new, expired or its batches deleted) and sent sequence "
+                    f"{base_sequence}, not 0"
+                )
+            if base_sequence != 0:
                 raise OutOfOrderSequenceNumber(
                     f"{self._where(base_offset)}: producer {producer_id} starts epoch "
                     f"{producer_epoch} at sequence {base_sequence}, not 0"

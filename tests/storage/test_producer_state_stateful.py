@@ -22,7 +22,12 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from protocol.batch import encode_batch, iter_headers, set_base_offset
-from protocol.errors import InvalidProducerEpoch, OutOfOrderSequenceNumber, TidelogError
+from protocol.errors import (
+    InvalidProducerEpoch,
+    OutOfOrderSequenceNumber,
+    TidelogError,
+    UnknownProducerId,
+)
 from storage.fileio import FileIO
 from storage.producer_snapshot import list_snapshots, restore, write_snapshot
 from storage.producer_state import (
@@ -77,7 +82,8 @@ class Model:
                     return b
         mine = self.history.get(sent.pid, [])
         if not mine:
-            return "ok"  # unknown producer: any sequence (Kafka 2.5+)
+            # Unknown producer: it must start at 0 (issue 21; Kafka 2.5+ accepts any).
+            return "ok" if sent.seq == 0 else UnknownProducerId.code
         last = mine[-1]
         if sent.epoch < last.epoch:
             return InvalidProducerEpoch.code
@@ -219,6 +225,27 @@ class ProducerStateMachine(RuleBasedStateMachine):
         for batch, end in encoded:
             self.log.append(batch)
             self.ends.append(end)
+
+    @rule(pid=PIDS, below=st.integers(1, 3), count=st.integers(1, 3))
+    def producer_resumes_near_the_wrap(self, pid: int, below: int, count: int) -> None:
+        """A producer whose earlier batches are gone resumes just below the int32 wrap:
+        its batch is in the log (as replayed at a restart), so later ones must wrap."""
+        if pid in self.model.history:
+            return
+        sent = Sent(pid, 0, MOD - below, count)
+        batch = bytearray(
+            encode_batch(
+                [(None, b"v", None, self.ts)] * count,
+                producer_id=pid,
+                producer_epoch=0,
+                base_sequence=sent.seq,
+            )
+        )
+        set_base_offset(batch, 0, self.end)
+        self.state.replay(h for _, h in iter_headers(batch))
+        self.model.add(sent, self.end, self.ts)
+        self.log.append(bytes(batch))
+        self.ends.append(self.end + count)
 
     @rule(pid=st.integers(4, 5), count=st.integers(1, 3))
     def produce_without_idempotence(self, pid: int, count: int) -> None:
