@@ -84,6 +84,10 @@ BROKER_SETTINGS: tuple[Setting, ...] = (
     Setting("log.flush.start.offset.checkpoint.interval.ms",
             "log_flush_start_offset_checkpoint_interval_ms", int, 60000,
             "Period of log-start-offset checkpoint writes.", low=0, section="flush"),
+    Setting("producer.id.expiration.check.interval.ms",
+            "producer_id_expiration_check_interval_ms", int, 600000,
+            "How often idle idempotent producers are forgotten (producer.id.expiration.ms).",
+            low=1, high=2**31 - 1, section="producers"),
 )  # fmt: skip
 # Keys that choose the data directory; they are not BrokerConfig fields.
 _DATA_DIR_KEYS = ("log.dirs", "log.dir")
@@ -197,6 +201,7 @@ class BrokerConfig:
     log_flush_offset_checkpoint_interval_ms: int = 60000
     log_flush_start_offset_checkpoint_interval_ms: int = 60000
     offsets_topic_segment_bytes: int = 104857600
+    producer_id_expiration_check_interval_ms: int = 600000
     cleaner: CleanerConfig = field(default_factory=CleanerConfig)
 
     @property
