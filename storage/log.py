@@ -498,6 +498,12 @@ class Log:
         with self._lock:
             return self._producers.entry(producer_id)
 
+    def producer_batch_ends(self) -> frozenset[int]:
+        """The last offset of each known producer's newest batch: the batches the cleaner
+        keeps whole so a rebuilt producer state still finds them."""
+        with self._lock:
+            return frozenset(e.last_offset for e in self._producers.entries().values())
+
     def producer_count(self) -> int:
         with self._lock:
             return len(self._producers)
