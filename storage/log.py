@@ -36,6 +36,7 @@ from protocol.batch import (
 )
 from protocol.errors import (
     CorruptMessage,
+    DuplicateSequenceNumber,
     MessageTooLarge,
     OffsetOutOfRange,
     PolicyViolation,
@@ -290,6 +291,12 @@ class Log:
                         producer_id, epoch, sequence, count - 1, batch_max_ts, offset
                     )
                     if type(outcome) is Duplicate:
+                        if len(batches) > 1:
+                            raise DuplicateSequenceNumber(
+                                f"{self.topic}-{self.partition}: producer {producer_id} "
+                                f"resent sequence {sequence} with other batches; a retried "
+                                "batch must be sent alone to be answered with its offsets"
+                            )
                         return self._duplicate(outcome, log_append_time)
                 set_base_offset(buf, pos, offset)
                 if log_append_time >= 0:

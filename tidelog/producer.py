@@ -492,6 +492,8 @@ class Producer:
         return True
 
     def _take_request(self) -> list[PendingBatch]:
+        if self.enable_idempotence:
+            return self._take_one_per_partition()
         taken: list[PendingBatch] = []
         size = 0
         while self._ready:
@@ -500,6 +502,27 @@ class Producer:
                 break
             taken.append(self._ready.popleft())
             size += batch.size_bytes
+        return taken
+
+    def _take_one_per_partition(self) -> list[PendingBatch]:
+        """At most one batch per partition per request, as Kafka's producer sends: with
+        at most 5 requests in flight a retry is then one of its partition's last 5
+        batches, which the broker remembers, and a request never mixes a retried batch
+        with a new one of the same partition. Per-partition order is kept: a partition
+        whose batch was left behind takes no later one."""
+        taken: list[PendingBatch] = []
+        left: deque[PendingBatch] = deque()
+        seen: set[tuple[str, int]] = set()
+        size = 0
+        for batch in self._ready:
+            where = (batch.topic, batch.partition)
+            if where in seen or (taken and size + batch.size_bytes > self.max_request_size):
+                left.append(batch)
+            else:
+                taken.append(batch)
+                size += batch.size_bytes
+            seen.add(where)
+        self._ready = left
         return taken
 
     def _send_request(self, batches: list[PendingBatch]) -> None:
@@ -648,11 +671,13 @@ class Producer:
             return False
         rule = verdict(error)
         if rule == Verdict.RETRY_IF_BEHIND:
+            with self._lock:  # an earlier batch of the partition waits or is sent again
+                waiting = [*retried, *self._ready, *(b for r in self._in_flight for b in r)]
             behind = any(
                 b.topic == batch.topic
                 and b.partition == batch.partition
                 and 0 <= b.send_index < batch.send_index
-                for b in (*retried, *self._ready)
+                for b in waiting
             )
             if not behind:
                 self._sequencer.new_epoch_needed = True  # the broker lost our sequence

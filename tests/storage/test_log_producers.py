@@ -10,6 +10,7 @@ import pytest
 
 from protocol.batch import encode_batch
 from protocol.errors import (
+    DuplicateSequenceNumber,
     InvalidProducerEpoch,
     OutOfOrderSequenceNumber,
     StorageError,
@@ -221,3 +222,13 @@ def test_a_log_opened_without_snapshots_rebuilds_from_its_batches(tmp_path: Path
     reopened = open_test_log(tmp_path, queue=DeletionQueue())
     assert reopened.append(idem(2)).duplicate
     assert reopened.append(idem(3)).base_offset == 3
+
+
+def test_a_duplicate_sent_with_other_batches_is_refused(tmp_path: Path) -> None:
+    log = open_test_log(tmp_path)
+    log.append(idem(0))
+    # Answering the duplicate's offsets would claim the new batch was stored too.
+    with pytest.raises(DuplicateSequenceNumber, match="must be sent alone"):
+        log.append(idem(0) + idem(1))
+    assert log.log_end_offset == 1
+    assert log.append(idem(1)).base_offset == 1
