@@ -44,7 +44,6 @@ from protocol.kafka.codec import (
     decode_request,
     decode_request_header,
     encode_response,
-    unsupported_version_response,
 )
 from protocol.kafka.errors import (
     KafkaCodecError,
@@ -118,7 +117,9 @@ def error_frame(header: RequestHeader, error: KafkaError) -> bytes | None:
     """A response carrying only `error` for a request we cannot serve, or None when
     the API has no top-level error code at that version (or is unknown to the codec)."""
     if header.api_key == API_VERSIONS.key:
-        return unsupported_version_response(header, advertised_apis())
+        # KIP-511: v0's layout, which a client of any version reads, with our ranges.
+        body = {"error_code": error.code, "api_keys": api_version_ranges(advertised_apis())}
+        return encode_response(API_VERSIONS, 0, header.correlation_id, body)
     api = APIS_BY_KEY.get(header.api_key)
     if api is None or not api.min_version <= header.api_version <= api.max_version:
         return None
