@@ -299,6 +299,7 @@ async def serve_connection(
                     return
                 codec = codec_for(first, ctx.config.socket_request_max_bytes)
             state.protocol = codec.name
+            structlog.contextvars.bind_contextvars(protocol=codec.name)
             # Capacities add up to MAX_INFLIGHT_REQUESTS with the one being handled.
             req_send, req_recv = trio.open_memory_channel[_Frame | Close](
                 MAX_INFLIGHT_REQUESTS // 2

@@ -15,6 +15,9 @@ from collections.abc import Iterator
 
 import pytest
 
+import tidelog
+from protocol import batch as tidelog_batch
+from protocol.kafka import records as kafka_records
 from protocol.kafka.codec import decode_response
 from protocol.kafka.errors import ERRORS_BY_NAME
 from protocol.kafka.messages import API_VERSIONS, FETCH, LIST_OFFSETS, METADATA, PRODUCE
@@ -53,14 +56,28 @@ def neighbour(broker: BrokerProcess) -> Iterator[KafkaSocket]:
         assert answer["brokers"][0]["port"] == broker.port
 
 
-def _batch(value: bytes = b"value") -> bytes:
-    """One Kafka v2 batch written by kafka-python's own record builder."""
+def _batch(value: bytes = b"value", producer: tuple[int, int, int] = (-1, -1, -1)) -> bytes:
+    """One Kafka v2 batch written by kafka-python's own record builder; `producer` is
+    (producer id, epoch, base sequence)."""
+    producer_id, epoch, sequence = producer
     builder = DefaultRecordBatchBuilder(
-        magic=2, compression_type=0, is_transactional=False, producer_id=-1,
-        producer_epoch=-1, base_sequence=-1, batch_size=1 << 20,
+        magic=2, compression_type=0, is_transactional=False, producer_id=producer_id,
+        producer_epoch=epoch, base_sequence=sequence, batch_size=1 << 20,
     )  # fmt: skip
     builder.append(0, timestamp=1_700_000_000_000, key=b"k", value=value, headers=[])
     return bytes(builder.build())
+
+
+def _fetch(sock: KafkaSocket, topic: str, offset: int, *, session_id: int = 0,
+           epoch: int = -1) -> dict:  # fmt: skip
+    return sock.call(FETCH, 11, {
+        "replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 20,
+        "isolation_level": 1, "session_id": session_id, "session_epoch": epoch,
+        "topics": [{"topic": topic, "partitions": [{
+            "partition": 0, "current_leader_epoch": -1, "fetch_offset": offset,
+            "log_start_offset": -1, "partition_max_bytes": 1 << 20}]}],
+        "forgotten_topics_data": [], "rack_id": "",
+    })  # fmt: skip
 
 
 def _produce(sock: KafkaSocket, topic: str, records: bytes, *, version: int = 7, acks: int = 1):
@@ -180,25 +197,16 @@ def test_fetch_sessions_declined_and_errors_per_partition(
     with KafkaSocket(broker.address) as sock:
         assert _produce(sock, "fetch-topic", _batch())["error_code"] == 0
 
-        def fetch(session_id: int, epoch: int, topic: str, offset: int) -> dict:
-            return sock.call(FETCH, 11, {
-                "replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 20,
-                "isolation_level": 1, "session_id": session_id, "session_epoch": epoch,
-                "topics": [{"topic": topic, "partitions": [{
-                    "partition": 0, "current_leader_epoch": -1, "fetch_offset": offset,
-                    "log_start_offset": -1, "partition_max_bytes": 1 << 20}]}],
-                "forgotten_topics_data": [], "rack_id": "",
-            })  # fmt: skip
-
-        opened = fetch(0, 0, "fetch-topic", 0)  # asks for a session: declined, full fetch
+        opened = _fetch(sock, "fetch-topic", 0, epoch=0)  # asks for a session: declined, full fetch
         assert (opened["error_code"], opened["session_id"]) == (0, 0)
         part = opened["responses"][0]["partitions"][0]
         assert (part["high_watermark"], part["last_stable_offset"]) == (1, 1)
         assert part["records"][16] == 2  # a Kafka v2 batch: magic 2 at byte 16
-        assert fetch(77, 1, "fetch-topic", 0)["error_code"] == FETCH_SESSION_ID_NOT_FOUND
-        missing = fetch(0, -1, "no-such-topic", 0)["responses"][0]["partitions"][0]
+        stale = _fetch(sock, "fetch-topic", 0, session_id=77, epoch=1)
+        assert stale["error_code"] == FETCH_SESSION_ID_NOT_FOUND
+        missing = _fetch(sock, "no-such-topic", 0)["responses"][0]["partitions"][0]
         assert missing["error_code"] == UNKNOWN_TOPIC_OR_PARTITION
-        past = fetch(0, -1, "fetch-topic", 5)["responses"][0]["partitions"][0]
+        past = _fetch(sock, "fetch-topic", 5)["responses"][0]["partitions"][0]
         assert past["error_code"] == OFFSET_OUT_OF_RANGE
 
 
@@ -215,3 +223,19 @@ def test_list_offsets_max_timestamp_needs_v7(broker: BrokerProcess, neighbour: K
             return part["error_code"], part["offset"]
 
         assert [lookup(ts) for ts in (-2, -1, -3)] == [(0, 0), (0, 1), (UNSUPPORTED_VERSION, -1)]
+
+
+def test_producer_fields_reach_storage_and_come_back(
+    broker: BrokerProcess, neighbour: KafkaSocket
+) -> None:
+    """Producer id, epoch and base sequence cross the edge both ways: stored in the
+    Tidelog batch (what storage's producer checks read) and fetched back by Kafka."""
+    with KafkaSocket(broker.address) as sock:
+        sent = _batch(producer=(4321, 3, 0))
+        assert _produce(sock, "pid-topic", sent)["error_code"] == 0
+        records = _fetch(sock, "pid-topic", 0)["responses"][0]["partitions"][0]["records"]
+        fetched = kafka_records.read_batch_header(records)
+        assert (fetched.producer_id, fetched.producer_epoch, fetched.base_sequence) == (4321, 3, 0)
+    with tidelog.Client(broker.bootstrap) as client:
+        stored = tidelog_batch.read_header(client.fetch("pid-topic", 0, 0).records)
+    assert (stored.producer_id, stored.producer_epoch, stored.base_sequence) == (4321, 3, 0)
