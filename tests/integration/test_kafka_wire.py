@@ -239,3 +239,28 @@ def test_producer_fields_reach_storage_and_come_back(
     with tidelog.Client(broker.bootstrap) as client:
         stored = tidelog_batch.read_header(client.fetch("pid-topic", 0, 0).records)
     assert (stored.producer_id, stored.producer_epoch, stored.base_sequence) == (4321, 3, 0)
+
+
+def test_pipelined_requests_answered_in_order(
+    broker: BrokerProcess, neighbour: KafkaSocket
+) -> None:
+    """Requests sent back to back without waiting: durable produces (answered after
+    their fsync, beside the later requests) and metadata calls come back in order."""
+    with KafkaSocket(broker.address) as sock:
+        sent = []
+        for i in range(6):
+            body = {"transactional_id": None, "acks": -1 if i % 2 == 0 else 1, "timeout_ms": 5000,
+                    "topic_data": [{"name": "pipe", "partition_data": [
+                        {"index": 0, "records": _batch(b"v%d" % i)}]}]}  # fmt: skip
+            sent.append((PRODUCE, 7, sock.request_bytes(PRODUCE, 7, body)))
+            sent.append((METADATA, 8, sock.request_bytes(METADATA, 8, {"topics": None})))
+        sock.send_raw(b"".join(frame for _, _, frame in sent))
+        answers = []
+        for api, version, _ in sent:
+            frame = sock.recv_frame()
+            assert frame is not None
+            answers.append(decode_response(frame, api, version))
+        assert [a.correlation_id for a in answers] == list(range(1, 13))
+        offsets = [a.body["responses"][0]["partition_responses"][0]["base_offset"]
+                   for a in answers[::2]]  # fmt: skip
+        assert offsets == list(range(6))
