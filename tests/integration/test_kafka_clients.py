@@ -252,6 +252,27 @@ def test_kafka_producers_to_tidelog_consumer(broker: BrokerProcess, codec: str) 
         assert _consume_tidelog(broker.bootstrap, topic, len(records)) == records, name
 
 
+@pytest.mark.parametrize("codec", ["none", "zstd"])
+def test_large_batches_cross_both_ways(broker: BrokerProcess, codec: str) -> None:
+    """Thousands of records a batch: the column-wise conversion, worker-thread
+    conversions and fetches answered from the segment file (sendfile spans)."""
+    base = base_timestamp_ms()
+    records: list[Record] = [
+        (
+            b"key-%d" % i if i % 3 else None,
+            b"%06d" % i * 20,
+            [("i", b"%d" % i)] if i % 5 == 0 else [],
+            base + i,
+        )
+        for i in range(5000)
+    ]
+    _produce_confluent(broker.bootstrap, f"big-k-{codec}", codec, records)
+    assert _consume_tidelog(broker.bootstrap, f"big-k-{codec}", len(records)) == records
+    _produce_tidelog(broker.bootstrap, f"big-t-{codec}", codec, records)
+    assert _consume_confluent(broker.bootstrap, f"big-t-{codec}", len(records)) == records
+    assert _consume_kafka_python(broker.bootstrap, f"big-k-{codec}", len(records)) == records
+
+
 def test_kafka_producer_to_tidelog_consume_cli(broker: BrokerProcess, tmp_path: Any) -> None:
     """`tidelog consume --format json` prints what confluent-kafka wrote."""
     topic = "k2cli"
