@@ -6,7 +6,10 @@ transactions:
 
 * every batch gets its partition's next sequence when it is first sent, and keeps
   it on every retry, so the broker answers a retry of an appended batch with its
-  original offsets;
+  original offsets; at most 64 batches of a partition are unanswered at a time, the
+  number the broker remembers (Kafka: 5 requests of one batch per partition);
+* a request may carry several new batches of a partition, but a retried batch
+  goes alone (the broker answers a duplicate with its offsets only then);
 * a retriable error (lost connection, REQUEST_TIMED_OUT, STORAGE_ERROR, ...) is
   retried until `delivery_timeout_ms`, in the original order (`send_index`);
   UNKNOWN_TOPIC_OR_PARTITION is not (Kafka's producer waits for the topic in its
@@ -39,11 +42,21 @@ from protocol.errors import (
     UnknownTopicOrPartition,
 )
 
-__all__ = ["MAX_IN_FLIGHT_IDEMPOTENT", "ProducerIdentity", "Sequencer", "Verdict", "verdict"]
+__all__ = [
+    "MAX_BATCHES_IN_FLIGHT_PER_PARTITION",
+    "MAX_IN_FLIGHT_IDEMPOTENT",
+    "ProducerIdentity",
+    "Sequencer",
+    "Verdict",
+    "verdict",
+]
 
-# The broker remembers a producer's last 5 batches per partition (storage.producer_state
-# BATCHES_RETAINED): with more requests in flight a retry could be older than those.
+# Requests in flight per connection with idempotence (Kafka's limit, kept).
 MAX_IN_FLIGHT_IDEMPOTENT: Final = 5
+# Batches of one partition sent and not yet answered: the broker answers a retry as a
+# duplicate only if it is one of the producer's last 64 batches in the partition
+# (storage.producer_state BATCHES_RETAINED; the client cannot import storage).
+MAX_BATCHES_IN_FLIGHT_PER_PARTITION: Final = 64
 _SEQUENCE_MODULUS: Final = 2**31
 
 

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Sequence
 from types import TracebackType
 from typing import Any
@@ -43,6 +43,7 @@ from protocol.errors import error_from_wire
 from protocol.framing import TAIL_PLACEHOLDER
 from tidelog.client import DEFAULT_BOOTSTRAP_SERVER, DEFAULT_REQUEST_TIMEOUT_MS, Client
 from tidelog.idempotence import (
+    MAX_BATCHES_IN_FLIGHT_PER_PARTITION,
     MAX_IN_FLIGHT_IDEMPOTENT,
     ProducerIdentity,
     Sequencer,
@@ -493,7 +494,7 @@ class Producer:
 
     def _take_request(self) -> list[PendingBatch]:
         if self.enable_idempotence:
-            return self._take_one_per_partition()
+            return self._take_idempotent()
         taken: list[PendingBatch] = []
         size = 0
         while self._ready:
@@ -504,24 +505,36 @@ class Producer:
             size += batch.size_bytes
         return taken
 
-    def _take_one_per_partition(self) -> list[PendingBatch]:
-        """At most one batch per partition per request, as Kafka's producer sends: with
-        at most 5 requests in flight a retry is then one of its partition's last 5
-        batches, which the broker remembers, and a request never mixes a retried batch
-        with a new one of the same partition. Per-partition order is kept: a partition
-        whose batch was left behind takes no later one."""
+    def _take_idempotent(self) -> list[PendingBatch]:
+        """The next request of an idempotent producer (tidelog.idempotence): new batches
+        of a partition may share a request, a retried one goes alone, and a partition
+        never has more than MAX_BATCHES_IN_FLIGHT_PER_PARTITION batches unanswered.
+        Per-partition order is kept: a partition whose batch was left behind takes no
+        later one in this request."""
+        unanswered = Counter((b.topic, b.partition) for r in self._in_flight for b in r)
         taken: list[PendingBatch] = []
         left: deque[PendingBatch] = deque()
-        seen: set[tuple[str, int]] = set()
+        closed: set[tuple[str, int]] = set()
+        here: Counter[tuple[str, int]] = Counter()
         size = 0
         for batch in self._ready:
             where = (batch.topic, batch.partition)
-            if where in seen or (taken and size + batch.size_bytes > self.max_request_size):
+            retry = batch.send_index >= 0
+            if (
+                where in closed
+                or (taken and size + batch.size_bytes > self.max_request_size)
+                or unanswered[where] >= MAX_BATCHES_IN_FLIGHT_PER_PARTITION
+                or (retry and here[where])
+            ):
                 left.append(batch)
-            else:
-                taken.append(batch)
-                size += batch.size_bytes
-            seen.add(where)
+                closed.add(where)
+                continue
+            taken.append(batch)
+            size += batch.size_bytes
+            unanswered[where] += 1
+            here[where] += 1
+            if retry:
+                closed.add(where)
         self._ready = left
         return taken
 

@@ -20,6 +20,7 @@ from storage.config import LogConfig
 from storage.files import DeletionQueue
 from storage.log import Log
 from storage.producer_snapshot import list_snapshots, snapshot_path
+from storage.producer_state import BATCHES_RETAINED
 from tests.faulty_io import FaultyFileIO
 from tests.storage.helpers import BASE_TS, ManualClock, batch, open_test_log, read_all
 
@@ -53,14 +54,14 @@ def test_duplicate_answers_the_original_offsets_and_appends_nothing(tmp_path: Pa
     assert values(log).count(b"0:0:0") == 1
 
 
-def test_a_retry_older_than_the_last_five_batches_is_out_of_order(tmp_path: Path) -> None:
+def test_a_retry_older_than_the_retained_batches_is_out_of_order(tmp_path: Path) -> None:
     log = open_test_log(tmp_path)
-    for seq in range(6):
+    for seq in range(BATCHES_RETAINED + 1):
         log.append(idem(seq))
-    assert log.append(idem(1)).duplicate  # the oldest of the last five
+    assert log.append(idem(1)).duplicate  # the oldest of the retained batches
     with pytest.raises(OutOfOrderSequenceNumber):
         log.append(idem(0))
-    assert log.log_end_offset == 6
+    assert log.log_end_offset == BATCHES_RETAINED + 1
 
 
 @pytest.mark.parametrize(
@@ -132,7 +133,7 @@ def test_dedupe_survives_a_restart(tmp_path: Path, clean: bool) -> None:
     reopened = open_test_log(tmp_path, clean=clean, recovery_point=None if clean else 0)
     retry = reopened.append(idem(2))
     assert retry.duplicate and retry.base_offset == third.base_offset
-    assert reopened.append(idem(0, 2)).base_offset == 0  # older, still one of the last 5
+    assert reopened.append(idem(0, 2)).base_offset == 0  # older, still retained
     assert reopened.append(idem(3)).base_offset == 4
 
 

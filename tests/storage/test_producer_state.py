@@ -197,13 +197,13 @@ def test_failed_write_is_not_committed() -> None:
     assert isinstance(state.begin_append().check(PID, 0, 1, 0, 0, 1), Accepted)
 
 
-def test_only_the_last_five_batches_are_retained() -> None:
+def test_only_the_last_batches_are_retained() -> None:
     state = ProducerState()
-    for i in range(12):
+    for i in range(BATCHES_RETAINED + 7):
         append(state, PID, 0, i)
     entry = state.entry(PID)
     assert entry is not None
-    assert [b.first_sequence for b in entry.batches] == [7, 8, 9, 10, 11]
+    assert [b.first_sequence for b in entry.batches] == list(range(7, BATCHES_RETAINED + 7))
 
 
 def test_expiration_by_last_batch_timestamp() -> None:

@@ -31,6 +31,7 @@ from protocol.errors import (
 from storage.fileio import FileIO
 from storage.producer_snapshot import list_snapshots, restore, write_snapshot
 from storage.producer_state import (
+    BATCHES_RETAINED,
     Accepted,
     BatchMetadata,
     Duplicate,
@@ -76,7 +77,7 @@ class Model:
         last_seq = (sent.seq + sent.count - 1) % MOD
         done = committed.history.get(sent.pid, [])
         if done and done[-1].epoch == sent.epoch:
-            recent = [b for b in done if b.epoch == sent.epoch][-5:]
+            recent = [b for b in done if b.epoch == sent.epoch][-BATCHES_RETAINED:]
             for b in recent:
                 if (b.first_seq, b.last_seq) == (sent.seq, last_seq):
                     return b
@@ -119,7 +120,7 @@ class Model:
         out = {}
         for pid, batches in self.history.items():
             epoch = batches[-1].epoch
-            kept = [b for b in batches if b.epoch == epoch][-5:]
+            kept = [b for b in batches if b.epoch == epoch][-BATCHES_RETAINED:]
             out[pid] = ProducerEntry(
                 epoch,
                 tuple(
@@ -167,7 +168,7 @@ class ProducerStateMachine(RuleBasedStateMachine):
         kind = draw(st.sampled_from(["next"] * 6 + ["retry"] * 2 + ["gap", "epoch", "wrap"]))
         done = machine.model.history.get(pid, [])
         if kind == "retry" and done:
-            b = done[-draw(st.integers(1, min(len(done), 7)))]
+            b = done[-draw(st.integers(1, min(len(done), BATCHES_RETAINED + 2)))]
             return Sent(pid, b.epoch, b.first_seq, (b.last_seq - b.first_seq) % MOD + 1)
         if kind == "gap":
             return Sent(pid, nxt.epoch, (nxt.seq + draw(st.integers(1, 3))) % MOD, count)
