@@ -18,6 +18,7 @@ from broker.handlers.fetch import fetch
 from broker.handlers.group_offsets import commit_offsets, fetch_offsets
 from broker.handlers.offsets import delete_records, list_offsets, offset_for_time
 from broker.handlers.produce import produce
+from broker.handlers.producer_ids import init_producer_id
 from broker.handlers.topics import (
     alter_configs,
     create_topic,
@@ -74,6 +75,8 @@ HANDLERS: dict[str, Handler] = {
     # Extension (docs/compaction.md §9; schema in protocol/offsets_schema.py).
     "commit_offsets": commit_offsets,
     "fetch_offsets": fetch_offsets,
+    # Extension (docs/idempotence.md; schema in protocol/schemas.py).
+    "init_producer_id": init_producer_id,
 }
 
 

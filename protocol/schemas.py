@@ -374,9 +374,31 @@ EXPLAIN_RETENTION_SCHEMA = ApiSchema(
 )
 
 
+# init_producer_id (docs/idempotence.md, docs/protocol.md): an id and epoch for an
+# idempotent producer; -1/-1 asks for a fresh id, a previous id and epoch for the next
+# epoch. Epochs are int16 on the wire of Kafka, so here too.
+INIT_PRODUCER_ID = "init_producer_id"
+INT16 = Int(-(2**15), 2**15 - 1, name="int16")
+
+INIT_PRODUCER_ID_SCHEMA = ApiSchema(
+    INIT_PRODUCER_ID,
+    Struct(
+        transactional_id=opt(Nullable(Str()), None),
+        producer_id=opt(INT64, -1),
+        producer_epoch=opt(INT16, -1),
+    ),
+    Struct(producer_id=INT64, producer_epoch=INT16),
+)
+
+
 # Every API, registered here and only here: the core table of PROTOCOL.md §4, then
 # the extensions. The broker's dispatch table (broker/dispatch.py) has the same names.
-_EXTENSIONS = (COMMIT_OFFSETS_SCHEMA, FETCH_OFFSETS_SCHEMA, EXPLAIN_RETENTION_SCHEMA)
+_EXTENSIONS = (
+    COMMIT_OFFSETS_SCHEMA,
+    FETCH_OFFSETS_SCHEMA,
+    EXPLAIN_RETENTION_SCHEMA,
+    INIT_PRODUCER_ID_SCHEMA,
+)
 
 APIS: dict[str, ApiSchema] = {schema.name: schema for schema in (*_SCHEMAS, *_EXTENSIONS)}
 

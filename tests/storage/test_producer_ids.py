@@ -70,13 +70,33 @@ def test_idempotent_producers_always_get_a_fresh_id_at_epoch_zero(tmp_path: Path
     assert second == ProducerIdAndEpoch(1, 0)
 
 
-def test_a_known_transactional_id_gets_a_bumped_epoch(tmp_path: Path) -> None:
+def test_a_known_producer_gets_a_bumped_epoch(tmp_path: Path) -> None:
     ids = ProducerIds(ProducerIdAllocator(FileIO(), tmp_path))
-    assert ids.init_producer_id("t") == ProducerIdAndEpoch(0, 0)
-    assert ids.init_producer_id("t") == ProducerIdAndEpoch(0, 1)
-    assert ids.init_producer_id("u") == ProducerIdAndEpoch(1, 0)
-    with pytest.raises(InvalidRequest):
-        ids.init_producer_id("")
+    first = ids.init_producer_id()
+    assert ids.init_producer_id(first.producer_id, 0) == ProducerIdAndEpoch(first.producer_id, 1)
+    assert ids.init_producer_id(first.producer_id, 32766) == ProducerIdAndEpoch(1, 0)
+    restarted = ProducerIds(ProducerIdAllocator(FileIO(), tmp_path))
+    assert restarted.init_producer_id(first.producer_id, 4) == ProducerIdAndEpoch(0, 5)
+
+
+@pytest.mark.parametrize(
+    ("producer_id", "epoch", "transactional_id", "why"),
+    [
+        (5000, 0, None, "never issued"),
+        (0, -1, None, "without its epoch"),
+        (-1, 3, None, "without a producer id"),
+        (-1, -1, "tx", "transactions are not supported"),
+        (-1, -1, "", "transactions are not supported"),
+    ],
+    ids=["foreign-id", "id-without-epoch", "epoch-without-id", "transactional", "empty-tx"],
+)
+def test_requests_that_cannot_be_served(
+    tmp_path: Path, producer_id: int, epoch: int, transactional_id: str | None, why: str
+) -> None:
+    ids = ProducerIds(ProducerIdAllocator(FileIO(), tmp_path))
+    ids.init_producer_id()
+    with pytest.raises(InvalidRequest, match=why):
+        ids.init_producer_id(producer_id, epoch, transactional_id)
 
 
 def test_an_exhausted_epoch_moves_to_a_new_id(tmp_path: Path) -> None:

@@ -1,0 +1,73 @@
+"""Idempotent Kafka producers through the Kafka listener of the real broker:
+kafka-python's KafkaProducer with its default settings (idempotence on), and a batch
+sent twice with the same producer id, epoch and sequence stored once."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterator
+
+import pytest
+
+import tidelog
+from protocol import batch as tidelog_batch
+from protocol.kafka.errors import ERRORS_BY_NAME
+from protocol.kafka.messages import INIT_PRODUCER_ID
+from tests.conftest import BrokerProcess, start_broker
+from tests.integration.kafka_helpers import CLIENT_TIMEOUT_S, KafkaSocket
+from tests.integration.test_kafka_wire import _batch, _produce
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", DeprecationWarning)
+    import kafka
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.filterwarnings("ignore:read_text is deprecated:DeprecationWarning"),
+]
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    process = start_broker(tmp_path_factory.mktemp("kafka-idem") / "data", "num.partitions=1")
+    yield process
+    assert process.stop() == 0
+
+
+def _stored(broker: BrokerProcess, topic: str) -> list[tidelog_batch.Record]:
+    with tidelog.Client(broker.bootstrap) as client:
+        return list(tidelog_batch.iter_records(client.fetch(topic, 0, 0).records))
+
+
+def test_kafka_python_producer_with_default_settings(broker: BrokerProcess) -> None:
+    producer = kafka.KafkaProducer(bootstrap_servers=broker.bootstrap)  # idempotence on
+    futures = [producer.send("kp-idem", value=b"%03d" % i, partition=0) for i in range(50)]
+    producer.flush(timeout=CLIENT_TIMEOUT_S)
+    offsets = [f.get(timeout=CLIENT_TIMEOUT_S).offset for f in futures]
+    producer.close()
+    assert offsets == list(range(50))
+    with tidelog.Client(broker.bootstrap) as client:
+        first = tidelog_batch.read_header(client.fetch("kp-idem", 0, 0).records)
+    assert first.producer_id >= 0 and first.base_sequence == 0  # stamped by kafka-python
+    assert [r.value for r in _stored(broker, "kp-idem")] == [b"%03d" % i for i in range(50)]
+
+
+def test_a_batch_sent_twice_is_stored_once(broker: BrokerProcess) -> None:
+    with KafkaSocket(broker.address) as sock:
+        granted = sock.call(INIT_PRODUCER_ID, 1, {
+            "transactional_id": None, "transaction_timeout_ms": 60_000,
+        })  # fmt: skip
+        assert granted["error_code"] == 0
+        producer = (granted["producer_id"], granted["producer_epoch"])
+        assert _produce(sock, "dup", _batch(b"other"))["error_code"] == 0
+        first = _produce(sock, "dup", _batch(b"once", (*producer, 0)), acks=-1)
+        again = _produce(sock, "dup", _batch(b"once", (*producer, 0)), acks=-1)
+        assert first["error_code"] == again["error_code"] == 0
+        assert again["base_offset"] == first["base_offset"] == 1
+        gap = _produce(sock, "dup", _batch(b"gap", (*producer, 5)), acks=-1)
+        assert gap["error_code"] == ERRORS_BY_NAME["OUT_OF_ORDER_SEQUENCE_NUMBER"].code
+        refused = sock.call(INIT_PRODUCER_ID, 1, {
+            "transactional_id": "tx", "transaction_timeout_ms": 60_000,
+        })  # fmt: skip
+        assert refused["error_code"] == ERRORS_BY_NAME["INVALID_REQUEST"].code
+    assert [r.value for r in _stored(broker, "dup")] == [b"other", b"once"]
