@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from broker.kafka import admin
+from broker.kafka import admin, core
 from broker.kafka.call import KafkaHandler
 
-_FAMILIES: tuple[ModuleType, ...] = (admin,)
+_FAMILIES: tuple[ModuleType, ...] = (core, admin)
 
 
 def _join(families: tuple[ModuleType, ...]) -> dict[int, KafkaHandler]:
