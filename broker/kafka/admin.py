@@ -16,12 +16,10 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-import trio
-
 from broker.handlers.group_offsets import INTERNAL_TOPICS
 from broker.kafka.admin_configs import CONFIG_HANDLERS
 from broker.kafka.call import KafkaAnswer, KafkaCall, KafkaHandler
-from broker.kafka.identity import advertised_address, cluster_id, node_id
+from broker.kafka.core import CLUSTER_ID, advertised_address
 from broker.kafka.native_call import Outcome, run_native
 from protocol.errors import InvalidTopic
 from protocol.kafka.errors import ERRORS_BY_NAME, NONE, KafkaError, for_tidelog_code
@@ -36,11 +34,15 @@ INVALID_CONFIG = ERRORS_BY_NAME["INVALID_CONFIG"]
 INVALID_TOPIC = ERRORS_BY_NAME["INVALID_TOPIC_EXCEPTION"]
 TOPIC_ALREADY_EXISTS = ERRORS_BY_NAME["TOPIC_ALREADY_EXISTS"]
 UNKNOWN_TOPIC_OR_PARTITION = ERRORS_BY_NAME["UNKNOWN_TOPIC_OR_PARTITION"]
+MISMATCHED_ENDPOINT_TYPE = ERRORS_BY_NAME["MISMATCHED_ENDPOINT_TYPE"]
+UNSUPPORTED_ENDPOINT_TYPE = ERRORS_BY_NAME["UNSUPPORTED_ENDPOINT_TYPE"]
 
 # Kafka's "use the broker's default" for num_partitions and replication_factor.
 USE_DEFAULT = -1
 # KRaft's own log: Kafka refuses to create it (Tidelog has none; the name stays refused).
 KAFKA_RESERVED_TOPICS = frozenset({"__cluster_metadata"})
+# DescribeCluster v1+ endpoint types (Kafka's EndpointType).
+BROKERS_ENDPOINT, CONTROLLERS_ENDPOINT = 1, 2
 # DescribeCluster: "authorized operations not requested" (Kafka's Integer.MIN_VALUE).
 OPERATIONS_NOT_REQUESTED = -(2**31)
 # Without an authorizer a Kafka cluster allows every cluster operation: CREATE 5, ALTER 7,
@@ -95,7 +97,7 @@ def _assigned_partitions(call: KafkaCall, topic: dict[str, Any]) -> int:
             "Both numPartitions or replicationFactor and replicasAssignments were set. "
             "Both cannot be used at the same time.",
         )
-    me = node_id(call.ctx.config)
+    me = call.ctx.config.node_id
     assignments = topic["assignments"]
     indexes = sorted(a["partition_index"] for a in assignments)
     if indexes != list(range(len(assignments))):
@@ -253,19 +255,34 @@ def _deleted(partition: int, low: int | None, error: KafkaError) -> dict[str, An
 # --- DescribeCluster ------------------------------------------------------------------
 
 
+def _endpoint_error(endpoint_type: int) -> tuple[KafkaError, str | None]:
+    """v1+: this listener serves brokers (1); Kafka's answers for controllers (2) or others."""
+    if endpoint_type == BROKERS_ENDPOINT:
+        return NONE, None
+    if endpoint_type == CONTROLLERS_ENDPOINT:
+        return MISMATCHED_ENDPOINT_TYPE, (
+            "The request was sent to an endpoint of type BROKER, "
+            "but we wanted an endpoint of type CONTROLLER"
+        )
+    return UNSUPPORTED_ENDPOINT_TYPE, f"Unsupported endpoint type {endpoint_type}"
+
+
 async def describe_cluster(call: KafkaCall) -> KafkaAnswer:
-    """DescribeCluster v0: this broker is the cluster and its controller."""
-    config = call.ctx.config
-    me = node_id(config)
-    host, port = advertised_address(config)
+    """DescribeCluster v0-2: this broker is the cluster and its controller (the same
+    broker and cluster id Metadata names)."""
+    me = call.ctx.config.node_id
+    host, port = advertised_address(call)
     wanted = call.body["include_cluster_authorized_operations"]
+    error, message = _endpoint_error(call.body["endpoint_type"])
+    brokers = [{"broker_id": me, "host": host, "port": port, "rack": None, "is_fenced": False}]
     return {
         "throttle_time_ms": 0,
-        "error_code": NONE.code,
-        "error_message": None,
-        "cluster_id": await trio.to_thread.run_sync(cluster_id, config.data_dir),
+        "error_code": error.code,
+        "error_message": message,
+        "endpoint_type": call.body["endpoint_type"],
+        "cluster_id": CLUSTER_ID,
         "controller_id": me,
-        "brokers": [{"broker_id": me, "host": host, "port": port, "rack": None}],
+        "brokers": brokers if error is NONE else [],
         "cluster_authorized_operations": ALL_CLUSTER_OPERATIONS
         if wanted
         else OPERATIONS_NOT_REQUESTED,

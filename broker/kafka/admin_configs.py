@@ -21,7 +21,6 @@ from typing import Any
 from broker.config import BrokerConfig
 from broker.kafka.call import KafkaAnswer, KafkaCall, KafkaHandler
 from broker.kafka.config_view import broker_entries, topic_entries
-from broker.kafka.identity import node_id
 from broker.kafka.native_call import Outcome, run_native
 from protocol.kafka.errors import ERRORS_BY_NAME, UNKNOWN_SERVER_ERROR
 from protocol.kafka.messages import ALTER_CONFIGS, DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS
@@ -58,7 +57,7 @@ def _check_broker_name(config: BrokerConfig, name: str) -> None:
     """Kafka's checks of a broker resource's name: empty, or this node's id."""
     if name == "":
         return
-    me = node_id(config)
+    me = config.node_id
     try:
         wanted = int(name)
     except ValueError:

@@ -21,6 +21,7 @@ from broker.kafka.call import KafkaCall
 from broker.kafka.registry import KAFKA_HANDLERS
 from protocol.kafka.codec import decode_request, encode_response
 from tests.broker.contexts import open_context
+from tests.protocol.kafka import kafka_python
 from tests.protocol.kafka.kafka_python import kafka  # loads kafka-python without its warning
 
 admin = kafka.protocol.admin
@@ -49,8 +50,8 @@ async def run_kafka(ctx: BrokerContext, request: Any, correlation_id: int = 7) -
     answer = await handler(KafkaCall(ctx, ConnectionState(1, "test"), decoded))
     assert isinstance(answer, dict), answer
     wire = encode_response(decoded.api, decoded.version, correlation_id, answer)
-    response_class = type(request).__name__.split("_v")[0].replace("Request", "Response")
-    response = getattr(admin, response_class)[decoded.version].decode(wire[4:], header=True)
+    response_class = kafka_python.CLASSES[(decoded.api.key, False)]
+    response = response_class[decoded.version].decode(wire[4:], header=True)
     assert response.header.correlation_id == correlation_id
     return response
 

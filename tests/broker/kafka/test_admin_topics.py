@@ -15,10 +15,10 @@ from kafka.protocol.admin import (
     DeleteTopicsRequest,
     DescribeClusterRequest,
 )
+from kafka.protocol.metadata import MetadataRequest
 
 from broker.context import BrokerContext
 from broker.handlers.group_offsets import OFFSETS_TOPIC
-from broker.kafka.identity import META_PROPERTIES
 from protocol.batch import encode_batch
 from tests.broker.contexts import NOW_MS, open_context
 from tests.broker.kafka.conftest import LISTEN, KafkaRun, run_kafka
@@ -261,29 +261,52 @@ async def test_delete_records_errors_as_kafka(kafka: KafkaRun, ctx: BrokerContex
 # --- DescribeCluster --------------------------------------------------------------------
 
 
-async def test_describe_cluster_names_this_broker(kafka: KafkaRun, ctx: BrokerContext) -> None:
-    response = await kafka(DescribeClusterRequest[0](include_cluster_authorized_operations=False))
-    assert response.error_code == 0
-    assert response.controller_id == 1
+def describe_cluster_request(version: int, operations: bool, endpoint_type: int = 1) -> Any:
+    fields: dict[str, Any] = {"include_cluster_authorized_operations": operations}
+    if version >= 1:
+        fields["endpoint_type"] = endpoint_type
+    if version >= 2:
+        fields["include_fenced_brokers"] = True
+    return DescribeClusterRequest[version](**fields)
+
+
+@pytest.mark.parametrize("version", [0, 1, 2])
+async def test_describe_cluster_names_the_broker_metadata_names(
+    kafka: KafkaRun, ctx: BrokerContext, version: int
+) -> None:
+    response = await kafka(describe_cluster_request(version, False))
+    assert (response.error_code, response.controller_id) == (0, 1)
     [broker] = response.brokers
     assert (broker.broker_id, broker.host, broker.port, broker.rack) == (1, *LISTEN, None)
     assert response.authorized_operations is None  # not requested
-    assert len(response.cluster_id) == 22
-    again = await kafka(DescribeClusterRequest[0](include_cluster_authorized_operations=True))
-    assert again.cluster_id == response.cluster_id
+    metadata = await kafka(MetadataRequest[8](topics=[], allow_auto_topic_creation=False))
+    assert response.cluster_id == metadata.cluster_id
+    [described] = metadata.brokers
+    assert (described.node_id, described.host, described.port) == (1, *LISTEN)
+    again = await kafka(describe_cluster_request(version, True))
     assert again.authorized_operations == {5, 7, 8, 9, 10, 11, 12}  # what Kafka answers
-    assert (
-        f"cluster.id={response.cluster_id}" in (ctx.config.data_dir / META_PROPERTIES).read_text()
-    )
+    if version >= 2:
+        assert again.brokers[0].is_fenced is False
 
 
-async def test_cluster_id_survives_a_restart(tmp_path: Path, nursery: trio.Nursery) -> None:
-    ids = []
-    for _ in range(2):
-        ctx = open_context(tmp_path / "d", nursery, listen=LISTEN)
-        try:
-            request = DescribeClusterRequest[0](include_cluster_authorized_operations=False)
-            ids.append((await run_kafka(ctx, request)).cluster_id)
-        finally:
-            ctx.manager.close()
-    assert ids[0] == ids[1]
+@pytest.mark.parametrize(("endpoint_type", "code"), [(2, 114), (9, 115)])
+async def test_describe_cluster_other_endpoint_types(
+    kafka: KafkaRun, endpoint_type: int, code: int
+) -> None:
+    response = await kafka(describe_cluster_request(1, False, endpoint_type))
+    assert (response.error_code, response.brokers) == (code, [])
+
+
+async def test_describe_cluster_follows_node_id_and_advertised_listeners(
+    tmp_path: Path, nursery: trio.Nursery
+) -> None:
+    props = {"node.id": "7", "advertised.listeners": "PLAINTEXT://kafka.example:9999"}
+    ctx = open_context(tmp_path / "d", nursery, props, listen=LISTEN)
+    try:
+        request = DescribeClusterRequest[0](include_cluster_authorized_operations=False)
+        response = await run_kafka(ctx, request)
+        assert response.controller_id == 7
+        [broker] = response.brokers
+        assert (broker.broker_id, broker.host, broker.port) == (7, "kafka.example", 9999)
+    finally:
+        ctx.manager.close()
