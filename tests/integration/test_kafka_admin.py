@@ -18,6 +18,7 @@ from tests.interop.admin_expected import ADMIN_DETAILS as SEEN_ON_KAFKA
 with warnings.catch_warnings():
     warnings.filterwarnings("ignore", r"(read|open)_text is deprecated", DeprecationWarning)
     from interop.admin_scenarios import ADMIN_DETAILS
+    from interop.scenarios import CLIENTS
 
 pytestmark = pytest.mark.integration
 
@@ -28,6 +29,21 @@ def test_admin_client_sees_what_it_sees_of_kafka(
 ) -> None:
     seen = ADMIN_DETAILS[client](broker_process.bootstrap, f"admin-{client}")
     assert seen == SEEN_ON_KAFKA[client]
+
+
+@pytest.mark.parametrize("client", sorted(ADMIN_DETAILS))
+def test_create_configure_delete_topic(broker_process: BrokerProcess, client: str) -> None:
+    """The interop suite's admin_topics scenario, as tests/interop/test_scenarios.py
+    expects it of Apache Kafka."""
+    seen = CLIENTS[client].admin_topics(broker_process.bootstrap, f"adm-{client}")
+    assert seen == {
+        "create": "NONE",
+        "create_again": "TOPIC_ALREADY_EXISTS",
+        "listed_after_create": True,
+        "retention_before": ("604800000", "DEFAULT_CONFIG"),
+        "retention_after": ("3600000", "DYNAMIC_TOPIC_CONFIG"),
+        "listed_after_delete": False,
+    }
 
 
 def test_every_client_has_a_kafka_reference() -> None:
