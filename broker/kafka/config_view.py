@@ -17,8 +17,10 @@ Kafka's rules, from `ConfigHelper` and `DynamicBrokerConfig`, restated:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 from broker.config import BROKER_CONFIG_DEFS, BrokerConfig
@@ -41,8 +43,25 @@ NULL_DEFAULT_BROKER_KEYS = frozenset(
         "log.roll.ms",
         "log.roll.jitter.ms",
         "log.flush.interval.ms",
+        "advertised.listeners",  # null: the listeners' own addresses
     }
 )
+
+
+# Broker keys whose Kafka ConfigType our declaration does not imply: Kafka types these
+# INT or LIST where Tidelog bounds them wider or keeps them as text (checked in interop/).
+KAFKA_BROKER_TYPES: dict[str, int] = {
+    "log.cleaner.io.buffer.size": INT,
+    "log.cleaner.threads": INT,
+    "log.flush.offset.checkpoint.interval.ms": INT,
+    "log.flush.start.offset.checkpoint.interval.ms": INT,
+    "socket.request.max.bytes": INT,
+    "advertised.listeners": LIST,
+    "log.dirs": LIST,
+    "log.dir": LIST,
+}
+# Java prints a double in plain notation only within [1e-3, 1e7) (Double.toString).
+_JAVA_PLAIN_DOUBLES = (1e-3, 1e7)
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,7 +83,20 @@ def config_text(value: Any) -> str | None:
         return "true" if value else "false"
     if isinstance(value, frozenset | set | list | tuple):
         return ",".join(sorted(value))
+    if isinstance(value, float):
+        return java_double(value)
     return str(value)
+
+
+def java_double(value: float) -> str:
+    """A double as Java's Double.toString writes it: `0.5`, `1.0E7`, `1.7976931348623157E308`."""
+    low, high = _JAVA_PLAIN_DOUBLES
+    if value == 0 or low <= abs(value) < high or not math.isfinite(value):
+        return repr(value)
+    sign, digits, exponent = Decimal(repr(value)).as_tuple()
+    text = "".join(map(str, digits)).rstrip("0") or "0"
+    mantissa = f"{text[0]}.{text[1:] or '0'}"
+    return f"{'-' if sign else ''}{mantissa}E{int(exponent) + len(digits) - 1}"
 
 
 def config_type(setting: Setting) -> int:
@@ -103,8 +135,8 @@ def _broker_keys() -> dict[str, BrokerKey]:
     for setting in BROKER_CONFIG_DEFS.values():
         keys[setting.name] = BrokerKey(
             setting.name,
-            config_type(setting),
-            config_text(setting.default),
+            KAFKA_BROKER_TYPES.get(setting.name, config_type(setting)),
+            None if setting.name in NULL_DEFAULT_BROKER_KEYS else config_text(setting.default),
             setting.doc,
             (setting.name,),
         )

@@ -11,6 +11,7 @@ import pytest
 import trio
 
 from broker.context import BrokerContext
+from broker.kafka.config_view import java_double
 from tests.broker.contexts import open_context
 from tests.broker.kafka.conftest import LISTEN, KafkaRun, admin, run_kafka
 
@@ -355,3 +356,32 @@ async def test_incremental_errors_as_kafka(kafka: KafkaRun, ctx: BrokerContext) 
     )
     assert (await change(kafka, TOPIC, "nope", [("retention.ms", SET, "1")]))[0] == 3
     assert ctx.manager.topic_overrides("t") == {}
+
+
+@pytest.mark.parametrize(
+    ("value", "java"),
+    [
+        (0.5, "0.5"),
+        (100.0, "100.0"),
+        (0.001, "0.001"),
+        (1e7, "1.0E7"),
+        (12345678.5, "1.23456785E7"),
+        (0.0001, "1.0E-4"),
+        (1.7976931348623157e308, "1.7976931348623157E308"),  # Kafka's unthrottled cleaner I/O
+    ],
+)
+def test_doubles_are_written_as_java_writes_them(value: float, java: str) -> None:
+    assert java_double(value) == java
+
+
+async def test_broker_key_types_and_doubles_as_kafka(kafka: KafkaRun) -> None:
+    keys = [
+        "log.cleaner.threads",
+        "socket.request.max.bytes",
+        "log.cleaner.io.max.bytes.per.second",
+    ]
+    configs = by_name(await describe(kafka, BROKER, "1", keys))
+    assert configs["log.cleaner.threads"].config_type == 3  # INT, as Kafka declares it
+    assert configs["socket.request.max.bytes"].config_type == 3
+    throttle = configs["log.cleaner.io.max.bytes.per.second"]
+    assert (throttle.value, throttle.config_type) == ("1.7976931348623157E308", 6)
