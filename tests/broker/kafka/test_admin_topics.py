@@ -21,7 +21,7 @@ from broker.context import BrokerContext
 from broker.handlers.group_offsets import OFFSETS_TOPIC
 from protocol.batch import encode_batch
 from tests.broker.contexts import NOW_MS, open_context
-from tests.broker.kafka.conftest import LISTEN, KafkaRun, run_kafka
+from tests.broker.kafka.conftest import LISTEN, KafkaRun, admin, run_kafka
 
 CT = CreateTopicsRequest[4].CreatableTopic
 
@@ -310,3 +310,19 @@ async def test_describe_cluster_follows_node_id_and_advertised_listeners(
         assert (broker.broker_id, broker.host, broker.port) == (7, "kafka.example", 9999)
     finally:
         ctx.manager.close()
+
+
+async def test_the_offsets_topic_is_the_brokers(kafka: KafkaRun, ctx: BrokerContext) -> None:
+    """Tidelog keeps __consumer_offsets to itself (docs/kafka.md lists how Kafka differs)."""
+    ctx.manager.create_topic(OFFSETS_TOPIC, 1, {"cleanup.policy": "compact"})
+    assert (await create(kafka, creatable(OFFSETS_TOPIC)))[0][1] == 36  # TOPIC_ALREADY_EXISTS
+    assert await delete_records(kafka, OFFSETS_TOPIC, [(0, 0)]) == [(0, -1, 17)]
+    R = admin.IncrementalAlterConfigsRequest[0]
+    C = R.AlterConfigsResource.AlterableConfig
+    config = C(name="retention.ms", config_operation=0, value="1")
+    resource = R.AlterConfigsResource(
+        resource_type=2, resource_name=OFFSETS_TOPIC, configs=[config]
+    )
+    response = await kafka(R(resources=[resource], validate_only=False))
+    assert response.responses[0].error_code == 17  # INVALID_TOPIC_EXCEPTION
+    assert ctx.manager.topic_overrides(OFFSETS_TOPIC) == {"cleanup.policy": "compact"}
