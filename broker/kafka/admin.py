@@ -20,7 +20,7 @@ from broker.handlers.group_offsets import INTERNAL_TOPICS
 from broker.kafka.admin_configs import CONFIG_HANDLERS
 from broker.kafka.call import KafkaAnswer, KafkaCall, KafkaHandler
 from broker.kafka.core import CLUSTER_ID, advertised_address
-from broker.kafka.native_call import Outcome, run_native
+from broker.kafka.native_call import Outcome, Refused, run_native
 from protocol.errors import InvalidTopic
 from protocol.kafka.errors import ERRORS_BY_NAME, NONE, KafkaError, for_tidelog_code
 from protocol.kafka.messages import CREATE_TOPICS, DELETE_RECORDS, DELETE_TOPICS, DESCRIBE_CLUSTER
@@ -48,19 +48,6 @@ OPERATIONS_NOT_REQUESTED = -(2**31)
 # Without an authorizer a Kafka cluster allows every cluster operation: CREATE 5, ALTER 7,
 # DESCRIBE 8, CLUSTER_ACTION 9, DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11, IDEMPOTENT_WRITE 12.
 ALL_CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
-
-
-class Refused(Exception):
-    """One topic's Kafka error, found by a check before the native call."""
-
-    def __init__(self, error: KafkaError, message: str | None) -> None:
-        super().__init__(message)
-        self.error = error
-        self.message = message
-
-
-def _refusal(exc: Refused) -> Outcome:
-    return Outcome.failed(exc.error, exc.message)
 
 
 # --- CreateTopics ---------------------------------------------------------------------
@@ -127,25 +114,31 @@ def _topic_configs(topic: dict[str, Any]) -> dict[str, str]:
     return configs
 
 
-def _check_new_name(call: KafkaCall, name: str) -> None:
-    """Kafka's name rules beyond the native legality check."""
+def _flat(name: str) -> str:
+    """Kafka's metric names turn '.' into '_': two topics differing only so would collide."""
+    return name.replace(".", "_")
+
+
+def _check_new_name(name: str, known: dict[str, str]) -> None:
+    """Kafka's name rules beyond the native legality check; `known` maps the flat form
+    of every existing topic to its name."""
     check_topic_name(name)
-    known = call.ctx.manager.topics()
-    if name in KAFKA_RESERVED_TOPICS or (name in INTERNAL_TOPICS and name not in known):
+    exists = known.get(_flat(name)) == name
+    if name in KAFKA_RESERVED_TOPICS or (name in INTERNAL_TOPICS and not exists):
         raise Refused(INVALID_REQUEST, f"Creation of internal topic {name} is prohibited.")
-    if name in known:
+    if exists:
         raise Refused(TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
-    # Kafka's metric names turn '.' into '_': two topics differing only so would collide.
-    flat = name.replace(".", "_")
-    for other in known:
-        if other.replace(".", "_") == flat:
-            raise Refused(INVALID_TOPIC, f"Topic '{name}' collides with existing topic: {other}")
+    other = known.get(_flat(name))
+    if other is not None:
+        raise Refused(INVALID_TOPIC, f"Topic '{name}' collides with existing topic: {other}")
 
 
-async def _create_one(call: KafkaCall, topic: dict[str, Any], validate_only: bool) -> Outcome:
+async def _create_one(
+    call: KafkaCall, topic: dict[str, Any], known: dict[str, str], validate_only: bool
+) -> Outcome:
     name = topic["name"]
     try:
-        _check_new_name(call, name)
+        _check_new_name(name, known)
         body = {
             "topic": name,
             "partitions": _partition_count(call, topic),
@@ -155,7 +148,7 @@ async def _create_one(call: KafkaCall, topic: dict[str, Any], validate_only: boo
     except InvalidTopic as exc:
         return Outcome.failed(INVALID_TOPIC, exc.message or None)
     except Refused as exc:
-        return _refusal(exc)
+        return exc.outcome
     return await run_native(call.ctx, "create_topic", body)
 
 
@@ -166,10 +159,14 @@ async def create_topics(call: KafkaCall) -> KafkaAnswer:
     results = []
     for name in [n for n, c in counts.items() if c > 1]:
         results.append(_topic_result(name, INVALID_REQUEST, "Duplicate topic name."))
+    known = {_flat(name): name for name in call.ctx.manager.topics()}
+    validate_only = call.body["validate_only"]
     for topic in topics:
         if counts[topic["name"]] > 1:
             continue
-        outcome = await _create_one(call, topic, call.body["validate_only"])
+        outcome = await _create_one(call, topic, known, validate_only)
+        if outcome.error is NONE and not validate_only:
+            known[_flat(topic["name"])] = topic["name"]
         results.append(_topic_result(topic["name"], outcome.error, outcome.message))
     return {"throttle_time_ms": 0, "topics": results}
 
@@ -186,10 +183,11 @@ async def delete_topics(call: KafkaCall) -> KafkaAnswer:
     names = call.body["topic_names"]
     counts = Counter(names)
     results = [{"name": n, "error_code": INVALID_REQUEST.code} for n, c in counts.items() if c > 1]
+    known = set(call.ctx.manager.topics())
     for name in names:
         if counts[name] > 1:
             continue
-        if name not in call.ctx.manager.topics():
+        if name not in known:
             error = UNKNOWN_TOPIC_OR_PARTITION
         else:
             error = (await run_native(call.ctx, "delete_topic", {"topic": name})).error

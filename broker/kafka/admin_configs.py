@@ -21,7 +21,7 @@ from typing import Any
 from broker.config import BrokerConfig
 from broker.kafka.call import KafkaAnswer, KafkaCall, KafkaHandler
 from broker.kafka.config_view import broker_entries, topic_entries
-from broker.kafka.native_call import Outcome, run_native
+from broker.kafka.native_call import Outcome, Refused, run_native
 from protocol.kafka.errors import ERRORS_BY_NAME, UNKNOWN_SERVER_ERROR
 from protocol.kafka.messages import ALTER_CONFIGS, DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS
 from storage.config import TOPIC_CONFIG_DEFS
@@ -41,18 +41,6 @@ _MALFORMED = (
 )
 
 
-class Refused(Exception):
-    """A resource's Kafka error, found before any native call."""
-
-    def __init__(self, outcome: Outcome) -> None:
-        super().__init__(outcome.message)
-        self.outcome = outcome
-
-
-def _refuse(error: Any, message: str | None) -> Refused:
-    return Refused(Outcome.failed(error, message))
-
-
 def _check_broker_name(config: BrokerConfig, name: str) -> None:
     """Kafka's checks of a broker resource's name: empty, or this node's id."""
     if name == "":
@@ -61,9 +49,9 @@ def _check_broker_name(config: BrokerConfig, name: str) -> None:
     try:
         wanted = int(name)
     except ValueError:
-        raise _refuse(INVALID_REQUEST, f"Broker id must be an integer, but it is: {name}") from None
+        raise Refused(INVALID_REQUEST, f"Broker id must be an integer, but it is: {name}") from None
     if wanted != me:
-        raise _refuse(
+        raise Refused(
             INVALID_REQUEST,
             f"Unexpected broker id, expected {me} or empty string, but received {name}",
         )
@@ -113,7 +101,7 @@ async def _describe_one(
         _check_broker_name(config, name)
         entries = broker_entries(config, keys, include_synonyms=synonyms) if name else []
         return Outcome({}), entries
-    raise _refuse(INVALID_REQUEST, _MALFORMED)
+    raise Refused(INVALID_REQUEST, _MALFORMED)
 
 
 # --- AlterConfigs and IncrementalAlterConfigs -----------------------------------------
@@ -140,7 +128,7 @@ def _not_topic(call: KafkaCall, resource: dict[str, Any], keys: list[str]) -> Ou
 
 
 def _null_refusal(name: str) -> Refused:
-    return _refuse(INVALID_REQUEST, f"Null value not supported for : {name}")
+    return Refused(INVALID_REQUEST, f"Null value not supported for : {name}")
 
 
 async def _alter_topic(
@@ -184,7 +172,7 @@ def _list_value(op: int, key: str, value: str, current: str | None) -> str:
     """APPEND or SUBTRACT on a list key; the base is the override, else Kafka's default."""
     setting = TOPIC_CONFIG_DEFS.get(key)
     if setting is None or setting.type is not frozenset:
-        raise _refuse(
+        raise Refused(
             INVALID_CONFIG, f"Can't {_OP_NAMES[op]} to key {key} because its type is not LIST."
         )
     base = current if current is not None else ",".join(sorted(setting.default))

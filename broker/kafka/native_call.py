@@ -31,6 +31,14 @@ class Outcome:
         return cls(None, error, message)
 
 
+class Refused(Exception):
+    """A resource's Kafka error, found by an adapter's own check before any native call."""
+
+    def __init__(self, error: KafkaError, message: str | None) -> None:
+        super().__init__(message)
+        self.outcome = Outcome.failed(error, message)
+
+
 async def run_native(ctx: BrokerContext, api: str, body: dict[str, Any]) -> Outcome:
     """Validate `body` as the msgpack codec does, run `api`'s handler, map a failure."""
     try:

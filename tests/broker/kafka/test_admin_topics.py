@@ -326,3 +326,9 @@ async def test_the_offsets_topic_is_the_brokers(kafka: KafkaRun, ctx: BrokerCont
     response = await kafka(R(resources=[resource], validate_only=False))
     assert response.responses[0].error_code == 17  # INVALID_TOPIC_EXCEPTION
     assert ctx.manager.topic_overrides(OFFSETS_TOPIC) == {"cleanup.policy": "compact"}
+
+
+async def test_names_colliding_within_one_request(kafka: KafkaRun, ctx: BrokerContext) -> None:
+    got = await create(kafka, creatable("a.b"), creatable("a_b"))
+    assert [(name, code) for name, code, _ in got] == [("a.b", 0), ("a_b", 17)]
+    assert ctx.manager.topics() == ["a.b"]
