@@ -21,7 +21,7 @@ from typing import Any
 from broker.config import BrokerConfig
 from broker.kafka.call import KafkaAnswer, KafkaCall, KafkaHandler
 from broker.kafka.config_view import broker_entries, topic_entries
-from broker.kafka.native_call import Outcome, Refused, run_native
+from broker.kafka.native_call import Outcome, Refused, failed_outcome, run_native
 from protocol.kafka.errors import ERRORS_BY_NAME, UNKNOWN_SERVER_ERROR
 from protocol.kafka.messages import ALTER_CONFIGS, DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS
 from storage.config import TOPIC_CONFIG_DEFS
@@ -75,8 +75,8 @@ async def describe_configs(call: KafkaCall) -> KafkaAnswer:
     for resource in call.body["resources"]:
         try:
             outcome, configs = await _describe_one(call, resource)
-        except Refused as exc:
-            outcome, configs = exc.outcome, []
+        except Exception as exc:
+            outcome, configs = failed_outcome("describe_configs", exc), []
         if not call.body["include_documentation"]:
             configs = [{**c, "documentation": None} for c in configs]
         results.append({**_result(resource, outcome), "configs": configs})
@@ -222,8 +222,8 @@ async def _per_resource(call: KafkaCall, alter: Any) -> KafkaAnswer:
     for resource in call.body["resources"]:
         try:
             outcome = await alter(call, resource)
-        except Refused as exc:
-            outcome = exc.outcome
+        except Exception as exc:
+            outcome = failed_outcome("alter_configs", exc)
         responses.append(_result(resource, outcome))
     return {"throttle_time_ms": 0, "responses": responses}
 

@@ -46,6 +46,14 @@ async def run_native(ctx: BrokerContext, api: str, body: dict[str, Any]) -> Outc
         if isinstance(result, Deferred):
             result = await result.finish()
     except Exception as exc:
-        error = failure(api, exc)
-        return Outcome.failed(for_tidelog_code(error.code), error.message or None)
+        return failed_outcome(api, exc)
     return Outcome(result or {})
+
+
+def failed_outcome(api: str, exc: Exception) -> Outcome:
+    """The Kafka error for an exception (an adapter's own reads of storage can race a
+    deletion too); unexpected ones are logged as UNKNOWN_SERVER_ERROR."""
+    if isinstance(exc, Refused):
+        return exc.outcome
+    error = failure(api, exc)
+    return Outcome.failed(for_tidelog_code(error.code), error.message or None)
