@@ -13,6 +13,7 @@ Kafka's rules, from `ConfigHelper` and `DynamicBrokerConfig`, restated:
   has no synonyms at all (only `log.retention.hours` has a default).
 - A topic key's source is its first synonym's, or DEFAULT_CONFIG when none.
 - A broker key's synonyms are the same walk over its own group, from itself.
+- `configuration_keys` null or empty means every key (`ConfigHelper.describeConfigs`).
 """
 
 from __future__ import annotations
@@ -194,7 +195,7 @@ def topic_entries(
     include_synonyms: bool,
 ) -> list[dict[str, Any]]:
     """DescribeConfigs entries of a topic from the native `describe_configs` answer."""
-    wanted = native.keys() if keys is None else [k for k in keys if k in native]
+    wanted = [k for k in keys if k in native] if keys else native.keys()
     out = []
     for name in wanted:
         setting = TOPIC_CONFIG_DEFS[name]
@@ -222,7 +223,7 @@ def broker_entries(
     config: BrokerConfig, keys: Iterable[str] | None, *, include_synonyms: bool
 ) -> list[dict[str, Any]]:
     """DescribeConfigs entries of this broker: every key, read-only (none is dynamic)."""
-    wanted = BROKER_KEYS.keys() if keys is None else [k for k in keys if k in BROKER_KEYS]
+    wanted = [k for k in keys if k in BROKER_KEYS] if keys else BROKER_KEYS.keys()
     out = []
     for name in wanted:
         key = BROKER_KEYS[name]

@@ -385,3 +385,12 @@ async def test_broker_key_types_and_doubles_as_kafka(kafka: KafkaRun) -> None:
     assert configs["socket.request.max.bytes"].config_type == 3
     throttle = configs["log.cleaner.io.max.bytes.per.second"]
     assert (throttle.value, throttle.config_type) == ("1.7976931348623157E308", 6)
+
+
+async def test_an_empty_key_list_means_every_key(kafka: KafkaRun, ctx: BrokerContext) -> None:
+    ctx.manager.create_topic("t", 1)
+    every = await describe(kafka, TOPIC, "t", None)
+    assert [c.name for c in (await describe(kafka, TOPIC, "t", [])).configs] == [
+        c.name for c in every.configs
+    ]
+    assert len(every.configs) == len(ctx.config.describe_topic_configs({}))
