@@ -259,15 +259,18 @@ async def _serve(
 
         accept_scope = trio.CancelScope()
 
-        async def accept(listening: list[trio.SocketListener], codec: WireCodec | None) -> None:
+        async def accept() -> None:
             with accept_scope:
-                await trio.serve_listeners(
-                    on_connection(codec), listening, handler_nursery=connections
-                )
+                async with trio.open_nursery() as acceptors:
+                    acceptors.start_soon(serve, listeners, None)
+                    if kafka_listeners:
+                        acceptors.start_soon(serve, kafka_listeners, KAFKA)
 
-        connections.start_soon(accept, listeners, None)
-        if kafka_listeners:
-            connections.start_soon(accept, kafka_listeners, KAFKA)
+        async def serve(listening: list[trio.SocketListener], codec: WireCodec | None) -> None:
+            handler = on_connection(codec)
+            await trio.serve_listeners(handler, listening, handler_nursery=connections)
+
+        connections.start_soon(accept)
         readiness.listening = True
         task_status.started(handle)
         notify(f"READY=1\nSTATUS=serving on {bound_host}:{bound_port}")
