@@ -154,7 +154,13 @@ _SCHEMAS = (
     ),
     ApiSchema(
         "create_topic",
-        Struct(topic=Str(), partitions=opt(INT32, 1), configs=_CONFIGS),
+        # validate_only: docs/protocol.md (extension; Kafka's CreateTopics needs it)
+        Struct(
+            topic=Str(),
+            partitions=opt(INT32, 1),
+            configs=_CONFIGS,
+            validate_only=opt(Bool(), False),
+        ),
         Struct(),
     ),
     ApiSchema("delete_topic", Struct(topic=Str()), Struct()),
@@ -196,6 +202,7 @@ _SCHEMAS = (
             topic=Str(),
             set=_CONFIGS,
             delete=opt(ListOf(Str(), max_items=MAX_CONFIG_ENTRIES), []),
+            validate_only=opt(Bool(), False),  # docs/protocol.md (extension)
         ),
         Struct(),
     ),

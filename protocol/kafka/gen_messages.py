@@ -47,7 +47,7 @@ SERVED: dict[str, str] = {
     "DeleteGroups": "0-1",
     "IncrementalAlterConfigs": "0-1",
     "OffsetDelete": "0",
-    "DescribeCluster": "0",
+    "DescribeCluster": "0-2",
 }
 
 _INT_TYPES = {"int8", "int16", "uint16", "int32", "uint32", "int64"}

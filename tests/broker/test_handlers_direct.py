@@ -15,12 +15,8 @@ from typing import Any
 import pytest
 import trio
 
-from broker.config import BrokerConfig
 from broker.context import Answer, BrokerContext, Deferred
 from broker.dispatch import HANDLERS, handler_for
-from broker.groupcommit import GroupCommitter
-from broker.longpoll import AppendNotifier
-from broker.metrics import BrokerMetrics
 from protocol.batch import encode_batch
 from protocol.errors import (
     InvalidConfig,
@@ -31,27 +27,16 @@ from protocol.errors import (
     UnknownTopicOrPartition,
 )
 from protocol.schemas import validate_request_body
-from storage.manager import LogManager
-
-NOW_MS = 1_700_000_000_000
+from tests.broker.contexts import NOW_MS, open_context
 
 
 @pytest.fixture
 async def ctx(tmp_path: Path, nursery: trio.Nursery) -> AsyncIterator[BrokerContext]:
-    config = BrokerConfig.from_props({}, data_dir=tmp_path / "data")
-    manager = LogManager(config.data_dir, config.log_config, clock_ms=lambda: NOW_MS)
-    manager.open()
+    context = open_context(tmp_path / "data", nursery)
     try:
-        yield BrokerContext(
-            config=config,
-            manager=manager,
-            notifier=AppendNotifier(),
-            committer=GroupCommitter(nursery),
-            metrics=BrokerMetrics("test"),
-            clock_ms=lambda: NOW_MS,
-        )
+        yield context
     finally:
-        manager.close()
+        context.manager.close()
 
 
 async def call(ctx: BrokerContext, api: str, body: dict[str, Any]) -> Answer | Deferred | None:
