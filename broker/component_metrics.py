@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from broker.context import BrokerContext
-from broker.handlers.group_offsets import OffsetStore
 from broker.housekeeping import LogTasks
 from broker.metrics import Readiness, Sample
 from compaction.service import CleanerService, CleanerStatistics
@@ -54,7 +53,7 @@ def component_samples(
         "Fetches waiting for data (long poll).",
         ctx.notifier.waiting_count(),
     )
-    offsets = OffsetStore.of(ctx.manager, ctx.config.offsets_topic_segment_bytes).statistics()
+    offsets = ctx.groups.statistics()
     yield Sample(
         "tidelog_offsets_malformed_records",
         "gauge",

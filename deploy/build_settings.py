@@ -74,6 +74,7 @@ SECTIONS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
         ),
     ),
     ("cleaner", "Log cleaner (compaction)", ()),
+    ("groups", "Consumer groups (docs/groups.md)", ()),
 )
 
 

@@ -11,7 +11,6 @@ import pytest
 import trio
 
 from broker.config import BrokerConfig
-from broker.handlers.group_offsets import OffsetStore
 from broker.server import BrokerHandle, serve_broker
 from protocol.batch import encode_batch
 from protocol.offsets_schema import OFFSETS_TOPIC, offset_key, offset_value
@@ -151,8 +150,7 @@ async def test_a_malformed_offsets_record_is_skipped_and_counted(
         )
         fetched = await conn.call("fetch_offsets", {"group": "g"})
         assert fetched["body"]["topics"][0]["partitions"][0]["offset"] == 9
-    context = handle.context
-    stats = OffsetStore.of(context.manager, context.config.offsets_topic_segment_bytes).statistics()
+    stats = handle.context.groups.statistics()
     assert stats.malformed_records == 1
     assert stats.loaded_records == 2
 
