@@ -38,6 +38,16 @@ LONG_MAX = INT64_MAX
 # A uint32 frame header cannot announce more, so no larger limit means anything.
 FRAME_BYTES_MAX = 2**32 - 1
 
+
+def _check_listeners(value: str) -> str | None:
+    """Why `advertised.listeners` is invalid (entries NAME://HOST:PORT), or None."""
+    for entry in filter(None, (e.strip() for e in value.split(","))):
+        host, sep, port = entry.split("://", 1)[-1].rpartition(":")
+        if "://" not in entry or not sep or not host or not port.isdigit() or int(port) > 65535:
+            return f"{entry!r} is not NAME://HOST:PORT"
+    return None
+
+
 # The broker's own keys (how to add one: protocol/settings.py). `section` places
 # each in deploy/server.properties; the cleaner's keys are in compaction/config.py.
 BROKER_SETTINGS: tuple[Setting, ...] = (
@@ -68,6 +78,13 @@ BROKER_SETTINGS: tuple[Setting, ...] = (
     Setting("queued.max.request.bytes", "queued_max_request_bytes", int, 536870912,
             "Broker-wide bytes of queued requests and unsent answers; past it reads pause.",
             low=1024 * 1024, section="connections"),
+    Setting("node.id", "node_id", int, 1,
+            "This broker's id in Kafka Metadata answers (leader of every partition, controller).",
+            low=0, high=2**31 - 1, section="kafka"),
+    Setting("advertised.listeners", "advertised_listeners", str, "",
+            "Where Kafka clients should connect, as NAME://HOST:PORT (the first is used); "
+            "empty: the address each client connected to.", check=_check_listeners,
+            section="kafka"),
     Setting("offsets.topic.segment.bytes", "offsets_topic_segment_bytes", int, 104857600,
             "segment.bytes of __consumer_offsets when the broker creates it.",
             low=1, high=2**31 - 1, section="topics"),
@@ -220,6 +237,9 @@ class BrokerConfig:
     group_max_size: int = 1000
     offsets_retention_minutes: int = 10080
     offsets_retention_check_interval_ms: int = 600000
+    node_id: int = 1
+    advertised_listeners: str = ""
+    kafka_listen: tuple[str, int] | None = None  # a port for Kafka clients only
     cleaner: CleanerConfig = field(default_factory=CleanerConfig)
 
     @property
@@ -255,6 +275,7 @@ class BrokerConfig:
         data_dir: str | Path | None = None,
         listen: tuple[str, int] = DEFAULT_LISTEN,
         metrics_listen: tuple[str, int] = DEFAULT_METRICS_LISTEN,
+        kafka_listen: tuple[str, int] | None = None,
     ) -> BrokerConfig:
         """Validate Kafka-named `props`; InvalidConfig names the first bad key."""
         text_props = {str(k): str(v) if not isinstance(v, str) else v for k, v in props.items()}
@@ -278,6 +299,7 @@ class BrokerConfig:
             data_dir=Path(chosen),
             listen=listen,
             metrics_listen=metrics_listen,
+            kafka_listen=kafka_listen,
             log_config=log_config,
             cleaner=CleanerConfig.from_props(props),
             props=text_props,
@@ -293,6 +315,7 @@ class BrokerConfig:
         data_dir: str | Path | None = None,
         listen: str | None = None,
         metrics_listen: str | None = None,
+        kafka_listen: str | None = None,
     ) -> BrokerConfig:
         """Defaults < `config_file` (server.properties format) < `--set` overrides."""
         props: dict[str, str] = {}
@@ -313,6 +336,7 @@ class BrokerConfig:
                 if metrics_listen
                 else DEFAULT_METRICS_LISTEN
             ),
+            kafka_listen=parse_host_port(kafka_listen, "--kafka-listen") if kafka_listen else None,
         )
 
     def topic_key_source(self, topic_key: str) -> str:

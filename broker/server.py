@@ -21,7 +21,7 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 
 import trio
@@ -35,12 +35,14 @@ from broker.gcwatch import GcWatch
 from broker.groupcommit import FlushObserver, GroupCommitter
 from broker.heartbeat import run_heartbeat
 from broker.housekeeping import start_log_tasks
+from broker.kafka.connection import KAFKA
 from broker.logging import configure_logging, get_logger
 from broker.longpoll import AppendNotifier
 from broker.metrics import BrokerMetrics, PartitionStats, Readiness, serve_metrics_http
 from broker.scheduler import Scheduler
 from broker.sdnotify import notify
 from broker.serve_flags import SERVE_DESCRIPTION, add_serve_arguments
+from broker.wirecodec import WireCodec
 from compaction.service import CleanerService
 from protocol.clock import ClockMs, wall_clock_ms
 from protocol.errors import InvalidConfig, TidelogError
@@ -76,10 +78,19 @@ class BrokerHandle:
     metrics_port: int
     context: BrokerContext
     shutdown_requested: trio.Event = field(default_factory=trio.Event)
+    kafka_host: str | None = None  # the --kafka-listen port, when there is one
+    kafka_port: int | None = None
 
     @property
     def address(self) -> tuple[str, int]:
         return self.host, self.port
+
+    @property
+    def kafka_address(self) -> tuple[str, int] | None:
+        """The Kafka-only listener's address (Kafka clients may use `address` too)."""
+        if self.kafka_host is None or self.kafka_port is None:
+            return None
+        return self.kafka_host, self.kafka_port
 
     def request_shutdown(self) -> None:
         """Begin a graceful shutdown; `serve_broker` returns when it is done."""
@@ -224,22 +235,42 @@ async def _serve(
     host, port = config.listen
     listeners = await trio.open_tcp_listeners(port, host=host)
     bound_host, bound_port = _bound(listeners)
+    kafka_listeners: list[trio.SocketListener] = []
+    if config.kafka_listen is not None:
+        kafka_host, kafka_port = config.kafka_listen
+        kafka_listeners = await trio.open_tcp_listeners(kafka_port, host=kafka_host)
     handle = BrokerHandle(bound_host, bound_port, metrics_addr[0], metrics_addr[1], ctx)
+    if kafka_listeners:
+        handle.kafka_host, handle.kafka_port = _bound(kafka_listeners)
     stop = shutdown if shutdown is not None else handle.shutdown_requested
     async with trio.open_nursery() as connections:
 
-        async def on_connection(stream: trio.SocketStream) -> None:
-            if len(ctx.connections) >= config.max_connections:
-                metrics.get("tidelog_connections_closed").labels("limit").inc()
-                await stream.aclose()
-                return
-            await serve_connection(stream, ctx)
+        def on_connection(
+            codec: WireCodec | None,
+        ) -> Callable[[trio.SocketStream], Awaitable[None]]:
+            """A listener's handler; `codec` None sniffs each connection's protocol."""
+
+            async def serve(stream: trio.SocketStream) -> None:
+                if len(ctx.connections) >= config.max_connections:
+                    metrics.get("tidelog_connections_closed").labels("limit").inc()
+                    await stream.aclose()
+                    return
+                await serve_connection(stream, ctx, codec=codec)
+
+            return serve
 
         accept_scope = trio.CancelScope()
 
         async def accept() -> None:
             with accept_scope:
-                await trio.serve_listeners(on_connection, listeners, handler_nursery=connections)
+                async with trio.open_nursery() as acceptors:
+                    acceptors.start_soon(serve, listeners, None)
+                    if kafka_listeners:
+                        acceptors.start_soon(serve, kafka_listeners, KAFKA)
+
+        async def serve(listening: list[trio.SocketListener], codec: WireCodec | None) -> None:
+            handler = on_connection(codec)
+            await trio.serve_listeners(handler, listening, handler_nursery=connections)
 
         connections.start_soon(accept)
         readiness.listening = True
@@ -248,9 +279,14 @@ async def _serve(
         log.info(
             "broker_ready",
             listen=f"{bound_host}:{bound_port}",
+            protocols=["tidelog", "kafka"],  # both on `listen`, told apart per connection
+            kafka_listen=_address_text(handle.kafka_address),
             metrics_listen=f"{metrics_addr[0]}:{metrics_addr[1]}",
             port=bound_port,
+            kafka_port=handle.kafka_port,
             metrics_port=handle.metrics_port,
+            node_id=config.node_id,
+            advertised_listeners=config.advertised_listeners or None,
             pid=os.getpid(),
         )
         _warn_if_exposed(config)
@@ -260,15 +296,22 @@ async def _serve(
         notify("STOPPING=1")
         readiness.shutting_down = True
         accept_scope.cancel()
-        for listener in listeners:
+        for listener in (*listeners, *kafka_listeners):
             await listener.aclose()
         ctx.drain()
         connections.cancel_scope.deadline = trio.current_time() + SHUTDOWN_DRAIN_S
 
 
+def _address_text(address: tuple[str, int] | None) -> str | None:
+    return None if address is None else f"{address[0]}:{address[1]}"
+
+
 def _warn_if_exposed(config: BrokerConfig) -> None:
     """Tidelog has no TLS or authentication: say so when a listener leaves loopback."""
-    for name, (host, _) in (("listen", config.listen), ("metrics_listen", config.metrics_listen)):
+    listeners = [("listen", config.listen), ("metrics_listen", config.metrics_listen)]
+    if config.kafka_listen is not None:
+        listeners.append(("kafka_listen", config.kafka_listen))
+    for name, (host, _) in listeners:
         if not _is_loopback(host):
             log.warning("listener_not_loopback", listener=name, host=host or "*")
 
@@ -318,6 +361,7 @@ def config_from_args(args: argparse.Namespace) -> BrokerConfig:
         data_dir=getattr(args, "data_dir", None),
         listen=getattr(args, "listen", None),
         metrics_listen=getattr(args, "metrics_listen", None),
+        kafka_listen=getattr(args, "kafka_listen", None),
     )
 
 

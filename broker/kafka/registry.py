@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from types import ModuleType
 
+from broker.kafka import core
 from broker.kafka.call import KafkaHandler
 
-_FAMILIES: tuple[ModuleType, ...] = ()
+_FAMILIES: tuple[ModuleType, ...] = (core,)
 
 
 def _join(families: tuple[ModuleType, ...]) -> dict[int, KafkaHandler]:
