@@ -619,6 +619,28 @@ class GroupCoordinator:
         self._append(_REPLY, group_id, reply, self._remove_group(group, self._clock_ms()))
         return Pending(reply)
 
+    def delete_offsets(
+        self, group_id: str, partitions: Iterable[TopicPartition]
+    ) -> ErrorResponse | Pending:
+        """Kafka's OffsetDelete for an Empty group: the listed partitions' offsets get
+        tombstones (the answer waits for them). A group with members (or a commit in
+        flight) is NON_EMPTY_GROUP: the broker does not read the members'
+        subscriptions, which Kafka would use to allow unsubscribed topics."""
+        group = self._groups.get(group_id)
+        if group is None or group.is_in(_S.DEAD):
+            return ErrorResponse(GroupIdNotFound.code)
+        if not group.is_in(_S.EMPTY) or group.pending_commits:
+            return ErrorResponse(NonEmptyGroup.code)
+        gone = sorted(tp for tp in set(partitions) if tp in group.offsets)
+        if not gone:
+            return ErrorResponse(None)
+        for tp in gone:
+            del group.offsets[tp]
+        reply = self._ticket()
+        records = [offset_record(group_id, tp, None) for tp in gone]
+        self._append(_REPLY, group_id, reply, records)
+        return Pending(reply)
+
     def _remove_group(self, group: Group, now: int) -> list[Record]:
         tombstones = [offset_record(group.group_id, tp, None) for tp in sorted(group.offsets)]
         tombstones.append(group_record(group.group_id, None))

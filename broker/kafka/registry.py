@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from broker.kafka import core
+from broker.kafka import core, groups
 from broker.kafka.call import KafkaHandler
 
-_FAMILIES: tuple[ModuleType, ...] = (core,)
+_FAMILIES: tuple[ModuleType, ...] = (core, groups)
 
 
 def _join(families: tuple[ModuleType, ...]) -> dict[int, KafkaHandler]:
