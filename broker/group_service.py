@@ -37,7 +37,7 @@ from broker.groups import (
     Pending,
     load_records,
 )
-from broker.groups.messages import Response
+from broker.groups.messages import GroupStatistics, Response
 from broker.logging import get_logger
 from broker.offsets_log import OffsetsLog
 from protocol.clock import ClockMs
@@ -119,6 +119,10 @@ class GroupService:
     async def query(self, fn: Callable[[GroupCoordinator], R]) -> R:
         """A read of the coordinator's state (no effects)."""
         return fn(await self._ready())
+
+    def group_statistics(self) -> list[GroupStatistics]:
+        """Every group's state, members, rebalances and offsets (empty until loaded)."""
+        return self._coordinator.statistics() if self._coordinator is not None else []
 
     def statistics(self) -> GroupServiceStatistics:
         groups = len(self._coordinator.list_groups()) if self._coordinator is not None else 0

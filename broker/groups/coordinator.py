@@ -31,6 +31,7 @@ from broker.groups.messages import (
     Effect,
     ErrorResponse,
     GroupDescription,
+    GroupStatistics,
     HeartbeatRequest,
     JoinMember,
     JoinRequest,
@@ -171,6 +172,19 @@ class GroupCoordinator:
         """(group id, state, protocol type) of every group, sorted by id."""
         return [
             (g.group_id, g.state.value, g.protocol_type) for _, g in sorted(self._groups.items())
+        ]
+
+    def statistics(self) -> list[GroupStatistics]:
+        """Every group's state, members, rebalances and committed offsets (for metrics)."""
+        return [
+            GroupStatistics(
+                group_id,
+                group.state.value,
+                len(group.members),
+                group.rebalances,
+                {tp: committed.offset for tp, committed in group.offsets.items()},
+            )
+            for group_id, group in sorted(self._groups.items())
         ]
 
     def fetch_offsets(self, group_id: str) -> dict[TopicPartition, CommittedOffset]:
@@ -355,6 +369,7 @@ class GroupCoordinator:
             self._fail_pending_syncs(group, RebalanceInProgress.code)
         was_empty = group.is_in(_S.EMPTY)
         group.transition(_S.PREPARING_REBALANCE, now)
+        group.rebalances += 1
         group.pending_sync.clear()
         group.sync_deadline_ms = None
         rebalance_ms = group.max_rebalance_timeout_ms()

@@ -5,6 +5,8 @@ a group with members; list and delete."""
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
 import time
 from collections.abc import Iterator
 
@@ -13,6 +15,7 @@ import pytest
 from broker.cli_groups import parse_duration_ms
 from protocol.batch import encode_batch, iter_records
 from tests.conftest import BrokerProcess, start_broker
+from tests.integration.promserver import scrape, scrape_text
 from tests.integration.test_cli import cli
 from tidelog.client import Client
 from tidelog.consumer import Consumer, TopicPartition
@@ -90,6 +93,24 @@ def test_describe_shows_members_offsets_and_lag(
             assert row["log_end_offset"] == COUNTS[partition]
             assert row["lag"] == brute_force_lag(broker, partition, position)
             assert row["consumer_id"] == m["member_id"]
+        # The lag metric agrees with describe and with the brute-force count.
+        metrics = scrape(broker.metrics_port)
+        for partition, row in rows.items():
+            labels = {"group": "billing", "topic": "orders", "partition": str(partition)}
+            assert metrics.value("tidelog_consumer_group_lag", **labels) == row["lag"]
+        assert metrics.value("tidelog_consumer_group_members", group="billing") == 1
+        assert metrics.value("tidelog_consumer_group_state", group="billing", state="Stable") == 1
+        assert metrics.value("tidelog_consumer_group_rebalances_total", group="billing") >= 1
+        if shutil.which("promtool") is not None:
+            checked = subprocess.run(
+                ["promtool", "check", "metrics"],
+                input=scrape_text(broker.metrics_port),
+                capture_output=True,
+                text=True,
+                timeout=60,
+                check=False,
+            )
+            assert checked.returncode == 0, checked.stdout + checked.stderr
         status, out, _ = cli(broker, capsys, "groups", "describe", "billing")
         assert "CURRENT-OFFSET" in out and "LAG" in out and "lagger" in out
         status, out, _ = cli(broker, capsys, "groups", "list")
