@@ -152,6 +152,9 @@ class GroupService:
                 coordinator.tick()
                 self._apply(coordinator)
                 await self._write_queued(coordinator)
+                if coordinator.next_deadline() <= deadline_ms:  # a bug; never spin on it
+                    log.error("groups_deadline_stuck", deadline_ms=deadline_ms)
+                    await trio.sleep(MAX_TICK_SLEEP_S)
                 continue
             self._sleeping_until_ms = deadline_ms
             with trio.move_on_after(min((deadline_ms - now_ms) / 1000, MAX_TICK_SLEEP_S)):
