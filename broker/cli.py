@@ -25,6 +25,7 @@ from typing import Any
 from broker import (
     cli_consume,
     cli_dumplog,
+    cli_groups,
     cli_offsets,
     cli_produce,
     cli_retention,
@@ -73,6 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_produce.register(sub)
     cli_consume.register(sub)
     cli_offsets.register(sub)
+    cli_groups.register(sub)
     cli_dumplog.register(sub)
     cli_retention.register(sub)
     return parser

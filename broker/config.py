@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from broker.groups.config import GroupConfig
 from compaction.config import CLEANER_SETTINGS, CleanerConfig
 from protocol.errors import InvalidConfig
 from protocol.settings import INT64_MAX, Setting, check_fields, settings_by_name
@@ -87,6 +88,22 @@ BROKER_SETTINGS: tuple[Setting, ...] = (
     Setting("offsets.topic.segment.bytes", "offsets_topic_segment_bytes", int, 104857600,
             "segment.bytes of __consumer_offsets when the broker creates it.",
             low=1, high=2**31 - 1, section="topics"),
+    # The group coordinator's keys (broker/groups/config.py validates them together).
+    Setting("group.min.session.timeout.ms", "group_min_session_timeout_ms", int, 6000,
+            "Shortest session timeout a consumer may ask for.", low=0, section="groups"),
+    Setting("group.max.session.timeout.ms", "group_max_session_timeout_ms", int, 1800000,
+            "Longest session timeout a consumer may ask for.", low=0, section="groups"),
+    Setting("group.initial.rebalance.delay.ms", "group_initial_rebalance_delay_ms", int, 3000,
+            "How long the first rebalance of an empty group waits for more members.",
+            low=0, section="groups"),
+    Setting("group.max.size", "group_max_size", int, 1000,
+            "Most members of one group (Kafka: unbounded; a bound on one group's memory).",
+            low=1, high=1_000_000, section="groups"),
+    Setting("offsets.retention.minutes", "offsets_retention_minutes", int, 10080,
+            "Committed offsets of an empty group are dropped this long after it emptied.",
+            low=1, section="groups"),
+    Setting("offsets.retention.check.interval.ms", "offsets_retention_check_interval_ms", int,
+            600000, "How often expired offsets are looked for.", low=1, section="groups"),
     Setting("log.retention.check.interval.ms", "log_retention_check_interval_ms", int, 300000,
             "Period of the retention task.", low=1, section="retention"),
     Setting("log.initial.task.delay.ms", "log_initial_task_delay_ms", int, 30000,
@@ -219,6 +236,12 @@ class BrokerConfig:
     log_flush_start_offset_checkpoint_interval_ms: int = 60000
     offsets_topic_segment_bytes: int = 104857600
     producer_id_expiration_check_interval_ms: int = 600000
+    group_min_session_timeout_ms: int = 6000
+    group_max_session_timeout_ms: int = 1800000
+    group_initial_rebalance_delay_ms: int = 3000
+    group_max_size: int = 1000
+    offsets_retention_minutes: int = 10080
+    offsets_retention_check_interval_ms: int = 600000
     node_id: int = 1
     advertised_listeners: str = ""
     kafka_listen: tuple[str, int] | None = None  # a port for Kafka clients only
@@ -228,6 +251,21 @@ class BrokerConfig:
     def log_cleaner_enable(self) -> bool:
         """`log.cleaner.enable`, the cleaner key most callers ask about."""
         return self.cleaner.enable
+
+    def __post_init__(self) -> None:
+        self.group_config  # noqa: B018 - InvalidConfig now for min > max session timeout
+
+    @property
+    def group_config(self) -> GroupConfig:
+        """The group coordinator's settings (checked together: min <= max session)."""
+        return GroupConfig(
+            group_min_session_timeout_ms=self.group_min_session_timeout_ms,
+            group_max_session_timeout_ms=self.group_max_session_timeout_ms,
+            group_initial_rebalance_delay_ms=self.group_initial_rebalance_delay_ms,
+            group_max_size=self.group_max_size,
+            offsets_retention_minutes=self.offsets_retention_minutes,
+            offsets_retention_check_interval_ms=self.offsets_retention_check_interval_ms,
+        )
 
     @property
     def message_max_bytes(self) -> int:

@@ -14,10 +14,12 @@ from typing import Any
 import trio
 
 from broker.config import BrokerConfig
+from broker.group_service import GroupService
 from broker.groupcommit import GroupCommitter
 from broker.longpoll import AppendNotifier
 from broker.membudget import MemoryBudget
 from broker.metrics import BrokerMetrics
+from broker.offsets_log import OffsetsLog
 from protocol.clock import ClockMs, wall_clock_ms
 from storage.manager import LogManager
 
@@ -52,9 +54,12 @@ class BrokerContext:
     inflight_total: int = 0
     clock_ms: ClockMs = wall_clock_ms  # the broker's one wall clock (protocol/clock.py)
     memory: MemoryBudget = field(init=False)  # queued.max.request.bytes, broker-wide
+    groups: GroupService = field(init=False)  # the group coordinator (broker/group_service.py)
 
     def __post_init__(self) -> None:
         self.memory = MemoryBudget(self.config.queued_max_request_bytes)
+        offsets_log = OffsetsLog(self.manager, self.config.offsets_topic_segment_bytes)
+        self.groups = GroupService(self.config.group_config, offsets_log, self.clock_ms)
 
     def connection_opened(self, state: ConnectionState) -> None:
         self.connections[state.conn_id] = state

@@ -16,6 +16,15 @@ from broker.context import Answer, Body, BrokerContext, Handler
 from broker.handlers.explain import explain_retention
 from broker.handlers.fetch import fetch
 from broker.handlers.group_offsets import commit_offsets, fetch_offsets
+from broker.handlers.groups import (
+    delete_groups,
+    describe_groups,
+    heartbeat,
+    join_group,
+    leave_group,
+    list_groups,
+    sync_group,
+)
 from broker.handlers.offsets import delete_records, list_offsets, offset_for_time
 from broker.handlers.produce import produce
 from broker.handlers.producer_ids import init_producer_id
@@ -77,6 +86,14 @@ HANDLERS: dict[str, Handler] = {
     "fetch_offsets": fetch_offsets,
     # Extension (docs/idempotence.md; schema in protocol/schemas.py).
     "init_producer_id": init_producer_id,
+    # Extension (docs/groups.md; schema in protocol/groups_schema.py).
+    "join_group": join_group,
+    "sync_group": sync_group,
+    "heartbeat": heartbeat,
+    "leave_group": leave_group,
+    "list_groups": list_groups,
+    "describe_groups": describe_groups,
+    "delete_groups": delete_groups,
 }
 
 

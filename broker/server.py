@@ -164,6 +164,7 @@ async def serve_broker(
             metrics=metrics,
             clock_ms=clock_ms,
         )
+        await services.start(ctx.groups.serve)  # group coordinator: loaded, then ticking
         metrics.add_statistics_source(lambda: component_samples(ctx, tasks, cleaner, readiness))
         services.start_soon(
             run_heartbeat, metrics.get("tidelog_event_loop_lateness_seconds").observe
@@ -175,6 +176,7 @@ async def serve_broker(
         finally:
             gc_watch.close()
             with trio.CancelScope(shield=True):
+                ctx.groups.close()  # no coordinator tick may write while the logs close
                 cleaner.request_stop()  # running cleanings give up at their next chunk
                 await scheduler.aclose()  # no task may touch the logs while they close
                 try:

@@ -21,6 +21,7 @@ from typing import Any
 
 from protocol.envelope import Request
 from protocol.errors import InvalidRequest, InvalidTopic, UnsupportedVersion
+from protocol.groups_schema import GROUP_SCHEMAS
 from protocol.schema_types import (
     INT32,
     INT32_MAX,
@@ -284,6 +285,10 @@ COMMIT_OFFSETS_SCHEMA = ApiSchema(
                 partitions=ListOf(Struct(partition=INT32, offset=INT64, metadata=opt(Str(), ""))),
             )
         ),
+        # Fencing (docs/groups.md): absent, a commit from outside group management.
+        generation=opt(INT32, -1),
+        member_id=opt(Str(), ""),
+        group_instance_id=opt(Nullable(Str()), None),
     ),
     Struct(
         topics=ListOf(
@@ -405,6 +410,7 @@ _EXTENSIONS = (
     FETCH_OFFSETS_SCHEMA,
     EXPLAIN_RETENTION_SCHEMA,
     INIT_PRODUCER_ID_SCHEMA,
+    *GROUP_SCHEMAS,
 )
 
 APIS: dict[str, ApiSchema] = {schema.name: schema for schema in (*_SCHEMAS, *_EXTENSIONS)}
