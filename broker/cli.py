@@ -23,12 +23,14 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from broker import (
+    cli_acls,
     cli_consume,
     cli_dumplog,
     cli_offsets,
     cli_produce,
     cli_retention,
     cli_topics,
+    cli_users,
 )
 from broker.cli_common import EXIT_ERROR, CliError, HelpFormatter, OutputClosed
 from broker.serve_flags import SERVE_DESCRIPTION, SERVE_EPILOG, add_serve_arguments
@@ -75,6 +77,8 @@ def build_parser() -> argparse.ArgumentParser:
     cli_offsets.register(sub)
     cli_dumplog.register(sub)
     cli_retention.register(sub)
+    cli_users.register(sub)
+    cli_acls.register(sub)
     return parser
 
 

@@ -81,7 +81,7 @@ def granted_by(operation: Operation) -> frozenset[Operation]:
     return _GRANTED_BY.get(operation, frozenset({operation})) | {Operation.ALL}
 
 
-def _enum(kind: type[E], text: str) -> E:
+def parse_enum(kind: type[E], text: str) -> E:
     """Case-insensitive, as kafka-acls accepts (`read`, `READ`, `Read`)."""
     folded = text.replace("_", "").replace("-", "").lower()
     for member in kind:
@@ -127,11 +127,11 @@ class AclBinding:
         return cls(
             principal,
             host,
-            _enum(ResourceType, resource_type),
+            parse_enum(ResourceType, resource_type),
             resource_name,
-            _enum(PatternType, pattern_type),
-            _enum(Operation, operation),
-            _enum(Permission, permission),
+            parse_enum(PatternType, pattern_type),
+            parse_enum(Operation, operation),
+            parse_enum(Permission, permission),
         )
 
     def to_json(self) -> dict[str, str]:

@@ -163,4 +163,4 @@ def test_describe_sources_default_broker_topic() -> None:
 def test_every_broker_key_default_passes_its_own_validator() -> None:
     for definition in BROKER_CONFIG_DEFS.values():
         if definition.default != "":
-            assert definition.parse(str(definition.default)) == definition.default
+            assert definition.parse(definition.text(definition.default)) == definition.default
