@@ -18,6 +18,7 @@ from broker.groupcommit import GroupCommitter
 from broker.longpoll import AppendNotifier
 from broker.membudget import MemoryBudget
 from broker.metrics import BrokerMetrics
+from broker.security.service import BrokerSecurity
 from protocol.clock import ClockMs, wall_clock_ms
 from storage.manager import LogManager
 
@@ -50,6 +51,8 @@ class BrokerContext:
     inflight_total: int = 0
     clock_ms: ClockMs = wall_clock_ms  # the broker's one wall clock (protocol/clock.py)
     memory: MemoryBudget = field(init=False)  # queued.max.request.bytes, broker-wide
+    # TLS, SASL and ACLs (broker/security/); None: none of them (bare test contexts).
+    security: BrokerSecurity | None = None
 
     def __post_init__(self) -> None:
         self.memory = MemoryBudget(self.config.queued_max_request_bytes)

@@ -374,9 +374,24 @@ EXPLAIN_RETENTION_SCHEMA = ApiSchema(
 )
 
 
+# SASL over msgpack (docs/protocol.md §9 "authenticate", docs/security.md): one
+# exchange step per request; PLAIN takes one step, SCRAM two. Call: protocol/auth_schema.py.
+AUTHENTICATE = "authenticate"
+AUTHENTICATE_SCHEMA = ApiSchema(
+    AUTHENTICATE,
+    Struct(mechanism=Str(), auth_bytes=Bin()),
+    Struct(auth_bytes=Bin(), complete=Bool(), principal=opt(Nullable(Str()), None)),
+)
+
+
 # Every API, registered here and only here: the core table of PROTOCOL.md §4, then
 # the extensions. The broker's dispatch table (broker/dispatch.py) has the same names.
-_EXTENSIONS = (COMMIT_OFFSETS_SCHEMA, FETCH_OFFSETS_SCHEMA, EXPLAIN_RETENTION_SCHEMA)
+_EXTENSIONS = (
+    COMMIT_OFFSETS_SCHEMA,
+    FETCH_OFFSETS_SCHEMA,
+    EXPLAIN_RETENTION_SCHEMA,
+    AUTHENTICATE_SCHEMA,
+)
 
 APIS: dict[str, ApiSchema] = {schema.name: schema for schema in (*_SCHEMAS, *_EXTENSIONS)}
 

@@ -48,6 +48,7 @@ from protocol.errors import OffsetOutOfRange, TidelogError, error_from_wire
 from protocol.offsets_schema import commit_offsets, fetch_offsets
 from tidelog.client import DEFAULT_BOOTSTRAP_SERVER, DEFAULT_REQUEST_TIMEOUT_MS, Client
 from tidelog.consumer_record import ConsumerRecord, decode_fetched, next_position
+from tidelog.security import PLAINTEXT, Security
 
 __all__ = [
     "Consumer",
@@ -192,6 +193,7 @@ class Consumer:
         check_crcs: bool = True,
         client_id: str | None = DEFAULT_CLIENT_ID,
         group_id: str | None = None,
+        security: Security = PLAINTEXT,
     ) -> None:
         if auto_offset_reset not in AUTO_OFFSET_RESETS:
             raise ValueError(f"auto_offset_reset must be one of {', '.join(AUTO_OFFSET_RESETS)}")
@@ -205,7 +207,10 @@ class Consumer:
         self.check_crcs = check_crcs
         self.group_id = group_id
         self._client = Client(
-            bootstrap_servers, client_id=client_id, request_timeout_ms=request_timeout_ms
+            bootstrap_servers,
+            client_id=client_id,
+            request_timeout_ms=request_timeout_ms,
+            security=security,
         )
         self._states: dict[TopicPartition, _PartitionState] = {}
         self._iter: Iterator[ConsumerRecord] = iter(())

@@ -43,6 +43,7 @@ from tidelog.pending import (
     RecordFuture,
     RecordMetadata,
 )
+from tidelog.security import PLAINTEXT, Security
 
 __all__ = [
     "BatchFuture",
@@ -127,6 +128,7 @@ class Producer:
         max_request_size: int = DEFAULT_MAX_REQUEST_SIZE,
         request_timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS,
         client_id: str | None = DEFAULT_CLIENT_ID,
+        security: Security = PLAINTEXT,
     ) -> None:
         if acks not in (0, 1, -1):
             raise ValueError(f"acks must be 0, 1 or -1 ('all'), got {acks!r}")
@@ -144,10 +146,16 @@ class Producer:
         self.max_request_size = max_request_size
         self.request_timeout_ms = request_timeout_ms
         self._client = Client(
-            bootstrap_servers, client_id=client_id, request_timeout_ms=request_timeout_ms
+            bootstrap_servers,
+            client_id=client_id,
+            request_timeout_ms=request_timeout_ms,
+            security=security,
         )
         self._meta_client = Client(
-            bootstrap_servers, client_id=client_id, request_timeout_ms=request_timeout_ms
+            bootstrap_servers,
+            client_id=client_id,
+            request_timeout_ms=request_timeout_ms,
+            security=security,
         )
         self._meta_lock = threading.Lock()
         self._partition_counts: dict[str, int] = {}

@@ -207,6 +207,7 @@ class ScramServer:
         self._nonce = ""
         self._name = ""
         self.username: str | None = None  # set once the proof checked out
+        self.tried_username = ""  # who the client claims to be (for audit lines)
 
     @property
     def done(self) -> bool:
@@ -225,6 +226,7 @@ class ScramServer:
         if len(attrs) < 2 or attrs[0][0] != "n" or attrs[1][0] != "r" or not attrs[1][1]:
             raise SaslAuthenticationFailed("malformed SCRAM client-first message")
         name = unescape_name(attrs[0][1])
+        self.tried_username = name
         if authzid and authzid != f"a={escape_name(name)}":
             raise SaslAuthenticationFailed("SCRAM authorization identity must be the user itself")
         if any(k == "m" or (k == "tokenauth" and v == "true") for k, v in attrs[2:]):
