@@ -308,7 +308,10 @@ def _connections_from(ctx: BrokerContext, stream: trio.SocketStream) -> int:
 
 def _handshake_failed(ctx: BrokerContext, host: str, exc: BaseException) -> None:
     ctx.metrics.get("tidelog_tls_handshake_failures").inc()
-    log.info("tls_handshake_failed", client=host, reason=type(exc).__name__, detail=str(exc)[:200])
+    cause = exc.__cause__ or exc  # trio wraps the ssl module's error
+    log.info(
+        "tls_handshake_failed", client=host, reason=type(cause).__name__, detail=str(cause)[:200]
+    )
 
 
 def _tls_reload_failed(exc: Exception) -> None:
