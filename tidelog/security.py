@@ -15,7 +15,9 @@ connecting. The password is kept out of `repr`.
 
 from __future__ import annotations
 
+import re
 import ssl
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from protocol.sasl.client import SaslClient
@@ -77,3 +79,50 @@ class Security:
 
 
 PLAINTEXT = Security()
+
+
+# Kafka client property names `security_from_properties` reads (the CLI's
+# --command-config file, the Spark options without their `kafka.` prefix).
+SECURITY_PROPERTIES = (
+    "security.protocol",
+    "ssl.cafile",
+    "ssl.truststore.location",
+    "ssl.certfile",
+    "ssl.keyfile",
+    "ssl.endpoint.identification.algorithm",
+    "sasl.mechanism",
+    "sasl.jaas.config",
+    "sasl.username",
+    "sasl.password",
+)
+_JAAS_OPTION = re.compile(r'(\w+)\s*=\s*"((?:[^"\\]|\\.)*)"')
+
+
+def parse_jaas_config(text: str) -> tuple[str | None, str | None]:
+    """(username, password) of a `sasl.jaas.config` value, as Kafka clients write it:
+
+    `org.apache.kafka.common.security.scram.ScramLoginModule required
+    username="alice" password="...";` (PlainLoginModule the same).
+    """
+    options = {key: value.replace('\\"', '"') for key, value in _JAAS_OPTION.findall(text)}
+    return options.get("username"), options.get("password")
+
+
+def security_from_properties(props: Mapping[str, str]) -> Security:
+    """A `Security` from Kafka client properties; ValueError names what is wrong.
+
+    TLS files are PEM (`ssl.truststore.location` is read as a PEM CA file, as
+    librdkafka's `ssl.ca.location`); `ssl.endpoint.identification.algorithm=` (empty)
+    turns host-name checking off, as in Kafka.
+    """
+    username, password = parse_jaas_config(props.get("sasl.jaas.config", ""))
+    return Security(
+        security_protocol=props.get("security.protocol", "PLAINTEXT").upper(),
+        ssl_cafile=props.get("ssl.cafile") or props.get("ssl.truststore.location") or None,
+        ssl_certfile=props.get("ssl.certfile") or None,
+        ssl_keyfile=props.get("ssl.keyfile") or None,
+        ssl_check_hostname=props.get("ssl.endpoint.identification.algorithm", "https") != "",
+        sasl_mechanism=props.get("sasl.mechanism", "").upper() or None,
+        sasl_plain_username=props.get("sasl.username") or username,
+        sasl_plain_password=props.get("sasl.password") or password,
+    )

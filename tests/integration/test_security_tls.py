@@ -8,6 +8,7 @@ import signal
 import socket
 import ssl
 import subprocess
+import sys
 import time
 import urllib.request
 import warnings
@@ -20,7 +21,10 @@ from broker.security.acl import AclBinding
 from broker.security.acl_store import AclStore
 from protocol.errors import SaslAuthenticationFailed, TopicAuthorizationFailed
 from tests.broker.security.conftest import Pki, add_user, make_pki
+from tests.conftest import ROOT
 from tidelog import Client, Consumer, Producer, Security, TopicPartition
+
+pytestmark = pytest.mark.integration
 
 PASSWORD = "Sw0rdfish-only-in-tests"
 WRONG = "Wr0ng-guess-not-logged"
@@ -103,6 +107,9 @@ def test_plaintext_and_unknown_certificates_are_refused_and_others_served(
         too_old.wrap_socket(raw, server_hostname="127.0.0.1")
     with Client(addr, security=Security("SSL", ssl_cafile=str(pki.ca_file))) as client:
         assert client.api_versions()["server"] == "tidelog"
+    deadline = time.monotonic() + 10
+    while len(broker.events("tls_handshake_failed")) < 3 and time.monotonic() < deadline:
+        time.sleep(0.05)
     failures = broker.events("tls_handshake_failed")
     assert len(failures) == 3 and all(f["client"] == "127.0.0.1" for f in failures)
     # The TLS 1.1 client was refused by the broker for its version, not by itself.
@@ -127,6 +134,9 @@ def test_openssl_s_client_sees_only_tls12_and_tls13(broker_factory, pki: Pki) ->
         assert b"Verification: OK" in out and b"Protocol version: " + version in out
     for flag in ("-tls1_1", "-tls1"):  # offered, and refused by the broker
         assert b"Protocol version" not in handshake(flag)
+    deadline = time.monotonic() + 10  # the broker logs each refusal as it closes
+    while len(broker.events("tls_handshake_failed")) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
     refusals = [e["detail"] for e in broker.events("tls_handshake_failed")]
     assert len(refusals) == 2 and all("UNSUPPORTED_PROTOCOL" in d for d in refusals)
 
@@ -199,3 +209,40 @@ def test_certificate_reload_on_sighup_and_metrics_over_tls(
             time.sleep(0.2)
     with pytest.raises(ssl.SSLCertVerificationError):
         Client(addr, security=Security("SSL", ssl_cafile=str(pki.ca_file))).connect()
+
+
+def _cli(*args: str, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(
+        [sys.executable, "-m", "broker", *args],
+        input=stdin,
+        capture_output=True,
+        cwd=ROOT,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_cli_users_then_commands_over_sasl_ssl(broker_factory, pki: Pki, tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    added = _cli("users", "add", "ops", "--data-dir", str(data), stdin=PASSWORD.encode() + b"\n")
+    assert added.returncode == 0, added.stderr
+    broker = broker_factory("listeners=SASL_SSL://127.0.0.1:0", *pki.tls_sets())
+    props = tmp_path / "client.properties"
+    props.write_text(
+        "security.protocol=SASL_SSL\n"
+        f"ssl.cafile={pki.ca_file}\n"
+        "sasl.mechanism=SCRAM-SHA-256\n"
+        "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required "
+        f'username="ops" password="{PASSWORD}";\n'
+    )
+    server = ("--bootstrap-server", f"127.0.0.1:{broker.port}", "--command-config", str(props))
+    created = _cli("topics", "create", "audit-me", *server)
+    assert created.returncode == 0, created.stderr
+    listed = _cli("topics", "list", *server)
+    assert b"audit-me" in listed.stdout
+    refused = _cli("topics", "list", "--bootstrap-server", f"127.0.0.1:{broker.port}")
+    assert refused.returncode == 1  # plaintext to a TLS port: a clean error, not a hang
+    broker.stop()
+    for out in (added, created, listed, refused):
+        assert PASSWORD.encode() not in out.stdout + out.stderr
+    assert PASSWORD not in broker.output()
