@@ -19,6 +19,7 @@ import pytest
 
 from broker.security.acl import AclBinding
 from broker.security.acl_store import AclStore
+from protocol.batch import encode_batch
 from protocol.errors import SaslAuthenticationFailed, TopicAuthorizationFailed
 from tests.broker.security.conftest import Pki, add_user, make_pki
 from tests.conftest import ROOT
@@ -246,3 +247,37 @@ def test_cli_users_then_commands_over_sasl_ssl(broker_factory, pki: Pki, tmp_pat
     for out in (added, created, listed, refused):
         assert PASSWORD.encode() not in out.stdout + out.stderr
     assert PASSWORD not in broker.output()
+
+
+def test_spark_connector_options_reach_a_sasl_ssl_broker(
+    broker_factory, pki: Pki, tmp_path: Path
+) -> None:
+    """Spark's Kafka-source option names (kafka.security.protocol, kafka.sasl.jaas.config,
+    ...) configure the driver's and the tasks' clients (no Spark needed to check that)."""
+    from spark_connector.offsets import open_client
+    from spark_connector.options import parse_sink_options, parse_source_options
+    from spark_connector.reading import open_task_client
+
+    add_user(tmp_path / "data", "spark", PASSWORD)
+    broker = broker_factory("listeners=SASL_SSL://127.0.0.1:0", *pki.tls_sets())
+    options = {
+        "kafka.bootstrap.servers": f"127.0.0.1:{broker.port}",
+        "subscribe": "events",
+        "kafka.security.protocol": "SASL_SSL",
+        "kafka.sasl.mechanism": "SCRAM-SHA-512",
+        "kafka.sasl.jaas.config": "org.apache.kafka.common.security.scram.ScramLoginModule "
+        f'required username="spark" password="{PASSWORD}";',
+        "kafka.ssl.truststore.location": str(pki.ca_file),
+    }
+    source = parse_source_options(options, streaming=False)
+    assert PASSWORD not in repr(source)
+    with open_client(source) as driver:
+        driver.create_topic("events")
+    sink = parse_sink_options({k: v for k, v in options.items() if k != "subscribe"})
+    with Client(sink.bootstrap_servers, security=sink.security) as writer:
+        writer.produce("events", 0, encode_batch([(b"k", b"v", (), 1_700_000_000_000)]))
+    with open_task_client(source) as task:
+        assert task.fetch("events", 0, 0).high_watermark == 1
+    wrong = {**options, "kafka.sasl.jaas.config": 'x required username="spark" password="no";'}
+    with pytest.raises(SaslAuthenticationFailed):
+        open_client(parse_source_options(wrong, streaming=False)).connect()
