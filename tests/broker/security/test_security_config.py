@@ -73,3 +73,16 @@ def test_ipv6_listener_round_trips() -> None:
         False,
     )
     assert str(spec) == "SASL_PLAINTEXT://[::1]:9094"
+
+
+def test_deploy_example_is_a_valid_config() -> None:
+    """deploy/security/secure.properties parses and asks for what docs/security.md says."""
+    from tests.conftest import ROOT
+
+    config = BrokerConfig.from_sources(config_file=ROOT / "deploy/security/secure.properties")
+    assert [s.protocol for s in config.listener_specs] == [
+        SecurityProtocol.SASL_SSL,
+        SecurityProtocol.PLAINTEXT,
+    ]
+    assert config.authorizer_enabled and config.super_user_set == {"User:admin"}
+    assert config.metrics_ssl_enable and config.ssl_client_auth == "requested"
