@@ -290,9 +290,16 @@ async def _on_connection(ctx: BrokerContext, spec: ListenerSpec, stream: trio.So
         await stream.aclose()
         return
     tls = ctx.security.tls if ctx.security is not None else None
-    secured = await secure_connection(
-        stream, spec, tls, on_handshake_failed=functools.partial(_handshake_failed, ctx)
-    )
+    try:
+        secured = await secure_connection(
+            stream, spec, tls, on_handshake_failed=functools.partial(_handshake_failed, ctx)
+        )
+    except Exception:
+        # A bug here must cost this connection only: serve_listeners would take the
+        # whole broker down with it.
+        log.exception("accept_failed", listener=str(spec))
+        await trio.aclose_forcefully(stream)
+        return
     if secured is not None:
         await serve_connection(secured, ctx)
 
