@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from types import ModuleType
 
+from broker.kafka import security
 from broker.kafka.call import KafkaHandler
 
-_FAMILIES: tuple[ModuleType, ...] = ()
+_FAMILIES: tuple[ModuleType, ...] = (security,)
 
 
 def _join(families: tuple[ModuleType, ...]) -> dict[int, KafkaHandler]:

@@ -37,6 +37,9 @@ class Session:
     # The SASL exchange in progress (mechanism name, its server state), if any.
     exchange: Any = None
     mechanism: str = ""
+    # The mechanism a Kafka client chose with SaslHandshake (SaslAuthenticate then
+    # carries only the bytes).
+    handshake_mechanism: str = ""
     # Set to end the connection once what it has been answered is sent.
     close_requested: trio.Event = field(default_factory=trio.Event)
     on_close: list[Callable[[], None]] = field(default_factory=list)

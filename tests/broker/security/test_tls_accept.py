@@ -66,6 +66,7 @@ async def test_a_verified_client_certificate_names_the_session(pki: Pki) -> None
         client = trio.SSLStream(client_tcp, context, server_hostname="127.0.0.1")
         await client.do_handshake()
         assert await client.receive_some(10) == b"hi"
+        await trio.aclose_forcefully(client)
     assert principal == "User:CN=alice,OU=x,O=Example"
 
 
