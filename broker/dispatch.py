@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from broker.context import Answer, Body, BrokerContext, Handler
+from broker.handlers.acls import create_acls, delete_acls, describe_acls
 from broker.handlers.authenticate import authenticate
 from broker.handlers.explain import explain_retention
 from broker.handlers.fetch import fetch
@@ -78,6 +79,9 @@ HANDLERS: dict[str, Handler] = {
     "fetch_offsets": fetch_offsets,
     # Extension (docs/protocol.md §9, docs/security.md; schema in protocol/schemas.py).
     "authenticate": authenticate,
+    "create_acls": create_acls,
+    "describe_acls": describe_acls,
+    "delete_acls": delete_acls,
 }
 # The same handlers behind authentication and authorization (broker/security/gate.py),
 # built on first use (and again if a row changes), so every row is guarded: api ->

@@ -219,6 +219,12 @@ class IllegalSaslState(TidelogError):
     code = "ILLEGAL_SASL_STATE"
 
 
+class SecurityDisabled(TidelogError):
+    """An ACL API on a broker whose authorizer is off (Kafka's answer too)."""
+
+    code = "SECURITY_DISABLED"
+
+
 class SaslAuthenticationFailed(TidelogError):
     """Wrong user or password (never says which), or a malformed exchange message."""
 
@@ -270,6 +276,7 @@ ERRORS: dict[str, type[TidelogError]] = {
         UnsupportedSaslMechanism,
         IllegalSaslState,
         SaslAuthenticationFailed,
+        SecurityDisabled,
     )
 }
 

@@ -10,6 +10,8 @@
   Describe (TOPIC_AUTHORIZATION_FAILED);
 - commit_offsets: Read on the group (GROUP_AUTHORIZATION_FAILED), Read on each topic;
   fetch_offsets: Describe on both;
+- create_acls, delete_acls: Alter on the cluster; describe_acls: Describe on it
+  (CLUSTER_AUTHORIZATION_FAILED);
 - api_versions, authenticate: nothing;
 - any other API: Read on its `group` if it names one, else All on the cluster
   (GROUP_/CLUSTER_AUTHORIZATION_FAILED).
@@ -198,6 +200,17 @@ async def unlisted(access: Access, handler: Handler, ctx: BrokerContext, body: B
     return await handler(ctx, body)
 
 
+def cluster(op: Operation) -> Policy:
+    """`op` on the cluster resource (the ACL APIs: Alter to change, Describe to list)."""
+
+    async def apply(access: Access, handler: Handler, ctx: BrokerContext, body: Body) -> Result:
+        if not access.require(op, CLUSTER, CLUSTER_NAME):
+            raise ClusterAuthorizationFailed(_denied_message(op, CLUSTER, CLUSTER_NAME))
+        return await handler(ctx, body)
+
+    return apply
+
+
 async def anyone(access: Access, handler: Handler, ctx: BrokerContext, body: Body) -> Result:
     return await handler(ctx, body)
 
@@ -219,6 +232,9 @@ POLICIES: dict[str, Policy] = {
     "explain_retention": one_topic(OP.DESCRIBE),
     "commit_offsets": group_then_topics(OP.READ, OP.READ),
     "fetch_offsets": group_then_topics(OP.DESCRIBE, OP.DESCRIBE, offset=-1, metadata=""),
+    "create_acls": cluster(OP.ALTER),
+    "delete_acls": cluster(OP.ALTER),
+    "describe_acls": cluster(OP.DESCRIBE),
 }
 
 

@@ -102,3 +102,59 @@ async def test_handshake_on_a_listener_without_sasl(secured_broker: Any) -> None
         set_session(Session(SecurityProtocol.PLAINTEXT, "127.0.0.1"))
         answer = await _ask(handle.context, SASL_HANDSHAKE.key, 1, mechanism="PLAIN")
         assert answer.error_code == 34
+
+
+async def test_kafka_acl_apis_with_kafka_python_classes(secured_broker: Any) -> None:
+    """CreateAcls/DescribeAcls/DeleteAcls v1 as kafka-python encodes them (kafka-acls' APIs)."""
+    async with secured_broker("authorizer=on", "super.users=User:ANONYMOUS") as handle:
+        ctx = handle.context
+        set_session(Session(SecurityProtocol.PLAINTEXT, "127.0.0.1"))
+        creation = {
+            "resource_type": 2,  # Topic
+            "resource_name": "orders-",
+            "resource_pattern_type": 4,  # Prefixed
+            "principal": "User:alice",
+            "host": "*",
+            "operation": 3,  # Read
+            "permission_type": 3,  # Allow
+        }
+        unsupported = {**creation, "resource_type": 5}  # TransactionalId: not here
+        as_struct = kp_class(30, True)[1].AclCreation
+        created = await _ask(
+            ctx, 30, 1, creations=[as_struct(**c) for c in (creation, unsupported)]
+        )
+        assert [r.error_code for r in created.results] == [0, 42]
+        found = await _ask(
+            ctx, 29, 1,
+            resource_type_filter=1, resource_name_filter=None, pattern_type_filter=1,
+            principal_filter="User:alice", host_filter=None, operation=1, permission_type=1,
+        )  # fmt: skip
+        assert found.error_code == 0
+        (resource,) = found.resources
+        assert (resource.resource_type, resource.resource_name, resource.pattern_type) == (
+            2,
+            "orders-",
+            4,
+        )
+        assert [(a.principal, a.operation, a.permission_type) for a in resource.acls] == [
+            ("User:alice", 3, 3)
+        ]
+        deleted = await _ask(
+            ctx, 31, 1,
+            filters=[kp_class(31, True)[1].DeleteAclsFilter(
+                resource_type_filter=2, resource_name_filter="orders-",
+                pattern_type_filter=4, principal_filter=None, host_filter=None,
+                operation=1, permission_type=1,
+            )],
+        )  # fmt: skip
+        (result,) = deleted.filter_results
+        assert result.error_code == 0 and [m.resource_name for m in result.matching_acls] == [
+            "orders-"
+        ]
+        set_session(Session(SecurityProtocol.PLAINTEXT, "127.0.0.1", principal="User:bob"))
+        denied = await _ask(
+            ctx, 29, 1,
+            resource_type_filter=1, resource_name_filter=None, pattern_type_filter=1,
+            principal_filter=None, host_filter=None, operation=1, permission_type=1,
+        )  # fmt: skip
+        assert denied.error_code == 31  # CLUSTER_AUTHORIZATION_FAILED

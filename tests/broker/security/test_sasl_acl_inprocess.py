@@ -22,6 +22,7 @@ from protocol.errors import (
     GroupAuthorizationFailed,
     IllegalSaslState,
     SaslAuthenticationFailed,
+    SecurityDisabled,
     TopicAuthorizationFailed,
     UnsupportedSaslMechanism,
 )
@@ -288,3 +289,45 @@ async def test_unlisted_api_needs_all_on_the_cluster(secured_broker: Any, tmp_pa
         with pytest.raises(SaslAuthenticationFailed):
             await guarded(handle.context, {})
         assert session.close_requested.is_set()
+
+
+async def test_acl_apis_over_msgpack(secured_broker: Any, tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    add_user(data, "admin", "pw-admin")
+    add_user(data, "erin", "pw-erin")
+    binding = {
+        "principal": "User:erin",
+        "host": "*",
+        "resource_type": "Topic",
+        "resource_name": "logs-",
+        "pattern_type": "Prefixed",
+        "operation": "Read",
+        "permission": "Allow",
+    }
+    async with secured_broker(*AUTHZ) as handle:
+        admin_sec, erin_sec = user("admin", "pw-admin"), user("erin", "pw-erin")
+        async with (
+            open_client(address(handle), security=admin_sec) as admin,
+            open_client(address(handle), security=erin_sec) as erin,
+        ):
+            bad = {**binding, "operation": "Fly"}
+            answer = await admin.request("create_acls", {"acls": [binding, bad]})
+            assert [r["error"] for r in answer["results"]] == [None, "INVALID_REQUEST"]
+            listed = await admin.request("describe_acls", {"principal": "User:erin"})
+            assert listed["acls"] == [binding]
+            assert AclStore(data).bindings()[0].resource_name == "logs-"  # persisted
+            with pytest.raises(ClusterAuthorizationFailed):
+                await erin.request("describe_acls", {})
+            with pytest.raises(ClusterAuthorizationFailed):
+                await erin.request("create_acls", {"acls": [binding]})
+            removed = await admin.request("delete_acls", {"filters": [{"operation": "read"}]})
+            assert removed["results"][0]["deleted"] == [binding]
+            assert (await admin.request("describe_acls", {}))["acls"] == []
+
+
+async def test_acl_apis_answer_security_disabled_without_the_authorizer(
+    secured_broker: Any,
+) -> None:
+    async with secured_broker() as handle, open_client(address(handle)) as c:
+        with pytest.raises(SecurityDisabled):
+            await c.request("describe_acls", {})
