@@ -185,8 +185,15 @@ def _encode(response: Response) -> Frame:
 # --- the connection ---------------------------------------------------------------
 
 
+def _socket_of(stream: trio.abc.Stream) -> socket.socket | None:
+    """The TCP socket under `stream`, through TLS and other wrapping layers."""
+    while getattr(stream, "socket", None) is None and hasattr(stream, "transport_stream"):
+        stream = stream.transport_stream  # type: ignore[attr-defined]
+    return getattr(stream, "socket", None)
+
+
 def _peer_name(stream: trio.abc.Stream) -> str:
-    sock = getattr(stream, "socket", None)
+    sock = _socket_of(stream)
     if sock is None:
         return "memory"
     try:
@@ -213,7 +220,7 @@ _TCP_PEER_CLOSED_STATES = frozenset({7, 8, 9})  # CLOSE, CLOSE_WAIT, LAST_ACK
 def _peer_gone_check(stream: trio.abc.Stream) -> Callable[[], bool]:
     """Whether the client has closed its side, without reading: the data it pipelined
     may still be queued ahead of its FIN (TCP_INFO's state is CLOSE_WAIT then)."""
-    sock = getattr(stream, "socket", None)
+    sock = _socket_of(stream)
     tcp_info = getattr(socket, "TCP_INFO", None)
     if sock is None or tcp_info is None:
         return lambda: False

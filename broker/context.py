@@ -20,6 +20,7 @@ from broker.longpoll import AppendNotifier
 from broker.membudget import MemoryBudget
 from broker.metrics import BrokerMetrics
 from broker.offsets_log import OffsetsLog
+from broker.security.service import BrokerSecurity
 from protocol.clock import ClockMs, wall_clock_ms
 from storage.manager import LogManager
 
@@ -55,6 +56,8 @@ class BrokerContext:
     clock_ms: ClockMs = wall_clock_ms  # the broker's one wall clock (protocol/clock.py)
     memory: MemoryBudget = field(init=False)  # queued.max.request.bytes, broker-wide
     groups: GroupService = field(init=False)  # the group coordinator (broker/group_service.py)
+    # TLS, SASL and ACLs (broker/security/); None: none of them (bare test contexts).
+    security: BrokerSecurity | None = None
 
     def __post_init__(self) -> None:
         self.memory = MemoryBudget(self.config.queued_max_request_bytes)

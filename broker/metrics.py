@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import platform
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -152,6 +152,20 @@ METRIC_DEFS: tuple[MetricDef, ...] = (
         "Duration of each garbage collection, by generation (every thread waits meanwhile).",
         ("generation",),
         LATENCY_BUCKETS_S,
+    ),
+    # Security (docs/security.md): counts only, never a name or secret in a label.
+    MetricDef(
+        "tidelog_authentications",
+        "counter",
+        "SASL authentications, by mechanism and result (success, failure).",
+        ("mechanism", "result"),
+    ),
+    MetricDef("tidelog_tls_handshake_failures", "counter", "TLS handshakes that failed."),
+    MetricDef(
+        "tidelog_authorization_denied",
+        "counter",
+        "Requests (or parts of them) the authorizer denied, by API.",
+        ("api",),
     ),
 )
 
@@ -391,7 +405,7 @@ async def _read_request_head(stream: trio.abc.Stream) -> bytes | None:
     return bytes(buf)
 
 
-async def _handle_http(stream: trio.SocketStream, metrics: BrokerMetrics, ready: Readiness) -> None:
+async def _handle_http(stream: trio.abc.Stream, metrics: BrokerMetrics, ready: Readiness) -> None:
     async with stream:
         try:
             with trio.move_on_after(HTTP_READ_TIMEOUT_S):
@@ -413,11 +427,16 @@ async def _handle_http(stream: trio.SocketStream, metrics: BrokerMetrics, ready:
 
 
 async def serve_metrics_http(
-    listeners: list[trio.SocketListener], metrics: BrokerMetrics, readiness: Readiness
+    listeners: list[trio.SocketListener],
+    metrics: BrokerMetrics,
+    readiness: Readiness,
+    wrap: Callable[[trio.SocketStream], Awaitable[trio.abc.Stream | None]] | None = None,
 ) -> None:
-    """Answer scrapes and health checks until cancelled."""
+    """Answer scrapes and health checks until cancelled; `wrap` adds TLS (None: failed)."""
 
     async def handler(stream: trio.SocketStream) -> None:
-        await _handle_http(stream, metrics, readiness)
+        served: trio.abc.Stream | None = stream if wrap is None else await wrap(stream)
+        if served is not None:
+            await _handle_http(served, metrics, readiness)
 
     await trio.serve_listeners(handler, listeners)

@@ -42,8 +42,8 @@ _HEADER = """\
 # exit status 2 and a message naming the key; `tidelog serve --config FILE` is the
 # way to check a file.
 #
-# The listeners are command-line flags, not keys:
-#   --listen HOST:PORT           client protocol (default 127.0.0.1:9092)
+# Listeners: `listeners` below (Kafka's SCHEME://HOST:PORT), or the flags
+#   --listen HOST:PORT           the first client listener (default 127.0.0.1:9092)
 #   --metrics-listen HOST:PORT   /metrics, /healthz, /readyz (default 127.0.0.1:9644)
 #   --kafka-listen HOST:PORT     Kafka clients only (optional; --listen serves both protocols)
 #
@@ -85,6 +85,14 @@ SECTIONS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("cleaner", "Log cleaner (compaction)", ()),
     ("producers", "Idempotent producers (topic default)", ()),
     ("groups", "Consumer groups (docs/groups.md)", ()),
+    (
+        "security",
+        "Security (docs/security.md)",
+        (
+            "TLS, SASL (PLAIN, SCRAM-SHA-256/512) and ACLs. Users: `tidelog users add`;",
+            "ACLs: `tidelog acls add`; both are kept in the data directory.",
+        ),
+    ),
 )
 
 

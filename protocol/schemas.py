@@ -403,6 +403,47 @@ INIT_PRODUCER_ID_SCHEMA = ApiSchema(
 )
 
 
+# SASL over msgpack (docs/protocol.md §9 "authenticate", docs/security.md): one
+# exchange step per request; PLAIN takes one step, SCRAM two. Call: protocol/auth_schema.py.
+AUTHENTICATE = "authenticate"
+AUTHENTICATE_SCHEMA = ApiSchema(
+    AUTHENTICATE,
+    Struct(mechanism=Str(), auth_bytes=Bin()),
+    Struct(auth_bytes=Bin(), complete=Bool(), principal=opt(Nullable(Str()), None)),
+)
+
+
+# ACLs (docs/security.md; Kafka's CreateAcls/DescribeAcls/DeleteAcls run on these).
+# Enumerations travel as Kafka's names (`Topic`, `Prefixed`, `Read`, `Allow`); in a
+# filter nil means any.
+CREATE_ACLS, DESCRIBE_ACLS, DELETE_ACLS = "create_acls", "describe_acls", "delete_acls"
+_ACL_FIELDS = (
+    "principal",
+    "host",
+    "resource_type",
+    "resource_name",
+    "pattern_type",
+    "operation",
+    "permission",
+)
+ACL_BINDING = Struct(**dict.fromkeys(_ACL_FIELDS, Str()))
+ACL_FILTER = Struct(**{name: opt(Nullable(Str()), None) for name in _ACL_FIELDS})
+_ACL_RESULT = Struct(error=_ERROR, message=_MESSAGE)
+CREATE_ACLS_SCHEMA = ApiSchema(
+    CREATE_ACLS,
+    Struct(acls=ListOf(ACL_BINDING)),
+    Struct(results=ListOf(_ACL_RESULT)),
+)
+DESCRIBE_ACLS_SCHEMA = ApiSchema(DESCRIBE_ACLS, ACL_FILTER, Struct(acls=ListOf(ACL_BINDING)))
+DELETE_ACLS_SCHEMA = ApiSchema(
+    DELETE_ACLS,
+    Struct(filters=ListOf(ACL_FILTER)),
+    Struct(
+        results=ListOf(Struct(error=_ERROR, message=_MESSAGE, deleted=opt(ListOf(ACL_BINDING), [])))
+    ),
+)
+
+
 # Every API, registered here and only here: the core table of PROTOCOL.md §4, then
 # the extensions. The broker's dispatch table (broker/dispatch.py) has the same names.
 _EXTENSIONS = (
@@ -411,6 +452,10 @@ _EXTENSIONS = (
     EXPLAIN_RETENTION_SCHEMA,
     INIT_PRODUCER_ID_SCHEMA,
     *GROUP_SCHEMAS,
+    AUTHENTICATE_SCHEMA,
+    CREATE_ACLS_SCHEMA,
+    DESCRIBE_ACLS_SCHEMA,
+    DELETE_ACLS_SCHEMA,
 )
 
 APIS: dict[str, ApiSchema] = {schema.name: schema for schema in (*_SCHEMAS, *_EXTENSIONS)}

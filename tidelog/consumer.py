@@ -71,6 +71,7 @@ from tidelog.group_member import (
     GroupMember,
     GroupSettings,
 )
+from tidelog.security import PLAINTEXT, Security
 
 __all__ = [
     "CommitFailedError",
@@ -238,6 +239,7 @@ class Consumer:
         max_poll_interval_ms: int = DEFAULT_MAX_POLL_INTERVAL_MS,
         partition_assignment_strategy: Sequence[str] = DEFAULT_ASSIGNORS,
         group_instance_id: str | None = None,
+        security: Security = PLAINTEXT,
     ) -> None:
         if auto_offset_reset not in AUTO_OFFSET_RESETS:
             raise ValueError(f"auto_offset_reset must be one of {', '.join(AUTO_OFFSET_RESETS)}")
@@ -255,6 +257,7 @@ class Consumer:
         self._bootstrap_servers = bootstrap_servers
         self._client_id = client_id
         self._request_timeout_ms = request_timeout_ms
+        self._security = security
         self._group_settings = (
             None
             if group_id is None
@@ -269,7 +272,10 @@ class Consumer:
         )
         self._subscription: _Subscription | None = None
         self._client = Client(
-            bootstrap_servers, client_id=client_id, request_timeout_ms=request_timeout_ms
+            bootstrap_servers,
+            client_id=client_id,
+            request_timeout_ms=request_timeout_ms,
+            security=security,
         )
         self._states: dict[TopicPartition, _PartitionState] = {}
         self._iter: Iterator[ConsumerRecord] = iter(())
@@ -361,6 +367,7 @@ class Consumer:
             self._group_settings,
             client_id=self._client_id,
             request_timeout_ms=self._request_timeout_ms,
+            security=self._security,
         )
         self._subscription = _Subscription(wanted, member, on_assign, on_revoke)
         self.assign([])

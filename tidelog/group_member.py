@@ -49,6 +49,7 @@ from tidelog.assignors import (
     encode_subscription,
 )
 from tidelog.client import Client
+from tidelog.security import PLAINTEXT, Security
 
 TopicPartition = tuple[str, int]
 PartitionCounts = Callable[[Iterable[str]], Mapping[str, int]]
@@ -110,13 +111,20 @@ class GroupMember:
         *,
         client_id: str | None,
         request_timeout_ms: int,
+        security: Security = PLAINTEXT,
     ) -> None:
         self.settings = settings
         self._client = Client(
-            bootstrap_servers, client_id=client_id, request_timeout_ms=request_timeout_ms
+            bootstrap_servers,
+            client_id=client_id,
+            request_timeout_ms=request_timeout_ms,
+            security=security,
         )
         self._heartbeats = Client(
-            bootstrap_servers, client_id=client_id, request_timeout_ms=request_timeout_ms
+            bootstrap_servers,
+            client_id=client_id,
+            request_timeout_ms=request_timeout_ms,
+            security=security,
         )
         self._client_id = client_id or ""
         self._lock = threading.Lock()

@@ -59,6 +59,7 @@ from tidelog.pending import (
     RecordFuture,
     RecordMetadata,
 )
+from tidelog.security import PLAINTEXT, Security
 
 __all__ = [
     "BatchFuture",
@@ -150,6 +151,7 @@ class Producer:
         enable_idempotence: bool | None = None,
         delivery_timeout_ms: int = DEFAULT_DELIVERY_TIMEOUT_MS,
         retry_backoff_ms: int = DEFAULT_RETRY_BACKOFF_MS,
+        security: Security = PLAINTEXT,
     ) -> None:
         """`enable_idempotence`: None (the default) turns it on unless `acks` is not -1
         or `max_in_flight_requests` exceeds 5 (Kafka's rule); True insists on it."""
@@ -180,10 +182,16 @@ class Producer:
         self.max_request_size = max_request_size
         self.request_timeout_ms = request_timeout_ms
         self._client = Client(
-            bootstrap_servers, client_id=client_id, request_timeout_ms=request_timeout_ms
+            bootstrap_servers,
+            client_id=client_id,
+            request_timeout_ms=request_timeout_ms,
+            security=security,
         )
         self._meta_client = Client(
-            bootstrap_servers, client_id=client_id, request_timeout_ms=request_timeout_ms
+            bootstrap_servers,
+            client_id=client_id,
+            request_timeout_ms=request_timeout_ms,
+            security=security,
         )
         self._meta_lock = threading.Lock()
         self._partition_counts: dict[str, int] = {}

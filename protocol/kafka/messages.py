@@ -854,6 +854,146 @@ DESCRIBE_CLUSTER = Api(
     ),
 )
 
+SASL_HANDSHAKE = Api(
+    key=17,
+    name="SaslHandshake",
+    versions="1",
+    flexible="none",
+    request=(F("mechanism", "string", "0+"),),
+    response=(
+        F("error_code", "int16", "0+"),
+        F("mechanisms", "[]string", "0+"),
+    ),
+)
+
+SASL_AUTHENTICATE = Api(
+    key=36,
+    name="SaslAuthenticate",
+    versions="0-1",
+    flexible="2+",
+    request=(F("auth_bytes", "bytes", "0+"),),
+    response=(
+        F("error_code", "int16", "0+"),
+        F("error_message", "string", "0+", nullable="0+"),
+        F("auth_bytes", "bytes", "0+"),
+        F("session_lifetime_ms", "int64", "1+"),
+    ),
+)
+
+CREATE_ACLS = Api(
+    key=30,
+    name="CreateAcls",
+    versions="1",
+    flexible="2+",
+    request=(
+        F(
+            "creations",
+            "[]",
+            "0+",
+            F("resource_type", "int8", "0+"),
+            F("resource_name", "string", "0+"),
+            F("resource_pattern_type", "int8", "1+", default=3),
+            F("principal", "string", "0+"),
+            F("host", "string", "0+"),
+            F("operation", "int8", "0+"),
+            F("permission_type", "int8", "0+"),
+        ),
+    ),
+    response=(
+        F("throttle_time_ms", "int32", "0+"),
+        F(
+            "results",
+            "[]",
+            "0+",
+            F("error_code", "int16", "0+"),
+            F("error_message", "string", "0+", nullable="0+"),
+        ),
+    ),
+)
+
+DESCRIBE_ACLS = Api(
+    key=29,
+    name="DescribeAcls",
+    versions="1",
+    flexible="2+",
+    request=(
+        F("resource_type_filter", "int8", "0+"),
+        F("resource_name_filter", "string", "0+", nullable="0+"),
+        F("pattern_type_filter", "int8", "1+", default=3),
+        F("principal_filter", "string", "0+", nullable="0+"),
+        F("host_filter", "string", "0+", nullable="0+"),
+        F("operation", "int8", "0+"),
+        F("permission_type", "int8", "0+"),
+    ),
+    response=(
+        F("throttle_time_ms", "int32", "0+"),
+        F("error_code", "int16", "0+"),
+        F("error_message", "string", "0+", nullable="0+"),
+        F(
+            "resources",
+            "[]",
+            "0+",
+            F("resource_type", "int8", "0+"),
+            F("resource_name", "string", "0+"),
+            F("pattern_type", "int8", "1+", default=3),
+            F(
+                "acls",
+                "[]",
+                "0+",
+                F("principal", "string", "0+"),
+                F("host", "string", "0+"),
+                F("operation", "int8", "0+"),
+                F("permission_type", "int8", "0+"),
+            ),
+        ),
+    ),
+)
+
+DELETE_ACLS = Api(
+    key=31,
+    name="DeleteAcls",
+    versions="1",
+    flexible="2+",
+    request=(
+        F(
+            "filters",
+            "[]",
+            "0+",
+            F("resource_type_filter", "int8", "0+"),
+            F("resource_name_filter", "string", "0+", nullable="0+"),
+            F("pattern_type_filter", "int8", "1+", default=3),
+            F("principal_filter", "string", "0+", nullable="0+"),
+            F("host_filter", "string", "0+", nullable="0+"),
+            F("operation", "int8", "0+"),
+            F("permission_type", "int8", "0+"),
+        ),
+    ),
+    response=(
+        F("throttle_time_ms", "int32", "0+"),
+        F(
+            "filter_results",
+            "[]",
+            "0+",
+            F("error_code", "int16", "0+"),
+            F("error_message", "string", "0+", nullable="0+"),
+            F(
+                "matching_acls",
+                "[]",
+                "0+",
+                F("error_code", "int16", "0+"),
+                F("error_message", "string", "0+", nullable="0+"),
+                F("resource_type", "int8", "0+"),
+                F("resource_name", "string", "0+"),
+                F("pattern_type", "int8", "1+", default=3),
+                F("principal", "string", "0+"),
+                F("host", "string", "0+"),
+                F("operation", "int8", "0+"),
+                F("permission_type", "int8", "0+"),
+            ),
+        ),
+    ),
+)
+
 ALL_APIS: tuple[Api, ...] = (
     PRODUCE,
     FETCH,
@@ -879,4 +1019,9 @@ ALL_APIS: tuple[Api, ...] = (
     INCREMENTAL_ALTER_CONFIGS,
     OFFSET_DELETE,
     DESCRIBE_CLUSTER,
+    SASL_HANDSHAKE,
+    SASL_AUTHENTICATE,
+    CREATE_ACLS,
+    DESCRIBE_ACLS,
+    DELETE_ACLS,
 )

@@ -163,7 +163,7 @@ def test_describe_sources_default_broker_topic() -> None:
 def test_every_broker_key_default_passes_its_own_validator() -> None:
     for definition in BROKER_CONFIG_DEFS.values():
         if definition.default != "":
-            assert definition.parse(str(definition.default)) == definition.default
+            assert definition.parse(definition.text(definition.default)) == definition.default
 
 
 def test_kafka_settings_node_id_advertised_listeners_and_kafka_listen(tmp_path: Path) -> None:
