@@ -14,7 +14,6 @@ from kafka.admin import ConfigResource, ConfigResourceType, NewTopic
 from interop.admin_scenarios import ADMIN_DETAILS
 from interop.observed import wait_until
 from interop.targets import Target
-from tests.conftest import BrokerFactory
 from tests.interop.admin_expected import ADMIN_DETAILS as RECORDED
 
 pytestmark = pytest.mark.interop
@@ -22,10 +21,9 @@ pytestmark = pytest.mark.interop
 
 @pytest.mark.parametrize("client", sorted(ADMIN_DETAILS))
 def test_tidelog_and_kafka_admin_clients_see_the_same(
-    kafka: Target, broker_factory: BrokerFactory, unique: Callable[[str], str], client: str
+    kafka: Target, tidelog: Target, unique: Callable[[str], str], client: str
 ) -> None:
     on_kafka = ADMIN_DETAILS[client](kafka.bootstrap, unique(f"adm-{client}"))
-    tidelog = broker_factory()
     on_tidelog = ADMIN_DETAILS[client](tidelog.bootstrap, unique(f"adm-{client}"))
     assert on_tidelog == on_kafka
     assert on_kafka == RECORDED[client]
@@ -83,12 +81,12 @@ def _view(entry: dict[str, Any], *, read_only: bool) -> tuple[Any, ...]:
 
 
 def test_describe_configs_of_every_shared_key_as_kafka(
-    kafka: Target, broker_factory: BrokerFactory, unique: Callable[[str], str]
+    kafka: Target, tidelog: Target, unique: Callable[[str], str]
 ) -> None:
     """Every config key Tidelog has, described as Kafka describes it: value, source,
     type, synonyms (and read-only for topic keys; no broker key is dynamic in Tidelog)."""
     kafka_topic, kafka_broker = _described(kafka.bootstrap, unique("cfg"))
-    tidelog_topic, tidelog_broker = _described(broker_factory().bootstrap, unique("cfg"))
+    tidelog_topic, tidelog_broker = _described(tidelog.bootstrap, unique("cfg"))
     assert set(tidelog_topic) < set(kafka_topic)  # Kafka has more (tiered storage, ...)
     for key in set(tidelog_topic) - TOPIC_DEFAULTS_THAT_DIFFER:
         assert _view(tidelog_topic[key], read_only=True) == _view(
