@@ -11,6 +11,7 @@ import pytest
 from kafka import KafkaAdminClient
 from kafka.admin import ConfigResource, ConfigResourceType, NewTopic
 
+from interop.admin_requests import admin_error_codes
 from interop.admin_scenarios import ADMIN_DETAILS
 from interop.observed import wait_until
 from interop.targets import Target
@@ -99,3 +100,41 @@ def test_describe_configs_of_every_shared_key_as_kafka(
             kafka_broker[key], read_only=False
         ), key
     assert all(entry["read_only"] for entry in tidelog_broker.values())
+
+
+# What Apache Kafka 4.4 answered to interop.admin_requests' cases (recorded from a run).
+KAFKA_CODES = {
+    "create": [0],
+    "create_existing": [36],  # TOPIC_ALREADY_EXISTS
+    "replication_factor_3": [38],  # INVALID_REPLICATION_FACTOR
+    "replication_factor_0": [38],
+    "partitions_0": [37],  # INVALID_PARTITIONS
+    "illegal_name": [17],  # INVALID_TOPIC_EXCEPTION
+    "name_too_long": [17],
+    "collides_in_one_request": [0, 0],  # checked against the topics before the request
+    "collides": [0, 17],
+    "bad_value": [40],  # INVALID_CONFIG
+    "unknown_key": [40],
+    "null_value": [40],
+    "duplicate_names": [42],  # INVALID_REQUEST
+    "cluster_metadata": [42],
+    "append_to_scalar": [40],
+    "null_set": [42],
+    "duplicate_keys": [42],
+    "alter_unknown_topic": [3],  # UNKNOWN_TOPIC_OR_PARTITION
+    "delete_records_beyond": [1],  # OFFSET_OUT_OF_RANGE
+    "delete_records_minus_two": [1],
+    "delete_records_no_partition": [3],
+    "delete_records_to_end": [0],
+    "delete_unknown": [3, 3],
+    "delete_twice_in_one": [42],
+    "delete": [0],
+}
+
+
+def test_refusals_have_kafkas_error_codes(
+    kafka: Target, tidelog: Target, unique: Callable[[str], str]
+) -> None:
+    on_kafka = admin_error_codes(kafka.bootstrap, unique("codes"))
+    assert on_kafka == KAFKA_CODES
+    assert admin_error_codes(tidelog.bootstrap, unique("codes")) == on_kafka
