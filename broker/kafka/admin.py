@@ -119,26 +119,29 @@ def _flat(name: str) -> str:
     return name.replace(".", "_")
 
 
-def _check_new_name(name: str, known: dict[str, str]) -> None:
-    """Kafka's name rules beyond the native legality check; `known` maps the flat form
-    of every existing topic to its name."""
+def _check_new_name(name: str, names: frozenset[str], flat: dict[str, str]) -> None:
+    """Kafka's name rules beyond the native legality check, against the existing
+    `names` (`flat` maps each one's flat form to it)."""
     check_topic_name(name)
-    exists = known.get(_flat(name)) == name
+    exists = name in names
     if name in KAFKA_RESERVED_TOPICS or (name in INTERNAL_TOPICS and not exists):
         raise Refused(INVALID_REQUEST, f"Creation of internal topic {name} is prohibited.")
     if exists:
         raise Refused(TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
-    other = known.get(_flat(name))
+    other = flat.get(_flat(name))
     if other is not None:
         raise Refused(INVALID_TOPIC, f"Topic '{name}' collides with existing topic: {other}")
 
 
 async def _create_one(
-    call: KafkaCall, topic: dict[str, Any], known: dict[str, str], validate_only: bool
+    call: KafkaCall,
+    topic: dict[str, Any],
+    existing: tuple[frozenset[str], dict[str, str]],
+    validate_only: bool,
 ) -> Outcome:
     name = topic["name"]
     try:
-        _check_new_name(name, known)
+        _check_new_name(name, *existing)
         body = {
             "topic": name,
             "partitions": _partition_count(call, topic),
@@ -159,14 +162,15 @@ async def create_topics(call: KafkaCall) -> KafkaAnswer:
     results = []
     for name in [n for n, c in counts.items() if c > 1]:
         results.append(_topic_result(name, INVALID_REQUEST, "Duplicate topic name."))
-    known = {_flat(name): name for name in call.ctx.manager.topics()}
+    # Names are checked against the topics before the request, as Kafka's controller
+    # does: two colliding names in one request are both created (seen in Kafka 4.4).
+    names = frozenset(call.ctx.manager.topics())
+    existing = (names, {_flat(n): n for n in names})
     validate_only = call.body["validate_only"]
     for topic in topics:
         if counts[topic["name"]] > 1:
             continue
-        outcome = await _create_one(call, topic, known, validate_only)
-        if outcome.error is NONE and not validate_only:
-            known[_flat(topic["name"])] = topic["name"]
+        outcome = await _create_one(call, topic, existing, validate_only)
         results.append(_topic_result(topic["name"], outcome.error, outcome.message))
     return {"throttle_time_ms": 0, "topics": results}
 

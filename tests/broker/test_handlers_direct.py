@@ -137,6 +137,33 @@ async def test_alter_configs_and_its_errors(ctx: BrokerContext) -> None:
         await call(ctx, "describe_configs", {"topic": "missing"})
 
 
+async def test_validate_only_checks_like_the_real_call_and_changes_nothing(
+    ctx: BrokerContext,
+) -> None:
+    """The `validate_only` extension (docs/protocol.md §9), used by Kafka's admin APIs."""
+    body = {"topic": "v", "partitions": 2, "configs": {"retention.ms": 1000}}
+    assert await answer(ctx, "create_topic", {**body, "validate_only": True}) == {}
+    assert "v" not in ctx.manager.topics()
+    with pytest.raises(InvalidConfig, match=r"retention\.ms"):
+        await call(
+            ctx, "create_topic", {**body, "configs": {"retention.ms": -5}, "validate_only": True}
+        )
+    await answer(ctx, "create_topic", body)
+    with pytest.raises(TopicAlreadyExists):
+        await call(ctx, "create_topic", {**body, "validate_only": True})
+    change = {
+        "topic": "v",
+        "set": {"segment.ms": 5},
+        "delete": ["retention.ms"],
+        "validate_only": True,
+    }
+    assert await answer(ctx, "alter_configs", change) == {}
+    assert ctx.manager.topic_overrides("v") == {"retention.ms": "1000"}
+    lags = {"min.compaction.lag.ms": 10, "max.compaction.lag.ms": 5}  # invalid only together
+    with pytest.raises(InvalidConfig, match=r"max\.compaction\.lag\.ms"):
+        await call(ctx, "alter_configs", {"topic": "v", "set": lags, "validate_only": True})
+
+
 async def test_delete_topic_and_deleting_it_again(ctx: BrokerContext) -> None:
     await answer(ctx, "create_topic", {"topic": "t"})
     assert await answer(ctx, "delete_topic", {"topic": "t"}) == {}

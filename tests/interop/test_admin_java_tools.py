@@ -12,7 +12,6 @@ import pytest
 
 from interop import java_tools as tools
 from interop.targets import Target
-from tests.conftest import BrokerFactory
 
 pytestmark = pytest.mark.interop
 
@@ -25,10 +24,8 @@ def _configs(bootstrap: str, *args: str) -> str:
     return tools.run_tool(tools.CONFIGS, ["--bootstrap-server", bootstrap, *args]).stdout
 
 
-def test_kafka_topics_and_kafka_configs(
-    broker_factory: BrokerFactory, unique: Callable[[str], str]
-) -> None:
-    bootstrap = broker_factory().bootstrap
+def test_kafka_topics_and_kafka_configs(tidelog: Target, unique: Callable[[str], str]) -> None:
+    bootstrap = tidelog.bootstrap
     topic = unique("jadm")
     assert (
         tools.create_topic(bootstrap, topic, 3, {"cleanup.policy": "compact"})
@@ -67,10 +64,8 @@ def test_kafka_topics_and_kafka_configs(
 
 
 @pytest.mark.parametrize("target", ["kafka", "tidelog"])
-def test_broker_configs_with_kafka_configs(
-    kafka: Target, broker_factory: BrokerFactory, target: str
-) -> None:
-    bootstrap = kafka.bootstrap if target == "kafka" else broker_factory().bootstrap
+def test_broker_configs_with_kafka_configs(kafka: Target, tidelog: Target, target: str) -> None:
+    bootstrap = kafka.bootstrap if target == "kafka" else tidelog.bootstrap
     out = _configs(
         bootstrap, "--describe", "--entity-type", "brokers", "--entity-name", "1", "--all"
     )
