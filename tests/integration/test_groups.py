@@ -160,6 +160,7 @@ def test_two_then_three_consumers_split_the_partitions(
     leaving.stop()
     took = wait_until(lambda: is_partition_of_all(split(members)), 20, "two again")
     assert took < SESSION_MS / 1000
+    print(f"leave: partitions moved {took:.2f} s after close()")
 
 
 @pytest.mark.parametrize("assignor", ["roundrobin", "sticky"])
@@ -212,6 +213,7 @@ def test_a_killed_consumer_loses_its_partitions_to_the_others(
         )
         # Removed within its session timeout (plus a heartbeat interval and a rebalance).
         assert took < SESSION_MS / 1000 + 2.0
+        print(f"kill -9: partitions moved {took:.2f} s after the kill (session {SESSION_MS} ms)")
         wait_until(
             lambda: len(members[0].values) + _count_consumed(events) >= PARTITIONS * PER_PARTITION,
             20,
