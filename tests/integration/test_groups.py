@@ -330,3 +330,41 @@ def test_groups_and_offsets_survive_a_broker_kill_9(broker_factory: BrokerFactor
             read.extend(r.value for r in records)
     assert sorted(read) == all_values()
     consumer.close()
+
+
+def test_a_static_member_restarts_without_a_rebalance(
+    broker: BrokerProcess, members: list[Member]
+) -> None:
+    fill_topic(broker, "events")
+    # The dynamic member joins first and leads: a returning static leader would rebalance.
+    members.append(Member(broker, "g", "events"))
+    wait_until(lambda: len(members[0].assigned) == PARTITIONS, 20, "first member")
+    static = group_consumer(broker, "g", group_instance_id="worker-1", enable_auto_commit=False)
+    static.subscribe(["events"])
+    wait_until(
+        lambda: (
+            static.poll(timeout_ms=10) is not None
+            and is_partition_of_all(
+                [frozenset(tp.partition for tp in static.assignment()), members[0].assigned]
+            )
+        ),
+        20,
+        "split",
+    )
+    before = frozenset(tp.partition for tp in static.assignment())
+    rebalances = members[0].rebalances
+    static.close()  # a static member does not leave the group
+    with Client(broker.bootstrap) as admin:
+        [described] = admin.request("describe_groups", {"groups": ["g"]})["groups"]
+    assert [m["group_instance_id"] for m in described["members"]].count("worker-1") == 1
+
+    again = group_consumer(broker, "g", group_instance_id="worker-1", enable_auto_commit=False)
+    try:
+        again.subscribe(["events"])
+        again.poll(timeout_ms=100)
+        assert frozenset(tp.partition for tp in again.assignment()) == before
+        time.sleep(1.0)  # several heartbeats of the other member: still no rebalance
+        assert members[0].rebalances == rebalances
+        assert members[0].assigned | before == frozenset(range(PARTITIONS))
+    finally:
+        again.close()
