@@ -9,10 +9,15 @@ consumer share a group the same way (both speak Kafka's ConsumerProtocol).
 from __future__ import annotations
 
 import asyncio
+import json
+import signal
+import subprocess
+import sys
 import threading
 import time
 import warnings
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import aiokafka
@@ -221,3 +226,60 @@ def test_kafka_consumers_split_and_rebalance(broker: BrokerProcess, client: str)
 
 def test_a_kafka_consumer_and_a_tidelog_consumer_share_a_group(broker: BrokerProcess) -> None:
     two_members_then_one(broker, kafka_python, tidelog_consumer)
+
+
+CHILD = Path(__file__).with_name("kafka_group_child.py")
+
+
+@pytest.mark.parametrize("client", sorted(CLIENTS))
+def test_a_killed_kafka_consumer_loses_its_partitions(
+    broker: BrokerProcess, client: str, tmp_path: Path
+) -> None:
+    everything = fill(broker, "events")
+    child = subprocess.Popen(
+        [sys.executable, str(CHILD), client, broker.bootstrap, "events", str(SESSION_MS)],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    events: list[dict[str, Any]] = []
+    reader = threading.Thread(
+        target=lambda: events.extend(json.loads(line) for line in child.stdout or ()),
+        daemon=True,
+    )
+    reader.start()
+    members: list[Member] = []
+
+    def child_held() -> frozenset[int]:
+        latest = [e["assigned"] for e in events if "assigned" in e]
+        return frozenset(latest[-1]) if latest else frozenset()
+
+    try:
+        wait_until(lambda: any(e.get("assigned") for e in events), "the child joined")
+        members.append(Member(CLIENTS[client](broker.bootstrap, "events")))
+        wait_until(
+            lambda: (
+                len(members[0].assigned) == PARTITIONS // 2
+                and members[0].assigned | child_held() == frozenset(range(PARTITIONS))
+            ),
+            "child and member split the partitions",
+        )
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+        took = wait_until(lambda: len(members[0].assigned) == PARTITIONS, "partitions moved")
+        assert took < SESSION_MS / 1000 + 5.0  # the session timeout, then a rebalance
+        child_values = [v.encode() for e in events for v in e.get("values", ())]
+        wait_until(
+            lambda: set(members[0].values) | set(child_values) == set(everything),
+            "no record lost",
+        )
+        print(f"{client} kill -9: partitions moved {took:.2f} s after the kill")
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+        reader.join(timeout=5)
+        if child.stdout is not None:
+            child.stdout.close()
+        for member in members:
+            member.stop()
