@@ -5,10 +5,6 @@ generation are refused, and groups and offsets survive a broker kill -9."""
 from __future__ import annotations
 
 import itertools
-import json
-import signal
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -19,6 +15,7 @@ import pytest
 
 from protocol.batch import encode_batch
 from tests.conftest import BrokerFactory, BrokerProcess
+from tests.integration.json_child import JsonChild
 from tidelog.client import Client
 from tidelog.consumer import CommitFailedError, Consumer, TopicPartition
 
@@ -182,19 +179,8 @@ def test_a_killed_consumer_loses_its_partitions_to_the_others(
     broker: BrokerProcess, members: list[Member], tmp_path: Path
 ) -> None:
     fill_topic(broker, "events")
-    child = subprocess.Popen(
-        [sys.executable, str(CHILD), broker.bootstrap, "g", "events"],
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    events: list[dict[str, Any]] = []
-    reader = threading.Thread(
-        target=lambda: events.extend(json.loads(line) for line in child.stdout or ()),
-        daemon=True,
-    )
-    reader.start()
-    try:
+    with JsonChild(CHILD, broker.bootstrap, "g", "events", cwd=tmp_path) as child:
+        events = child.events
         wait_until(lambda: any("assigned" in e for e in events), 20, "child joined")
         members.append(Member(broker, "g", "events"))
         wait_until(
@@ -205,9 +191,7 @@ def test_a_killed_consumer_loses_its_partitions_to_the_others(
             20,
             "child and member split, child committing",
         )
-        child.send_signal(signal.SIGKILL)
-        child.wait()
-        reader.join(timeout=5)
+        child.kill()
         took = wait_until(
             lambda: members[0].assigned == frozenset(range(PARTITIONS)), 20, "partitions moved"
         )
@@ -220,13 +204,6 @@ def test_a_killed_consumer_loses_its_partitions_to_the_others(
             "everything read",
         )
         time.sleep(0.3)
-    finally:
-        if child.poll() is None:
-            child.kill()
-            child.wait()
-        reader.join(timeout=5)
-        if child.stdout is not None:
-            child.stdout.close()
     child_values = _child_values(events)
     everything = sorted(members[0].values + child_values)
     assert set(everything) == set(all_values())  # no record lost

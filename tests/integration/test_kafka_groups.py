@@ -9,10 +9,6 @@ consumer share a group the same way (both speak Kafka's ConsumerProtocol).
 from __future__ import annotations
 
 import asyncio
-import json
-import signal
-import subprocess
-import sys
 import threading
 import time
 import warnings
@@ -30,6 +26,7 @@ with warnings.catch_warnings():
 
 from protocol.batch import encode_batch
 from tests.conftest import BrokerFactory, BrokerProcess
+from tests.integration.json_child import JsonChild
 from tidelog.client import Client
 from tidelog.consumer import Consumer
 
@@ -236,19 +233,9 @@ def test_a_killed_kafka_consumer_loses_its_partitions(
     broker: BrokerProcess, client: str, tmp_path: Path
 ) -> None:
     everything = fill(broker, "events")
-    child = subprocess.Popen(
-        [sys.executable, str(CHILD), client, broker.bootstrap, "events", str(SESSION_MS)],
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    events: list[dict[str, Any]] = []
-    reader = threading.Thread(
-        target=lambda: events.extend(json.loads(line) for line in child.stdout or ()),
-        daemon=True,
-    )
-    reader.start()
     members: list[Member] = []
+    child = JsonChild(CHILD, client, broker.bootstrap, "events", str(SESSION_MS), cwd=tmp_path)
+    events = child.events
 
     def child_held() -> frozenset[int]:
         latest = [e["assigned"] for e in events if "assigned" in e]
@@ -264,8 +251,7 @@ def test_a_killed_kafka_consumer_loses_its_partitions(
             ),
             "child and member split the partitions",
         )
-        child.send_signal(signal.SIGKILL)
-        child.wait()
+        child.kill()
         took = wait_until(lambda: len(members[0].assigned) == PARTITIONS, "partitions moved")
         assert took < SESSION_MS / 1000 + 5.0  # the session timeout, then a rebalance
         child_values = [v.encode() for e in events for v in e.get("values", ())]
@@ -275,11 +261,6 @@ def test_a_killed_kafka_consumer_loses_its_partitions(
         )
         print(f"{client} kill -9: partitions moved {took:.2f} s after the kill")
     finally:
-        if child.poll() is None:
-            child.kill()
-            child.wait()
-        reader.join(timeout=5)
-        if child.stdout is not None:
-            child.stdout.close()
+        child.close()
         for member in members:
             member.stop()
