@@ -295,19 +295,19 @@ class GroupMember:
 
     # -- leaving --------------------------------------------------------------------------
 
-    def close(self, *, leave: bool = True) -> None:
-        """Stop heartbeating and (with `leave`) leave the group so it rebalances now."""
+    def close(self) -> None:
+        """Stop heartbeating and leave the group so it rebalances now. A static member
+        (`group_instance_id`) does not leave, as in Kafka: restarted within its session
+        timeout, it gets its partitions back without a rebalance."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
         with self._lock:
             member_id, self._generation, self._rejoin = self._member_id, -1, True
-        if leave and (member_id or self.settings.group_instance_id):
+        if member_id and self.settings.group_instance_id is None:
             body = {
                 "group": self.settings.group_id,
-                "members": [
-                    {"member_id": member_id, "group_instance_id": self.settings.group_instance_id}
-                ],
+                "members": [{"member_id": member_id, "group_instance_id": None}],
             }
             try:
                 self._client.request("leave_group", body)

@@ -5,10 +5,6 @@ generation are refused, and groups and offsets survive a broker kill -9."""
 from __future__ import annotations
 
 import itertools
-import json
-import signal
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -19,6 +15,7 @@ import pytest
 
 from protocol.batch import encode_batch
 from tests.conftest import BrokerFactory, BrokerProcess
+from tests.integration.json_child import JsonChild
 from tidelog.client import Client
 from tidelog.consumer import CommitFailedError, Consumer, TopicPartition
 
@@ -160,6 +157,7 @@ def test_two_then_three_consumers_split_the_partitions(
     leaving.stop()
     took = wait_until(lambda: is_partition_of_all(split(members)), 20, "two again")
     assert took < SESSION_MS / 1000
+    print(f"leave: partitions moved {took:.2f} s after close()")
 
 
 @pytest.mark.parametrize("assignor", ["roundrobin", "sticky"])
@@ -181,19 +179,8 @@ def test_a_killed_consumer_loses_its_partitions_to_the_others(
     broker: BrokerProcess, members: list[Member], tmp_path: Path
 ) -> None:
     fill_topic(broker, "events")
-    child = subprocess.Popen(
-        [sys.executable, str(CHILD), broker.bootstrap, "g", "events"],
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    events: list[dict[str, Any]] = []
-    reader = threading.Thread(
-        target=lambda: events.extend(json.loads(line) for line in child.stdout or ()),
-        daemon=True,
-    )
-    reader.start()
-    try:
+    with JsonChild(CHILD, broker.bootstrap, "g", "events", cwd=tmp_path) as child:
+        events = child.events
         wait_until(lambda: any("assigned" in e for e in events), 20, "child joined")
         members.append(Member(broker, "g", "events"))
         wait_until(
@@ -204,27 +191,19 @@ def test_a_killed_consumer_loses_its_partitions_to_the_others(
             20,
             "child and member split, child committing",
         )
-        child.send_signal(signal.SIGKILL)
-        child.wait()
-        reader.join(timeout=5)
+        child.kill()
         took = wait_until(
             lambda: members[0].assigned == frozenset(range(PARTITIONS)), 20, "partitions moved"
         )
         # Removed within its session timeout (plus a heartbeat interval and a rebalance).
         assert took < SESSION_MS / 1000 + 2.0
+        print(f"kill -9: partitions moved {took:.2f} s after the kill (session {SESSION_MS} ms)")
         wait_until(
             lambda: len(members[0].values) + _count_consumed(events) >= PARTITIONS * PER_PARTITION,
             20,
             "everything read",
         )
         time.sleep(0.3)
-    finally:
-        if child.poll() is None:
-            child.kill()
-            child.wait()
-        reader.join(timeout=5)
-        if child.stdout is not None:
-            child.stdout.close()
     child_values = _child_values(events)
     everything = sorted(members[0].values + child_values)
     assert set(everything) == set(all_values())  # no record lost
@@ -328,3 +307,41 @@ def test_groups_and_offsets_survive_a_broker_kill_9(broker_factory: BrokerFactor
             read.extend(r.value for r in records)
     assert sorted(read) == all_values()
     consumer.close()
+
+
+def test_a_static_member_restarts_without_a_rebalance(
+    broker: BrokerProcess, members: list[Member]
+) -> None:
+    fill_topic(broker, "events")
+    # The dynamic member joins first and leads: a returning static leader would rebalance.
+    members.append(Member(broker, "g", "events"))
+    wait_until(lambda: len(members[0].assigned) == PARTITIONS, 20, "first member")
+    static = group_consumer(broker, "g", group_instance_id="worker-1", enable_auto_commit=False)
+    static.subscribe(["events"])
+    wait_until(
+        lambda: (
+            static.poll(timeout_ms=10) is not None
+            and is_partition_of_all(
+                [frozenset(tp.partition for tp in static.assignment()), members[0].assigned]
+            )
+        ),
+        20,
+        "split",
+    )
+    before = frozenset(tp.partition for tp in static.assignment())
+    rebalances = members[0].rebalances
+    static.close()  # a static member does not leave the group
+    with Client(broker.bootstrap) as admin:
+        [described] = admin.request("describe_groups", {"groups": ["g"]})["groups"]
+    assert [m["group_instance_id"] for m in described["members"]].count("worker-1") == 1
+
+    again = group_consumer(broker, "g", group_instance_id="worker-1", enable_auto_commit=False)
+    try:
+        again.subscribe(["events"])
+        again.poll(timeout_ms=100)
+        assert frozenset(tp.partition for tp in again.assignment()) == before
+        time.sleep(1.0)  # several heartbeats of the other member: still no rebalance
+        assert members[0].rebalances == rebalances
+        assert members[0].assigned | before == frozenset(range(PARTITIONS))
+    finally:
+        again.close()

@@ -13,6 +13,7 @@ import threading
 import time
 import warnings
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import aiokafka
@@ -25,6 +26,7 @@ with warnings.catch_warnings():
 
 from protocol.batch import encode_batch
 from tests.conftest import BrokerFactory, BrokerProcess
+from tests.integration.json_child import JsonChild
 from tidelog.client import Client
 from tidelog.consumer import Consumer
 
@@ -221,3 +223,44 @@ def test_kafka_consumers_split_and_rebalance(broker: BrokerProcess, client: str)
 
 def test_a_kafka_consumer_and_a_tidelog_consumer_share_a_group(broker: BrokerProcess) -> None:
     two_members_then_one(broker, kafka_python, tidelog_consumer)
+
+
+CHILD = Path(__file__).with_name("kafka_group_child.py")
+
+
+@pytest.mark.parametrize("client", sorted(CLIENTS))
+def test_a_killed_kafka_consumer_loses_its_partitions(
+    broker: BrokerProcess, client: str, tmp_path: Path
+) -> None:
+    everything = fill(broker, "events")
+    members: list[Member] = []
+    child = JsonChild(CHILD, client, broker.bootstrap, "events", str(SESSION_MS), cwd=tmp_path)
+    events = child.events
+
+    def child_held() -> frozenset[int]:
+        latest = [e["assigned"] for e in events if "assigned" in e]
+        return frozenset(latest[-1]) if latest else frozenset()
+
+    try:
+        wait_until(lambda: any(e.get("assigned") for e in events), "the child joined")
+        members.append(Member(CLIENTS[client](broker.bootstrap, "events")))
+        wait_until(
+            lambda: (
+                len(members[0].assigned) == PARTITIONS // 2
+                and members[0].assigned | child_held() == frozenset(range(PARTITIONS))
+            ),
+            "child and member split the partitions",
+        )
+        child.kill()
+        took = wait_until(lambda: len(members[0].assigned) == PARTITIONS, "partitions moved")
+        assert took < SESSION_MS / 1000 + 5.0  # the session timeout, then a rebalance
+        child_values = [v.encode() for e in events for v in e.get("values", ())]
+        wait_until(
+            lambda: set(members[0].values) | set(child_values) == set(everything),
+            "no record lost",
+        )
+        print(f"{client} kill -9: partitions moved {took:.2f} s after the kill")
+    finally:
+        child.close()
+        for member in members:
+            member.stop()
