@@ -1,12 +1,14 @@
 """Idempotent Kafka producers through the Kafka listener of the real broker:
-kafka-python's KafkaProducer with its default settings (idempotence on), and a batch
-sent twice with the same producer id, epoch and sequence stored once."""
+kafka-python's KafkaProducer with its default settings (idempotence on),
+confluent-kafka with `enable.idempotence=true`, and a batch sent twice with the same
+producer id, epoch and sequence stored once."""
 
 from __future__ import annotations
 
 import warnings
 from collections.abc import Iterator
 
+import confluent_kafka
 import pytest
 
 import tidelog
@@ -71,3 +73,21 @@ def test_a_batch_sent_twice_is_stored_once(broker: BrokerProcess) -> None:
         })  # fmt: skip
         assert refused["error_code"] == ERRORS_BY_NAME["INVALID_REQUEST"].code
     assert [r.value for r in _stored(broker, "dup")] == [b"other", b"once"]
+
+
+def test_confluent_kafka_idempotent_producer(broker: BrokerProcess) -> None:
+    producer = confluent_kafka.Producer(
+        {"bootstrap.servers": broker.bootstrap, "enable.idempotence": True, "linger.ms": 5}
+    )
+    failures: list[object] = []
+    for i in range(50):
+        producer.produce(
+            "ck-idem", value=b"%03d" % i, partition=0,
+            on_delivery=lambda err, _msg: failures.append(err) if err else None,
+        )  # fmt: skip
+    assert producer.flush(CLIENT_TIMEOUT_S) == 0
+    assert failures == []
+    with tidelog.Client(broker.bootstrap) as client:
+        first = tidelog_batch.read_header(client.fetch("ck-idem", 0, 0).records)
+    assert first.producer_id >= 0  # librdkafka got an id and stamped its batches
+    assert [r.value for r in _stored(broker, "ck-idem")] == [b"%03d" % i for i in range(50)]
