@@ -5,8 +5,11 @@ producer id, epoch and sequence stored once."""
 
 from __future__ import annotations
 
+import functools
+import time
 import warnings
 from collections.abc import Iterator
+from pathlib import Path
 
 import confluent_kafka
 import pytest
@@ -15,9 +18,11 @@ import tidelog
 from protocol import batch as tidelog_batch
 from protocol.kafka.errors import ERRORS_BY_NAME
 from protocol.kafka.messages import INIT_PRODUCER_ID
-from tests.conftest import BrokerProcess, start_broker
+from tests.conftest import BrokerFactory, BrokerProcess, start_broker
 from tests.integration.kafka_helpers import CLIENT_TIMEOUT_S, KafkaSocket
+from tests.integration.test_idempotence import ChaosProxy, chaos
 from tests.integration.test_kafka_wire import _batch, _produce
+from tests.integration.wire import WireClient, values_of
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
@@ -91,3 +96,40 @@ def test_confluent_kafka_idempotent_producer(broker: BrokerProcess) -> None:
         first = tidelog_batch.read_header(client.fetch("ck-idem", 0, 0).records)
     assert first.producer_id >= 0  # librdkafka got an id and stamped its batches
     assert [r.value for r in _stored(broker, "ck-idem")] == [b"%03d" % i for i in range(50)]
+
+
+def test_kafka_python_retries_through_drops_and_kill_9_store_each_record_once(
+    tmp_path: Path, broker_factory: BrokerFactory
+) -> None:
+    """kafka-python's default producer behind a proxy that drops its connections and
+    a broker killed with kill -9 and restarted: every record acknowledged, stored once."""
+    proxy = ChaosProxy(("127.0.0.1", 1))  # upstream set once the broker runs
+    advertised = f"advertised.listeners=PLAINTEXT://{proxy.address}"
+    data = tmp_path / "data"
+    broker = broker_factory(advertised, data_dir=data)
+    proxy.upstream = broker.address
+    with WireClient(broker.address) as c:
+        c.create_topic("kp-chaos", 1)
+    total = 2000
+    producer = kafka.KafkaProducer(bootstrap_servers=proxy.address, linger_ms=2, batch_size=800)
+    restarted = functools.partial(broker_factory, advertised)
+    with chaos(proxy, broker, restarted, data) as happened:
+        futures = []
+        for i in range(total):
+            futures.append(producer.send("kp-chaos", value=b"%05d" % i, partition=0))
+            if i % 100 == 99:
+                time.sleep(0.05)
+        producer.flush(timeout=120)
+    offsets = [f.get(timeout=CLIENT_TIMEOUT_S).offset for f in futures]
+    producer.close()
+    proxy.close()
+    assert "kill -9" in happened, happened
+    assert offsets == list(range(total))  # acknowledged in order, no offset twice
+    with WireClient(proxy.upstream) as c:
+        values: list[bytes | None] = []
+        while len(values) < total + 1:
+            got = values_of(c.fetch("kp-chaos", len(values))["records"])
+            if not got:
+                break
+            values += got
+    assert values == [b"%05d" % i for i in range(total)]
