@@ -270,7 +270,12 @@ async def _sniff(stream: trio.abc.Stream, ctx: BrokerContext, state: ConnectionS
                 scope.deadline = trio.current_time() + timeout_s
             first += data
     if scope.cancelled_caught:
-        state.close_reason = "slow_frame" if first else "idle"
+        if first:
+            state.close_reason = "slow_frame"
+            log.warning("client_protocol_error", reason="first request too slow to identify")
+        else:
+            state.close_reason = "idle"
+            log.info("connection_idle_closed", idle_ms=ctx.config.connections_max_idle_ms)
         return b""
     state.last_activity = trio.current_time()
     return first

@@ -57,8 +57,8 @@ from protocol.kafka.schema import Api, version_range
 
 log = get_logger(component="kafka")
 
-# A request frame starts with its int16 API key (the fetch check reads only that).
-_API_KEY_BYTES = 2
+# A request frame starts with its int16 API key: a fetch's first two bytes.
+_FETCH_KEY_BYTES = FETCH.key.to_bytes(2, "big")
 
 
 def advertised_apis() -> list[Api]:
@@ -67,12 +67,12 @@ def advertised_apis() -> list[Api]:
     return [APIS_BY_KEY[key] for key in sorted(keys)]
 
 
+# The registry is fixed at import, so the ranges are too.
+_ADVERTISED_RANGES = api_version_ranges(advertised_apis())
+
+
 def api_versions_answer() -> KafkaAnswer:
-    return {
-        "error_code": 0,
-        "api_keys": api_version_ranges(advertised_apis()),
-        "throttle_time_ms": 0,
-    }
+    return {"error_code": 0, "api_keys": _ADVERTISED_RANGES, "throttle_time_ms": 0}
 
 
 class _KafkaFrames:
@@ -118,7 +118,7 @@ def error_frame(header: RequestHeader, error: KafkaError) -> bytes | None:
     the API has no top-level error code at that version (or is unknown to the codec)."""
     if header.api_key == API_VERSIONS.key:
         # KIP-511: v0's layout, which a client of any version reads, with our ranges.
-        body = {"error_code": error.code, "api_keys": api_version_ranges(advertised_apis())}
+        body = {"error_code": error.code, "api_keys": _ADVERTISED_RANGES}
         return encode_response(API_VERSIONS, 0, header.correlation_id, body)
     api = APIS_BY_KEY.get(header.api_key)
     if api is None or not api.min_version <= header.api_version <= api.max_version:
@@ -208,7 +208,7 @@ class KafkaCodec:
         return _KafkaFrames(max_frame_bytes)
 
     def needs_room(self, message: Any) -> bool:
-        return message[:_API_KEY_BYTES] == FETCH.key.to_bytes(_API_KEY_BYTES, "big")
+        return message[:2] == _FETCH_KEY_BYTES
 
     async def handle(
         self,

@@ -33,13 +33,18 @@ with warnings.catch_warnings():
     import kafka
 
 import tidelog
+from protocol.kafka.errors import ERRORS_BY_NAME
+from protocol.kafka.messages import METADATA
 from tests.conftest import BrokerProcess, start_broker
 from tests.integration.kafka_helpers import (
     CLIENT_TIMEOUT_S,
     CODECS,
     RECORDS,
+    KafkaSocket,
     base_timestamp_ms,
 )
+
+UNKNOWN_TOPIC_OR_PARTITION = ERRORS_BY_NAME["UNKNOWN_TOPIC_OR_PARTITION"].code
 
 pytestmark = [
     pytest.mark.integration,
@@ -396,6 +401,7 @@ def test_kafka_listen_and_advertised_listeners(tmp_path: Any) -> None:
         tmp_path / "data",
         "node.id=7",
         "advertised.listeners=PLAINTEXT://localhost:19999",
+        "auto.create.topics.enable=false",
         extra_args=("--kafka-listen", "127.0.0.1:0"),
     )
     try:
@@ -409,6 +415,10 @@ def test_kafka_listen_and_advertised_listeners(tmp_path: Any) -> None:
             7: ("localhost", 19999)
         }
         assert cluster.controller_id == 7
+        with KafkaSocket(("127.0.0.1", kafka_port)) as sock:
+            body = {"topics": [{"name": "not-created"}], "allow_auto_topic_creation": True}
+            [topic] = sock.call(METADATA, 8, body)["topics"]
+            assert topic["error_code"] == UNKNOWN_TOPIC_OR_PARTITION  # auto-creation is off
         # The shared port still answers msgpack clients.
         with tidelog.Client(process.bootstrap) as client:
             assert client.metadata() == []

@@ -10,6 +10,7 @@ bytes written by hand.
 from __future__ import annotations
 
 import struct
+import time
 import warnings
 from collections.abc import Iterator
 
@@ -264,3 +265,31 @@ def test_pipelined_requests_answered_in_order(
         offsets = [a.body["responses"][0]["partition_responses"][0]["base_offset"]
                    for a in answers[::2]]  # fmt: skip
         assert offsets == list(range(6))
+
+
+def test_fetch_long_polls_until_a_record_arrives(
+    broker: BrokerProcess, neighbour: KafkaSocket
+) -> None:
+    """A Kafka fetch at the end of the log waits (max_wait_ms) and answers as soon as
+    another connection appends, through the native fetch's long poll."""
+    with KafkaSocket(broker.address) as sock, KafkaSocket(broker.address) as producer:
+        assert _produce(producer, "poll-topic", _batch(b"first"))["error_code"] == 0
+        body = {
+            "replica_id": -1, "max_wait_ms": 10_000, "min_bytes": 1, "max_bytes": 1 << 20,
+            "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+            "topics": [{"topic": "poll-topic", "partitions": [{
+                "partition": 0, "current_leader_epoch": -1, "fetch_offset": 1,
+                "log_start_offset": -1, "partition_max_bytes": 1 << 20}]}],
+            "forgotten_topics_data": [], "rack_id": "",
+        }  # fmt: skip
+        started = time.monotonic()
+        sock.send_raw(sock.request_bytes(FETCH, 11, body))
+        time.sleep(0.5)
+        assert _produce(producer, "poll-topic", _batch(b"second"))["error_code"] == 0
+        frame = sock.recv_frame()
+        waited = time.monotonic() - started
+        assert frame is not None
+        [part] = decode_response(frame, FETCH, 11).body["responses"][0]["partitions"]
+        assert part["high_watermark"] == 2
+        assert kafka_records.read_batch_header(part["records"]).base_offset == 1
+        assert 0.5 <= waited < 5.0
