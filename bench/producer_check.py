@@ -5,9 +5,12 @@ rounds interleaved so a noisy machine slows both alike; batches of 1, 10 and 1,0
 records of 100-byte values (1,000 is `bench.produce_fetch`'s batch). Batches are
 encoded before the timed region (each idempotent one with its own sequence), so the
 numbers are the broker's: validation, the producer check, offsets, one write.
-Also the check alone (`begin_append` + `check` + `commit`), without the log.
+Also the check alone (`begin_append` + `check` + `commit`), without the log, and
+with `--broker-rounds N`, end to end: `tidelog serve` and one `Producer` sending
+1,000-record batches with `acks: -1`, idempotence on and off in turn, N rounds
+(`bench.produce_fetch`'s rate; interleaved, so the VM's drifting speed hits both).
 
-    .venv/bin/python -m bench.producer_check [--quick]
+    .venv/bin/python -m bench.producer_check [--quick] [--broker-rounds 10]
 
 Prints one JSON document: per batch size, the median microseconds per append of
 each kind over the rounds, and the difference.
@@ -116,9 +119,44 @@ def measure_check(iterations: int) -> dict[str, float]:
     return {"idempotent_us": round(idem, 3), "not_idempotent_us": round(plain, 3)}
 
 
+def measure_broker(rounds: int, batches: int) -> dict[str, object]:
+    """acks=-1 produce records/s with idempotence on and off, rounds interleaved."""
+    from bench.produce_fetch import BrokerChild, produce_rate
+    from tidelog.client import Client
+
+    root = Path(tempfile.mkdtemp(prefix="producer-check-broker-"))
+    broker = BrokerChild(root / "data")
+    runs: dict[bool, list[float]] = {True: [], False: []}
+    try:
+        with Client(broker.bootstrap) as admin:
+            for r in range(rounds):
+                for idempotent in (True, False):
+                    topic = f"t{r}-{int(idempotent)}"
+                    admin.create_topic(topic, 1)
+                    runs[idempotent].append(
+                        produce_rate(broker.bootstrap, topic, batches, -1, idempotent=idempotent)
+                    )
+                    admin.delete_topic(topic)  # recycled page cache for the next run
+    finally:
+        broker.stop()
+        shutil.rmtree(root, ignore_errors=True)
+    on, off = statistics.median(runs[True]), statistics.median(runs[False])
+    return {
+        "idempotent_records_per_s": round(on),
+        "not_idempotent_records_per_s": round(off),
+        "ratio": round(on / off, 3),
+        "runs_idempotent": [round(x) for x in runs[True]],
+        "runs_not_idempotent": [round(x) for x in runs[False]],
+        "batches_per_run": batches,
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer appends and rounds")
+    parser.add_argument(
+        "--broker-rounds", type=int, default=0, help="end-to-end acks=-1 rounds (0: none)"
+    )
     args = parser.parse_args(argv)
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     rounds = 3 if args.quick else 7
@@ -133,6 +171,9 @@ def main(argv: list[str] | None = None) -> int:
                 for records, appends in sizes.items()
             },
             "check_alone": measure_check(20_000 if args.quick else 200_000),
+            "broker_acks_all": (
+                measure_broker(args.broker_rounds, 200) if args.broker_rounds else None
+            ),
             "rounds": rounds,
             "machine": {
                 "python": sys.version.split()[0],

@@ -30,6 +30,7 @@ from storage.files import PRODUCER_ID_BLOCK_FILE
 __all__ = [
     "EPOCH_EXHAUSTED",
     "PRODUCER_ID_BLOCK_SIZE",
+    "RESERVED_PRODUCER_IDS_START",
     "ProducerIdAllocator",
     "ProducerIdAndEpoch",
     "ProducerIdBlockFileError",
@@ -42,6 +43,9 @@ BLOCK_FILE_VERSION: Final = 0
 PRODUCER_ID_BLOCK_SIZE: Final = 1000
 # Producer ids are int64 on the wire; -1 means "none".
 PRODUCER_ID_MAX: Final = 2**63 - 1
+# Ids from here on are never allocated: reserved for producers that derive their id
+# (the exactly-once Spark sink's design, docs/idempotence.md), so the two never collide.
+RESERVED_PRODUCER_IDS_START: Final = 2**62
 # Kafka's isEpochExhausted: an epoch of 32766 or more cannot be bumped, because
 # fencing needs one more value below Short.MAX_VALUE (32767).
 EPOCH_EXHAUSTED: Final = 2**15 - 2
@@ -99,7 +103,7 @@ class ProducerIdAllocator:
         with self._lock:
             if self._next >= self._block_end:
                 end = self._next + self._block_size
-                if end > PRODUCER_ID_MAX:
+                if end > RESERVED_PRODUCER_IDS_START:
                     raise StorageError(f"{self.path}: producer ids are exhausted")
                 try:
                     self._io.write_atomic(

@@ -12,6 +12,7 @@ from storage.fileio import FileIO
 from storage.files import PRODUCER_ID_BLOCK_FILE
 from storage.producer_ids import (
     EPOCH_EXHAUSTED,
+    RESERVED_PRODUCER_IDS_START,
     ProducerIdAllocator,
     ProducerIdAndEpoch,
     ProducerIdBlockFileError,
@@ -106,3 +107,15 @@ def test_an_exhausted_epoch_moves_to_a_new_id(tmp_path: Path) -> None:
     assert bump_epoch(ProducerIdAndEpoch(0, 32765), allocator) == ProducerIdAndEpoch(0, 32766)
     assert bump_epoch(ProducerIdAndEpoch(0, 32766), allocator) == ProducerIdAndEpoch(1, 0)
     assert bump_epoch(ProducerIdAndEpoch(0, 32767), allocator) == ProducerIdAndEpoch(2, 0)
+
+
+def test_ids_never_reach_the_reserved_range(tmp_path: Path) -> None:
+    last_block = RESERVED_PRODUCER_IDS_START - 10
+    (tmp_path / PRODUCER_ID_BLOCK_FILE).write_text(f"0\n{last_block}\n")
+    allocator = ProducerIdAllocator(FileIO(), tmp_path, block_size=10)
+    assert [allocator.next_id() for _ in range(10)][-1] == RESERVED_PRODUCER_IDS_START - 1
+    with pytest.raises(StorageError, match="exhausted"):
+        allocator.next_id()
+    ids = ProducerIds(allocator)
+    with pytest.raises(InvalidRequest, match="never issued"):  # a derived id is not ours
+        ids.init_producer_id(RESERVED_PRODUCER_IDS_START + 5, 0)
