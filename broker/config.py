@@ -62,6 +62,15 @@ def split_super_users(value: str) -> frozenset[str]:
     return frozenset(p.strip() for p in value.split(";") if p.strip())
 
 
+def _check_listeners(value: str) -> str | None:
+    """Why `advertised.listeners` is invalid (entries NAME://HOST:PORT), or None."""
+    for entry in filter(None, (e.strip() for e in value.split(","))):
+        host, sep, port = entry.split("://", 1)[-1].rpartition(":")
+        if "://" not in entry or not sep or not host or not port.isdigit() or int(port) > 65535:
+            return f"{entry!r} is not NAME://HOST:PORT"
+    return None
+
+
 # The broker's own keys (how to add one: protocol/settings.py). `section` places
 # each in deploy/server.properties; the cleaner's keys are in compaction/config.py.
 BROKER_SETTINGS: tuple[Setting, ...] = (
@@ -92,6 +101,13 @@ BROKER_SETTINGS: tuple[Setting, ...] = (
     Setting("queued.max.request.bytes", "queued_max_request_bytes", int, 536870912,
             "Broker-wide bytes of queued requests and unsent answers; past it reads pause.",
             low=1024 * 1024, section="connections"),
+    Setting("node.id", "node_id", int, 1,
+            "This broker's id in Kafka Metadata answers (leader of every partition, controller).",
+            low=0, high=2**31 - 1, section="kafka"),
+    Setting("advertised.listeners", "advertised_listeners", str, "",
+            "Where Kafka clients should connect, as NAME://HOST:PORT (the first is used); "
+            "empty: the address each client connected to.", check=_check_listeners,
+            section="kafka"),
     Setting("offsets.topic.segment.bytes", "offsets_topic_segment_bytes", int, 104857600,
             "segment.bytes of __consumer_offsets when the broker creates it.",
             low=1, high=2**31 - 1, section="topics"),
@@ -286,6 +302,9 @@ class BrokerConfig:
     allow_everyone_if_no_acl_found: bool = False
     connection_failed_authentication_delay_ms: int = 100
     max_connections_per_ip: int = 1000
+    node_id: int = 1
+    advertised_listeners: str = ""
+    kafka_listen: tuple[str, int] | None = None  # a port for Kafka clients only
     cleaner: CleanerConfig = field(default_factory=CleanerConfig)
 
     @property
@@ -323,6 +342,7 @@ class BrokerConfig:
         data_dir: str | Path | None = None,
         listen: tuple[str, int] | None = None,
         metrics_listen: tuple[str, int] = DEFAULT_METRICS_LISTEN,
+        kafka_listen: tuple[str, int] | None = None,
     ) -> BrokerConfig:
         """Validate Kafka-named `props`; InvalidConfig names the first bad key.
 
@@ -354,6 +374,7 @@ class BrokerConfig:
             data_dir=Path(chosen),
             listen=listen,
             metrics_listen=metrics_listen,
+            kafka_listen=kafka_listen,
             log_config=log_config,
             cleaner=CleanerConfig.from_props(props),
             props=text_props,
@@ -369,6 +390,7 @@ class BrokerConfig:
         data_dir: str | Path | None = None,
         listen: str | None = None,
         metrics_listen: str | None = None,
+        kafka_listen: str | None = None,
     ) -> BrokerConfig:
         """Defaults < `config_file` (server.properties format) < `--set` overrides."""
         props: dict[str, str] = {}
@@ -389,6 +411,7 @@ class BrokerConfig:
                 if metrics_listen
                 else DEFAULT_METRICS_LISTEN
             ),
+            kafka_listen=parse_host_port(kafka_listen, "--kafka-listen") if kafka_listen else None,
         )
 
     def topic_key_source(self, topic_key: str) -> str:

@@ -36,6 +36,8 @@ class ConnectionState:
     held_bytes: int = 0  # what this connection holds in the broker-wide memory budget
     room: trio.Event = field(default_factory=trio.Event)  # set when queued_bytes drops
     reader_scope: trio.CancelScope = field(default_factory=trio.CancelScope)
+    local: tuple[str, int] | None = None  # the address the client connected to
+    protocol: str = "tidelog"  # which codec serves it (broker.wirecodec), once sniffed
 
 
 @dataclass
@@ -76,8 +78,10 @@ class BrokerContext:
         self.metrics.get("tidelog_connections").set(len(self.connections))
         self.metrics.get("tidelog_connections_closed").labels(state.close_reason).inc()
 
-    def request_finished(self, api: str, error: str | None, duration_s: float) -> None:
-        self.metrics.request_finished(api, error, duration_s)
+    def request_finished(
+        self, api: str, error: str | None, duration_s: float, *, protocol: str = "tidelog"
+    ) -> None:
+        self.metrics.request_finished(api, error, duration_s, protocol=protocol)
 
     def drain(self) -> None:
         """Stop reading new requests on every connection; queued ones are still answered."""

@@ -87,6 +87,26 @@ METRIC_DEFS: tuple[MetricDef, ...] = (
         ("api",),
         LATENCY_BUCKETS_S,
     ),
+    MetricDef(
+        "tidelog_kafka_requests",
+        "counter",
+        "Kafka-protocol requests handled, by Kafka API and error (the msgpack ones are "
+        "tidelog_requests).",
+        ("api", "error"),
+    ),
+    MetricDef(
+        "tidelog_kafka_request_duration_seconds",
+        "histogram",
+        "Time from a Kafka-protocol request's arrival to its response being ready.",
+        ("api",),
+        LATENCY_BUCKETS_S,
+    ),
+    MetricDef(
+        "tidelog_network_bytes",
+        "counter",
+        "Bytes received from and sent to clients, by protocol (tidelog, kafka) and direction.",
+        ("protocol", "direction"),
+    ),
     MetricDef("tidelog_records_in", "counter", "Records appended by produce.", ("topic",)),
     MetricDef("tidelog_bytes_in", "counter", "Batch bytes appended by produce.", ("topic",)),
     MetricDef("tidelog_bytes_out", "counter", "Batch bytes returned by fetch.", ("topic",)),
@@ -245,7 +265,8 @@ class BrokerMetrics:
             self._metrics[d.name] = self._build(d)
         self.get("tidelog_build_info").labels(version, platform.python_version()).set(1)
         # Label children are cached: `.labels()` costs a lock and a dict lookup per call.
-        self._request_children: dict[tuple[str, str], tuple[Any, Any]] = {}
+        self._request_children: dict[tuple[str, str, str], tuple[Any, Any]] = {}
+        self._network_children: dict[tuple[str, str], Any] = {}
         self._topic_children: dict[tuple[str, str], Any] = {}
 
     def _build(self, d: MetricDef) -> Any:
@@ -268,17 +289,35 @@ class BrokerMetrics:
         """Export the `Sample`s `source` yields, called at every scrape."""
         self.registry.register(_StatisticsCollector(source))
 
-    def request_finished(self, api: str, error: str | None, duration_s: float) -> None:
-        key = (api, error or "none")
+    def request_finished(
+        self, api: str, error: str | None, duration_s: float, *, protocol: str = "tidelog"
+    ) -> None:
+        """Count a request: `tidelog_requests` for msgpack ones, `tidelog_kafka_requests`
+        (Kafka's API names and error names) for Kafka ones."""
+        key = (protocol, api, error or "none")
         children = self._request_children.get(key)
         if children is None:
+            prefix = "tidelog_kafka" if protocol == "kafka" else "tidelog"
             children = (
-                self.get("tidelog_requests").labels(*key),
-                self.get("tidelog_request_duration_seconds").labels(api),
+                self.get(f"{prefix}_requests").labels(api, error or "none"),
+                self.get(f"{prefix}_request_duration_seconds").labels(api),
             )
             self._request_children[key] = children
         children[0].inc()
         children[1].observe(duration_s)
+
+    def _network(self, protocol: str, direction: str) -> Any:
+        child = self._network_children.get((protocol, direction))
+        if child is None:
+            child = self.get("tidelog_network_bytes").labels(protocol, direction)
+            self._network_children[(protocol, direction)] = child
+        return child
+
+    def received(self, protocol: str, size_bytes: int) -> None:
+        self._network(protocol, "in").inc(size_bytes)
+
+    def sent(self, protocol: str, size_bytes: int) -> None:
+        self._network(protocol, "out").inc(size_bytes)
 
     def _topic_child(self, name: str, topic: str) -> Any:
         child = self._topic_children.get((name, topic))

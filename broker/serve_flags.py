@@ -26,6 +26,13 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         "port 0 picks a free one)",
     )
     parser.add_argument(
+        "--kafka-listen",
+        default=None,
+        metavar="HOST:PORT",
+        help="a second listener for Kafka clients only (optional: --listen serves Kafka "
+        "clients too)",
+    )
+    parser.add_argument(
         "--metrics-listen",
         default=DEFAULT_METRICS_LISTEN,
         metavar="HOST:PORT",

@@ -36,15 +36,17 @@ from broker.gcwatch import GcWatch
 from broker.groupcommit import FlushObserver, GroupCommitter
 from broker.heartbeat import run_heartbeat
 from broker.housekeeping import start_log_tasks
+from broker.kafka.connection import KAFKA
 from broker.logging import configure_logging, get_logger
 from broker.longpoll import AppendNotifier
 from broker.metrics import BrokerMetrics, PartitionStats, Readiness, serve_metrics_http
 from broker.scheduler import Scheduler
 from broker.sdnotify import notify
 from broker.security.accept import TLS_HANDSHAKE_TIMEOUT_S, secure_connection
-from broker.security.listeners import ListenerSpec
+from broker.security.listeners import ListenerSpec, SecurityProtocol
 from broker.security.service import BrokerSecurity
 from broker.serve_flags import SERVE_DESCRIPTION, add_serve_arguments
+from broker.wirecodec import WireCodec
 from compaction.service import CleanerService
 from protocol.clock import ClockMs, wall_clock_ms
 from protocol.errors import InvalidConfig, TidelogError
@@ -82,10 +84,19 @@ class BrokerHandle:
     shutdown_requested: trio.Event = field(default_factory=trio.Event)
     # Every client listener as bound (port 0 resolved), the first being host:port.
     listeners: list[ListenerSpec] = field(default_factory=list)
+    kafka_host: str | None = None  # the --kafka-listen port, when there is one
+    kafka_port: int | None = None
 
     @property
     def address(self) -> tuple[str, int]:
         return self.host, self.port
+
+    @property
+    def kafka_address(self) -> tuple[str, int] | None:
+        """The Kafka-only listener's address (Kafka clients may use `address` too)."""
+        if self.kafka_host is None or self.kafka_port is None:
+            return None
+        return self.kafka_host, self.kafka_port
 
     def request_shutdown(self) -> None:
         """Begin a graceful shutdown; `serve_broker` returns when it is done."""
@@ -236,8 +247,24 @@ async def _serve(
         bound.append((ListenerSpec(spec.protocol, *_bound(opened)), opened))
     listeners = [one for _, opened in bound for one in opened]
     bound_host, bound_port = bound[0][0].host, bound[0][0].port
+    kafka_listeners: list[trio.SocketListener] = []
+    if config.kafka_listen is not None:
+        kafka_host, kafka_port = config.kafka_listen
+        kafka_listeners = await trio.open_tcp_listeners(kafka_port, host=kafka_host)
     handle = BrokerHandle(bound_host, bound_port, metrics_addr[0], metrics_addr[1], ctx)
     handle.listeners = [spec for spec, _ in bound]
+    if kafka_listeners:
+        handle.kafka_host, handle.kafka_port = _bound(kafka_listeners)
+    # Each listener's handler: its security protocol, and a codec (None sniffs each
+    # connection's protocol; the Kafka-only port is plaintext Kafka).
+    handlers = [
+        (opened, functools.partial(_on_connection, ctx, spec, None)) for spec, opened in bound
+    ]
+    if kafka_listeners:
+        kafka_spec = ListenerSpec(SecurityProtocol.PLAINTEXT, *_bound(kafka_listeners))
+        handlers.append(
+            (kafka_listeners, functools.partial(_on_connection, ctx, kafka_spec, KAFKA))
+        )
     stop = shutdown if shutdown is not None else handle.shutdown_requested
     async with trio.open_nursery() as connections:
         accept_scope = trio.CancelScope()
@@ -245,8 +272,7 @@ async def _serve(
         async def accept() -> None:
             with accept_scope:
                 async with trio.open_nursery() as acceptors:
-                    for spec, opened in bound:
-                        on_connection = functools.partial(_on_connection, ctx, spec)
+                    for opened, on_connection in handlers:
                         serve = functools.partial(
                             trio.serve_listeners, on_connection, opened, handler_nursery=connections
                         )
@@ -259,10 +285,15 @@ async def _serve(
         log.info(
             "broker_ready",
             listen=f"{bound_host}:{bound_port}",
+            protocols=["tidelog", "kafka"],  # both on `listen`, told apart per connection
+            kafka_listen=_address_text(handle.kafka_address),
             metrics_listen=f"{metrics_addr[0]}:{metrics_addr[1]}",
             port=bound_port,
+            kafka_port=handle.kafka_port,
             metrics_port=handle.metrics_port,
             listeners=[str(spec) for spec in handle.listeners],
+            node_id=config.node_id,
+            advertised_listeners=config.advertised_listeners or None,
             pid=os.getpid(),
         )
         _warn_if_exposed(config)
@@ -272,13 +303,15 @@ async def _serve(
         notify("STOPPING=1")
         readiness.shutting_down = True
         accept_scope.cancel()
-        for listener in listeners:
+        for listener in (*listeners, *kafka_listeners):
             await listener.aclose()
         ctx.drain()
         connections.cancel_scope.deadline = trio.current_time() + SHUTDOWN_DRAIN_S
 
 
-async def _on_connection(ctx: BrokerContext, spec: ListenerSpec, stream: trio.SocketStream) -> None:
+async def _on_connection(
+    ctx: BrokerContext, spec: ListenerSpec, codec: WireCodec | None, stream: trio.SocketStream
+) -> None:
     """One accepted connection: limits, then TLS and the session, then the protocol."""
     config, metrics = ctx.config, ctx.metrics
     if len(ctx.connections) >= config.max_connections:
@@ -301,7 +334,7 @@ async def _on_connection(ctx: BrokerContext, spec: ListenerSpec, stream: trio.So
         await trio.aclose_forcefully(stream)
         return
     if secured is not None:
-        await serve_connection(secured, ctx)
+        await serve_connection(secured, ctx, codec=codec)
 
 
 def _connections_from(ctx: BrokerContext, stream: trio.SocketStream) -> int:
@@ -355,6 +388,10 @@ async def _reload_tls_on_sighup(security: BrokerSecurity) -> None:
             log.info("tls_reload_requested")
 
 
+def _address_text(address: tuple[str, int] | None) -> str | None:
+    return None if address is None else f"{address[0]}:{address[1]}"
+
+
 def _warn_if_exposed(config: BrokerConfig) -> None:
     """Say so when a listener leaves loopback without TLS, SASL or the authorizer."""
     for index, spec in enumerate(config.listener_specs):
@@ -370,6 +407,9 @@ def _warn_if_exposed(config: BrokerConfig) -> None:
     host = config.metrics_listen[0]
     if not _is_loopback(host) and not config.metrics_ssl_enable:
         log.warning("listener_not_loopback", listener="metrics_listen", host=host or "*")
+    if config.kafka_listen is not None and not _is_loopback(config.kafka_listen[0]):
+        # The Kafka-only port is plaintext (listeners= carries TLS and SASL for Kafka too).
+        log.warning("listener_not_loopback", listener="kafka_listen", host=config.kafka_listen[0])
 
 
 def _is_loopback(host: str) -> bool:
@@ -417,6 +457,7 @@ def config_from_args(args: argparse.Namespace) -> BrokerConfig:
         data_dir=getattr(args, "data_dir", None),
         listen=getattr(args, "listen", None),
         metrics_listen=getattr(args, "metrics_listen", None),
+        kafka_listen=getattr(args, "kafka_listen", None),
     )
 
 

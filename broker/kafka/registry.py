@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from broker.kafka import security
+from broker.kafka import core, security
 from broker.kafka.call import KafkaHandler
 
-_FAMILIES: tuple[ModuleType, ...] = (security,)
+_FAMILIES: tuple[ModuleType, ...] = (core, security)
 
 
 def _join(families: tuple[ModuleType, ...]) -> dict[int, KafkaHandler]:
