@@ -205,7 +205,7 @@ def _peer_name(stream: trio.abc.Stream) -> str:
 
 def _local_address(stream: trio.abc.Stream) -> tuple[str, int] | None:
     """The address the client connected to (what Kafka's Metadata advertises by default)."""
-    sock = getattr(stream, "socket", None)
+    sock = _socket_of(stream)
     try:
         host, port = sock.getsockname()[:2] if sock is not None else (None, None)
     except OSError:

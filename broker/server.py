@@ -388,19 +388,22 @@ async def _reload_tls_on_sighup(security: BrokerSecurity) -> None:
 
 def _warn_if_exposed(config: BrokerConfig) -> None:
     """Say so when a listener leaves loopback without TLS, SASL or the authorizer."""
-    for spec in config.listener_specs:
+    for index, spec in enumerate(config.listener_specs):
         if _is_loopback(spec.host):
             continue
+        name = "listen" if index == 0 else f"listeners[{index}]"  # the first is --listen's
         if not (spec.protocol.tls or spec.protocol.sasl):
-            log.warning("listener_not_loopback", listener=str(spec), host=spec.host or "*")
+            log.warning(
+                "listener_not_loopback", listener=name, host=spec.host or "*", spec=str(spec)
+            )
         elif not config.authorizer_enabled:
-            log.warning("listener_without_authorizer", listener=str(spec))
-    if config.kafka_listen is not None and not _is_loopback(config.kafka_listen[0]):
-        # --kafka-listen is plaintext without SASL whatever `listeners` says.
-        log.warning("listener_not_loopback", listener="kafka_listen", host=config.kafka_listen[0])
+            log.warning("listener_without_authorizer", listener=name, spec=str(spec))
     host = config.metrics_listen[0]
     if not _is_loopback(host) and not config.metrics_ssl_enable:
         log.warning("listener_not_loopback", listener="metrics_listen", host=host or "*")
+    if config.kafka_listen is not None and not _is_loopback(config.kafka_listen[0]):
+        # The Kafka-only port is plaintext (listeners= carries TLS and SASL for Kafka too).
+        log.warning("listener_not_loopback", listener="kafka_listen", host=config.kafka_listen[0])
 
 
 def _is_loopback(host: str) -> bool:

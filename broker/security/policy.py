@@ -10,9 +10,15 @@
   Describe (TOPIC_AUTHORIZATION_FAILED);
 - commit_offsets: Read on the group (GROUP_AUTHORIZATION_FAILED), Read on each topic;
   fetch_offsets: Describe on both;
+- join_group, sync_group, heartbeat, leave_group: Read on the group; describe_groups:
+  Describe on each group named, delete_groups: Delete on each (a denied one refuses
+  the request, GROUP_AUTHORIZATION_FAILED; Kafka answers it per group); list_groups:
+  every group with Describe on the cluster, else only those the principal may describe;
 - create_acls, delete_acls: Alter on the cluster; describe_acls: Describe on it
   (CLUSTER_AUTHORIZATION_FAILED);
-- api_versions, authenticate: nothing;
+- api_versions, authenticate: nothing; init_producer_id: nothing beyond a login (Kafka
+  asks IdempotentWrite on the cluster or Write on some topic; an id grants nothing
+  here, since every produce is still checked for Write on its topics);
 - any other API: Read on its `group` if it names one, else All on the cluster
   (GROUP_/CLUSTER_AUTHORIZATION_FAILED).
 
@@ -215,6 +221,40 @@ async def anyone(access: Access, handler: Handler, ctx: BrokerContext, body: Bod
     return await handler(ctx, body)
 
 
+def one_group(op: Operation) -> Policy:
+    """`op` on the request's `group` (the membership APIs)."""
+
+    async def apply(access: Access, handler: Handler, ctx: BrokerContext, body: Body) -> Result:
+        group = body["group"]
+        if not access.require(op, GROUP, group):
+            raise GroupAuthorizationFailed(_denied_message(op, GROUP, group))
+        return await handler(ctx, body)
+
+    return apply
+
+
+def each_group(op: Operation) -> Policy:
+    """`op` on every group in the request's `groups` (describe_groups, delete_groups)."""
+
+    async def apply(access: Access, handler: Handler, ctx: BrokerContext, body: Body) -> Result:
+        for group in body["groups"]:
+            if not access.require(op, GROUP, group):
+                raise GroupAuthorizationFailed(_denied_message(op, GROUP, group))
+        return await handler(ctx, body)
+
+    return apply
+
+
+async def list_groups(access: Access, handler: Handler, ctx: BrokerContext, body: Body) -> Result:
+    """All groups with Describe on the cluster, else the ones the principal may describe."""
+    answer = await handler(ctx, body)
+    if answer is None or access.allowed(OP.DESCRIBE, CLUSTER, CLUSTER_NAME):
+        return answer
+    assert isinstance(answer, dict)
+    shown = [g for g in answer["groups"] if access.allowed(OP.DESCRIBE, GROUP, g["group"])]
+    return {**answer, "groups": shown}
+
+
 _OFFSET_FAILED = {"offset": None, "timestamp": None}
 POLICIES: dict[str, Policy] = {
     "api_versions": anyone,
@@ -232,6 +272,14 @@ POLICIES: dict[str, Policy] = {
     "explain_retention": one_topic(OP.DESCRIBE),
     "commit_offsets": group_then_topics(OP.READ, OP.READ),
     "fetch_offsets": group_then_topics(OP.DESCRIBE, OP.DESCRIBE, offset=-1, metadata=""),
+    "join_group": one_group(OP.READ),
+    "sync_group": one_group(OP.READ),
+    "heartbeat": one_group(OP.READ),
+    "leave_group": one_group(OP.READ),
+    "describe_groups": each_group(OP.DESCRIBE),
+    "delete_groups": each_group(OP.DELETE),
+    "list_groups": list_groups,
+    "init_producer_id": anyone,
     "create_acls": cluster(OP.ALTER),
     "delete_acls": cluster(OP.ALTER),
     "describe_acls": cluster(OP.DESCRIBE),

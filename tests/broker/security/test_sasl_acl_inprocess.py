@@ -331,3 +331,51 @@ async def test_acl_apis_answer_security_disabled_without_the_authorizer(
     async with secured_broker() as handle, open_client(address(handle)) as c:
         with pytest.raises(SecurityDisabled):
             await c.request("describe_acls", {})
+
+
+async def test_group_and_producer_id_apis_over_msgpack(secured_broker: Any, tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    for name in ("admin", "alice", "bob"):
+        add_user(data, name, f"pw-{name}")
+    grant(data, "Allow User:alice Read Group Literal billing")
+    join = {
+        "group": "billing",
+        "member_id": "",
+        "protocol_type": "consumer",
+        "protocols": [{"name": "range", "metadata": b""}],
+        "session_timeout_ms": 10000,
+        "rebalance_timeout_ms": 10000,
+    }
+    async with secured_broker(*AUTHZ) as handle:
+        alice_sec, bob_sec = user("alice", "pw-alice"), user("bob", "pw-bob")
+        async with (
+            open_client(address(handle), security=alice_sec) as alice,
+            open_client(address(handle), security=bob_sec) as bob,
+            open_client(address(handle), security=user("admin", "pw-admin")) as admin,
+        ):
+            # membership: Read on the group (the answer is the coordinator's, not a denial)
+            answer = await alice.request("join_group", join)
+            assert answer["error"] == "MEMBER_ID_REQUIRED"
+            with pytest.raises(GroupAuthorizationFailed):
+                await bob.request("join_group", join)
+            beat = {"group": "billing", "member_id": "m", "generation": 1}
+            with pytest.raises(GroupAuthorizationFailed):
+                await bob.request("heartbeat", beat)
+            # describe: Describe (implied by Read); delete: Delete, which alice lacks
+            described = await alice.request("describe_groups", {"groups": ["billing"]})
+            assert [g["group"] for g in described["groups"]] == ["billing"]
+            with pytest.raises(GroupAuthorizationFailed):
+                await bob.request("describe_groups", {"groups": ["billing"]})
+            with pytest.raises(GroupAuthorizationFailed):
+                await alice.request("delete_groups", {"groups": ["billing"]})
+            # list: filtered by Describe on each group unless Describe on the cluster
+            await admin.create_topic("ledger")
+            await admin.call(commit_offsets("audit", {("ledger", 0): 0}))
+            listed = {g["group"] for g in (await admin.request("list_groups", {}))["groups"]}
+            assert {"billing", "audit"} <= listed
+            alice_list = (await alice.request("list_groups", {}))["groups"]
+            assert [g["group"] for g in alice_list] == ["billing"]
+            assert (await bob.request("list_groups", {}))["groups"] == []
+            # init_producer_id: any authenticated principal (every produce is still checked)
+            ids = await bob.request("init_producer_id", {})
+            assert ids["producer_id"] >= 0
