@@ -6,8 +6,8 @@ the other protocol wrote (Tidelog's Producer and `tidelog consume` on the other
 side), with keys and values null against empty, headers and timestamps compared
 record by record.
 
-kafka-python 3 turns idempotence on by default, which needs InitProducerId (the
-idempotence branch); until it lands these tests pass `enable_idempotence=False`.
+Every client runs with its default settings: kafka-python 3's producer is
+idempotent by default (InitProducerId, sequence numbers checked by the broker).
 """
 
 from __future__ import annotations
@@ -87,7 +87,6 @@ def _produce_kafka_python(bootstrap: str, topic: str, codec: str, records: list[
     producer = kafka.KafkaProducer(
         bootstrap_servers=bootstrap,
         compression_type=None if codec == "none" else codec,
-        enable_idempotence=False,  # needs InitProducerId (idempotence branch)
         acks="all",
         linger_ms=5,
     )
@@ -381,7 +380,7 @@ def test_offsets_earliest_latest_and_by_timestamp(broker: BrokerProcess) -> None
 def test_metadata_auto_creates_and_advertises(broker: BrokerProcess) -> None:
     """A topic a client asks about is created (auto.create.topics.enable), and the
     broker advertises the address the client connected to, node 1, as controller."""
-    producer = kafka.KafkaProducer(bootstrap_servers=broker.bootstrap, enable_idempotence=False)
+    producer = kafka.KafkaProducer(bootstrap_servers=broker.bootstrap)
     assert producer.partitions_for("fresh-topic") == {0}
     producer.close()
     admin = confluent_kafka.admin.AdminClient({"bootstrap.servers": broker.bootstrap})
