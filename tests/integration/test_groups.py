@@ -1,6 +1,7 @@
 """Consumer groups against the real broker process: Tidelog consumers split a topic's
 partitions, rebalance when members join, leave or die, commits from a stale
-generation are refused, and groups and offsets survive a broker kill -9."""
+generation are refused, and groups and offsets survive a broker kill -9 and a clean
+restart."""
 
 from __future__ import annotations
 
@@ -276,7 +277,10 @@ def test_a_commit_from_a_stale_generation_is_refused(
         stale.close()
 
 
-def test_groups_and_offsets_survive_a_broker_kill_9(broker_factory: BrokerFactory) -> None:
+@pytest.mark.parametrize("how", ["kill -9", "clean stop"])
+def test_groups_and_offsets_survive_a_broker_restart(
+    broker_factory: BrokerFactory, how: str
+) -> None:
     broker = broker_factory(*GROUP_SETTINGS)
     port = broker.port
     fill_topic(broker, "events")
@@ -288,7 +292,10 @@ def test_groups_and_offsets_survive_a_broker_kill_9(broker_factory: BrokerFactor
             read.extend(r.value for r in records)
     consumer.commit()
     positions = {tp.partition: consumer.position(tp) for tp in consumer.assignment()}
-    broker.kill()
+    if how == "kill -9":
+        broker.kill()
+    else:
+        assert broker.stop() == 0  # SIGTERM: drain, close the logs cleanly
 
     again = broker_factory(
         *GROUP_SETTINGS,
