@@ -68,6 +68,7 @@ GOALS = {
 MEASURES = (
     "produce_acks1",
     "produce_acks_all_1_producer",
+    "produce_acks_all_1_producer_not_idempotent",
     "produce_acks_all_8_producers",
     "consume",
     "broker_produce_preencoded_acks1",
@@ -136,15 +137,23 @@ def _values() -> list[bytes]:
     return [os.urandom(VALUE_BYTES) for _ in range(BATCH_RECORDS)]
 
 
-def produce_rate(bootstrap: str, topic: str, batches: int, acks: int, producers: int = 1) -> float:
-    """Records/s for `producers` threads each sending `batches` batches of 1,000."""
+def produce_rate(
+    bootstrap: str,
+    topic: str,
+    batches: int,
+    acks: int,
+    producers: int = 1,
+    idempotent: bool | None = None,
+) -> float:
+    """Records/s for `producers` threads each sending `batches` batches of 1,000
+    (`idempotent`: the Producer's enable_idempotence; None, its default: on for acks -1)."""
     values = _values()
     barrier = threading.Barrier(producers + 1)
     errors: list[BaseException] = []
 
     def run() -> None:
         try:
-            with Producer(bootstrap, acks=acks, linger_ms=0) as p:
+            with Producer(bootstrap, acks=acks, linger_ms=0, enable_idempotence=idempotent) as p:
                 barrier.wait()
                 futures = [p.send_batch(topic, values, partition=0) for _ in range(batches)]
                 p.flush()
@@ -364,7 +373,10 @@ def _run_round(
     into fresh memory measures the VM, not itself. A long-running broker writes
     into recycled pages.
     """
-    topics = {name: f"{name}_{r}" for name in ("acks1", "acks_all_1", "acks_all_8", "raw")}
+    topics = {
+        name: f"{name}_{r}"
+        for name in ("acks1", "acks_all_1", "acks_all_1_plain", "acks_all_8", "raw")
+    }
     for topic in topics.values():
         admin.create_topic(topic, 1)
     _note(f"{label}: produce acks=1 ...")
@@ -373,6 +385,11 @@ def _run_round(
     into["produce_acks_all_1_producer"].append(
         produce_rate(bootstrap, topics["acks_all_1"], max(1, batches // 4), -1)
     )
+    _note("  produce acks=-1, 1 producer, idempotence off ...")
+    into["produce_acks_all_1_producer_not_idempotent"].append(
+        produce_rate(bootstrap, topics["acks_all_1_plain"], max(1, batches // 4), -1,
+                     idempotent=False)
+    )  # fmt: skip
     _note("  produce acks=-1, 8 producers ...")
     into["produce_acks_all_8_producers"].append(
         produce_rate(bootstrap, topics["acks_all_8"], max(1, batches // PRODUCERS), -1, PRODUCERS)

@@ -23,12 +23,15 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from broker import (
+    cli_acls,
     cli_consume,
     cli_dumplog,
+    cli_groups,
     cli_offsets,
     cli_produce,
     cli_retention,
     cli_topics,
+    cli_users,
 )
 from broker.cli_common import EXIT_ERROR, CliError, HelpFormatter, OutputClosed
 from broker.serve_flags import SERVE_DESCRIPTION, SERVE_EPILOG, add_serve_arguments
@@ -73,8 +76,11 @@ def build_parser() -> argparse.ArgumentParser:
     cli_produce.register(sub)
     cli_consume.register(sub)
     cli_offsets.register(sub)
+    cli_groups.register(sub)
     cli_dumplog.register(sub)
     cli_retention.register(sub)
+    cli_users.register(sub)
+    cli_acls.register(sub)
     return parser
 
 

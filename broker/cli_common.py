@@ -15,10 +15,15 @@ import textwrap
 from datetime import UTC, datetime
 from typing import NoReturn
 
+from broker.config import parse_properties
 from protocol.errors import TidelogError
+from tidelog.client import Client
+from tidelog.security import PLAINTEXT, Security, security_from_properties
 
 DEFAULT_BOOTSTRAP_SERVER = "127.0.0.1:9092"
 BOOTSTRAP_ENV = "TIDELOG_BOOTSTRAP_SERVER"
+COMMAND_CONFIG_ENV = "TIDELOG_COMMAND_CONFIG"
+CLI_CLIENT_ID = "tidelog-cli"
 
 EXIT_OK = 0
 EXIT_ERROR = 1
@@ -113,7 +118,34 @@ def bootstrap_parent() -> argparse.ArgumentParser:
         metavar="HOST:PORT",
         help=f"broker address (default: ${BOOTSTRAP_ENV} or {DEFAULT_BOOTSTRAP_SERVER})",
     )
+    parent.add_argument(
+        "--command-config",
+        default=os.environ.get(COMMAND_CONFIG_ENV),
+        metavar="FILE",
+        help="Kafka client properties for TLS and SASL (security.protocol, ssl.cafile, "
+        f"sasl.mechanism, sasl.jaas.config, ...; default: ${COMMAND_CONFIG_ENV})",
+    )
     return parent
+
+
+def cli_client(args: argparse.Namespace) -> Client:
+    """The blocking Client a command uses: `--bootstrap-server` and `--command-config`."""
+    return Client(args.bootstrap_server, client_id=CLI_CLIENT_ID, security=client_security(args))
+
+
+def client_security(args: argparse.Namespace) -> Security:
+    """The `Security` of `--command-config` (plaintext without one); CliError if invalid."""
+    path = getattr(args, "command_config", None)
+    if not path:
+        return PLAINTEXT
+    try:
+        with open(path, encoding="utf-8") as f:
+            props = parse_properties(f.read(), path)
+        return security_from_properties(props)
+    except OSError as exc:
+        raise CliError("NOT_FOUND", f"--command-config {path}: {exc.strerror or exc}") from exc
+    except (ValueError, TidelogError) as exc:
+        raise CliError("BAD_INPUT", f"--command-config {path}: {exc}") from exc
 
 
 def format_parent() -> argparse.ArgumentParser:

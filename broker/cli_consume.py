@@ -25,6 +25,7 @@ from broker.cli_common import (
     CliError,
     HelpFormatter,
     bootstrap_parent,
+    client_security,
     format_parent,
     parse_time_ms,
     write_out,
@@ -122,6 +123,7 @@ def run_consume(args: argparse.Namespace) -> int:
         auto_offset_reset="earliest",
         client_id="tidelog-cli",
         group_id=args.group,
+        security=client_security(args),
     ) as consumer:
         entry = topic_entry(consumer.client, args.topic)
         known = {p["partition"]: p for p in entry["partitions"]}

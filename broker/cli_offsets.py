@@ -11,6 +11,7 @@ from broker.cli_common import (
     CliError,
     HelpFormatter,
     bootstrap_parent,
+    cli_client,
     format_parent,
     parse_time_ms,
     print_out,
@@ -87,7 +88,7 @@ def run_offsets(args: argparse.Namespace) -> int:
     spec = _SPECS.get(args.time.strip().lower())
     timestamp_ms = None if spec is not None else parse_time_ms(args.time)
     rows = []
-    with Client(args.bootstrap_server, client_id="tidelog-cli") as client:
+    with cli_client(args) as client:
         for partition in _partitions(client, args.topic, args.partition):
             if spec is not None:
                 answer = client.list_offsets(args.topic, partition, spec)
@@ -124,7 +125,7 @@ def run_delete_records(args: argparse.Namespace) -> int:
             "BAD_INPUT", f"cannot read offset {args.offset!r}", "give an offset or 'end'"
         )
     rows = []
-    with Client(args.bootstrap_server, client_id="tidelog-cli") as client:
+    with cli_client(args) as client:
         for partition in _partitions(client, args.topic, args.partition):
             low = client.delete_records(args.topic, partition, offset)
             rows.append({"topic": args.topic, "partition": partition, "low_watermark": low})
@@ -139,7 +140,7 @@ def run_delete_records(args: argparse.Namespace) -> int:
 
 
 def run_log_dirs(args: argparse.Namespace) -> int:
-    with Client(args.bootstrap_server, client_id="tidelog-cli") as client:
+    with cli_client(args) as client:
         topics = client.metadata(args.topic)
     for entry in topics:
         if entry["error"] is not None:

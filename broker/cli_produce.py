@@ -24,6 +24,7 @@ from broker.cli_common import (
     CliError,
     HelpFormatter,
     bootstrap_parent,
+    client_security,
     parse_key_value,
     print_out,
 )
@@ -177,6 +178,7 @@ def run_produce(args: argparse.Namespace) -> int:
             batch_size=args.batch_size,
             compression_type=args.compression,
             client_id="tidelog-cli",
+            security=client_security(args),
         ) as producer:
             futures: list[RecordFuture] = []
             for number, line in enumerate(_lines(stream), start=1):

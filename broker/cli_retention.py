@@ -14,10 +14,16 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from broker.cli_common import EXIT_ERROR, EXIT_OK, bootstrap_parent, format_parent, print_out
+from broker.cli_common import (
+    EXIT_ERROR,
+    EXIT_OK,
+    bootstrap_parent,
+    cli_client,
+    format_parent,
+    print_out,
+)
 from protocol.retention_schema import explain_retention
 from retention.explain import format_duration_ms
-from tidelog.client import Client
 
 
 def register(subparsers: Any) -> None:
@@ -48,7 +54,7 @@ def register(subparsers: Any) -> None:
 def run_explain(args: argparse.Namespace) -> int:
     """Print the broker's explanation; exit 1 when a partition reports an error."""
     partitions = None if args.partition is None else [args.partition]
-    with Client(args.bootstrap_server) as client:
+    with cli_client(args) as client:
         answer = client.call(explain_retention(args.topic, partitions))
     if args.format == "json":
         print_out(json.dumps({"topic": args.topic, "partitions": answer}, indent=2))

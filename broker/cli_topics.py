@@ -10,6 +10,7 @@ from broker.cli_common import (
     EXIT_OK,
     CliError,
     bootstrap_parent,
+    cli_client,
     format_parent,
     parse_key_value,
     print_out,
@@ -100,7 +101,7 @@ def register(sub: Any) -> None:
 
 def run_create(args: argparse.Namespace) -> int:
     configs = dict(parse_key_value(item, "--config") for item in args.config)
-    with Client(args.bootstrap_server, client_id="tidelog-cli") as client:
+    with cli_client(args) as client:
         try:
             client.create_topic(args.topic, args.partitions, configs)
         except TopicAlreadyExists:
@@ -114,7 +115,7 @@ def run_create(args: argparse.Namespace) -> int:
 
 
 def run_list(args: argparse.Namespace) -> int:
-    with Client(args.bootstrap_server, client_id="tidelog-cli") as client:
+    with cli_client(args) as client:
         topics = client.metadata()
     rows = [(t["topic"], len(t["partitions"])) for t in topics if t["error"] is None]
     if args.format == "json":
@@ -134,7 +135,7 @@ def topic_entry(client: Client, topic: str) -> dict[str, Any]:
 
 
 def run_describe(args: argparse.Namespace) -> int:
-    with Client(args.bootstrap_server, client_id="tidelog-cli") as client:
+    with cli_client(args) as client:
         entry = topic_entry(client, args.topic)
         configs = client.describe_configs(args.topic)
     if args.format == "json":
@@ -184,7 +185,7 @@ def print_table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
 
 
 def run_delete(args: argparse.Namespace) -> int:
-    with Client(args.bootstrap_server, client_id="tidelog-cli") as client:
+    with cli_client(args) as client:
         try:
             client.delete_topic(args.topic)
         except UnknownTopicOrPartition:
@@ -200,7 +201,7 @@ def run_alter(args: argparse.Namespace) -> int:
     if not args.set and not args.delete:
         raise CliError("BAD_INPUT", "nothing to change", "give --set KEY=VALUE or --delete KEY")
     updates = dict(parse_key_value(item, "--set") for item in args.set)
-    with Client(args.bootstrap_server, client_id="tidelog-cli") as client:
+    with cli_client(args) as client:
         client.alter_configs(args.topic, set=updates, delete=args.delete)
     changes = [f"{k}={v}" for k, v in updates.items()] + [f"-{k}" for k in args.delete]
     print_out(f"updated topic {args.topic}: {', '.join(changes)}")

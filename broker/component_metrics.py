@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from broker.context import BrokerContext
-from broker.handlers.group_offsets import OffsetStore
 from broker.housekeeping import LogTasks
 from broker.metrics import Readiness, Sample
 from compaction.service import CleanerService, CleanerStatistics
+from protocol.errors import TidelogError
 from retention.task import RetentionStatistics
 
 
@@ -54,13 +54,14 @@ def component_samples(
         "Fetches waiting for data (long poll).",
         ctx.notifier.waiting_count(),
     )
-    offsets = OffsetStore.of(ctx.manager, ctx.config.offsets_topic_segment_bytes).statistics()
+    offsets = ctx.groups.statistics()
     yield Sample(
         "tidelog_offsets_malformed_records",
         "gauge",
         "Records of __consumer_offsets skipped by its latest load (not a valid commit).",
         offsets.malformed_records,
     )
+    yield from group_samples(ctx)
     memory = ctx.memory.statistics()
     yield Sample(
         "tidelog_queued_memory_bytes",
@@ -162,3 +163,36 @@ def _cleaner_samples(stats: CleanerStatistics, topics: set[str]) -> Iterator[Sam
                 state.dirty_ratio,
                 (("topic", topic), ("partition", str(partition))),
             )
+
+
+def group_samples(ctx: BrokerContext) -> Iterator[Sample]:
+    """Consumer groups: lag per committed partition (high watermark minus the committed
+    offset, both in memory: no scan), members, state and rebalances per group."""
+    for group in ctx.groups.group_statistics():
+        labels = (("group", group.group_id),)
+        yield Sample(
+            "tidelog_consumer_group_members", "gauge", "Members of a consumer group.",
+            group.members, labels,
+        )  # fmt: skip
+        yield Sample(
+            "tidelog_consumer_group_state", "gauge",
+            "1 for the consumer group's state (Empty, PreparingRebalance, "
+            "CompletingRebalance, Stable).",
+            1, (*labels, ("state", group.state)),
+        )  # fmt: skip
+        yield Sample(
+            "tidelog_consumer_group_rebalances", "counter",
+            "Rebalances the consumer group started since the broker started.",
+            group.rebalances, labels,
+        )  # fmt: skip
+        for (topic, partition), offset in sorted(group.offsets.items()):
+            try:
+                high_watermark = ctx.manager.get_log(topic, partition).high_watermark
+            except TidelogError:
+                continue  # a topic deleted since the commit: no lag to report
+            yield Sample(
+                "tidelog_consumer_group_lag", "gauge",
+                "Records between the group's committed offset and the high watermark.",
+                max(0, high_watermark - offset),
+                (*labels, ("topic", topic), ("partition", str(partition))),
+            )  # fmt: skip

@@ -26,8 +26,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from broker.groups.config import GroupConfig
+from broker.security.listeners import (
+    ListenerSpec,
+    SecurityProtocol,
+    listeners_problem,
+    parse_listeners,
+)
 from compaction.config import CLEANER_SETTINGS, CleanerConfig
 from protocol.errors import InvalidConfig
+from protocol.sasl.scram import MECHANISMS
 from protocol.settings import INT64_MAX, Setting, check_fields, settings_by_name
 from storage.config import TOPIC_CONFIG_DEFS, LogConfig
 
@@ -36,6 +44,33 @@ DEFAULT_METRICS_LISTEN = ("127.0.0.1", 9644)
 LONG_MAX = INT64_MAX
 # A uint32 frame header cannot announce more, so no larger limit means anything.
 FRAME_BYTES_MAX = 2**32 - 1
+
+
+def _check_listeners(value: str) -> str | None:
+    """Why `advertised.listeners` is invalid (entries NAME://HOST:PORT), or None."""
+    for entry in filter(None, (e.strip() for e in value.split(","))):
+        host, sep, port = entry.split("://", 1)[-1].rpartition(":")
+        if "://" not in entry or not sep or not host or not port.isdigit() or int(port) > 65535:
+            return f"{entry!r} is not NAME://HOST:PORT"
+    return None
+
+
+def _mechanisms_problem(value: frozenset[str]) -> str | None:
+    unknown = sorted(value - set(MECHANISMS))
+    if unknown:
+        return f"unknown mechanism {unknown[0]!r} (one of {', '.join(MECHANISMS)})"
+    return None if value else "name at least one mechanism"
+
+
+def _super_users_problem(value: str) -> str | None:
+    bad = [p for p in split_super_users(value) if not p.startswith("User:") or p == "User:"]
+    return f"{bad[0]!r} is not a principal (User:<name>)" if bad else None
+
+
+def split_super_users(value: str) -> frozenset[str]:
+    """`super.users` text (Kafka: ';'-separated principals) to a set."""
+    return frozenset(p.strip() for p in value.split(";") if p.strip())
+
 
 # The broker's own keys (how to add one: protocol/settings.py). `section` places
 # each in deploy/server.properties; the cleaner's keys are in compaction/config.py.
@@ -67,9 +102,32 @@ BROKER_SETTINGS: tuple[Setting, ...] = (
     Setting("queued.max.request.bytes", "queued_max_request_bytes", int, 536870912,
             "Broker-wide bytes of queued requests and unsent answers; past it reads pause.",
             low=1024 * 1024, section="connections"),
+    Setting("node.id", "node_id", int, 1,
+            "This broker's id in Kafka Metadata answers (leader of every partition, controller).",
+            low=0, high=2**31 - 1, section="kafka"),
+    Setting("advertised.listeners", "advertised_listeners", str, "",
+            "Where Kafka clients should connect, as NAME://HOST:PORT (the first is used); "
+            "empty: the address each client connected to.", check=_check_listeners,
+            section="kafka"),
     Setting("offsets.topic.segment.bytes", "offsets_topic_segment_bytes", int, 104857600,
             "segment.bytes of __consumer_offsets when the broker creates it.",
             low=1, high=2**31 - 1, section="topics"),
+    # The group coordinator's keys (broker/groups/config.py validates them together).
+    Setting("group.min.session.timeout.ms", "group_min_session_timeout_ms", int, 6000,
+            "Shortest session timeout a consumer may ask for.", low=0, section="groups"),
+    Setting("group.max.session.timeout.ms", "group_max_session_timeout_ms", int, 1800000,
+            "Longest session timeout a consumer may ask for.", low=0, section="groups"),
+    Setting("group.initial.rebalance.delay.ms", "group_initial_rebalance_delay_ms", int, 3000,
+            "How long the first rebalance of an empty group waits for more members.",
+            low=0, section="groups"),
+    Setting("group.max.size", "group_max_size", int, 1000,
+            "Most members of one group (Kafka: unbounded; a bound on one group's memory).",
+            low=1, high=1_000_000, section="groups"),
+    Setting("offsets.retention.minutes", "offsets_retention_minutes", int, 10080,
+            "Committed offsets of an empty group are dropped this long after it emptied.",
+            low=1, section="groups"),
+    Setting("offsets.retention.check.interval.ms", "offsets_retention_check_interval_ms", int,
+            600000, "How often expired offsets are looked for.", low=1, section="groups"),
     Setting("log.retention.check.interval.ms", "log_retention_check_interval_ms", int, 300000,
             "Period of the retention task.", low=1, section="retention"),
     Setting("log.initial.task.delay.ms", "log_initial_task_delay_ms", int, 30000,
@@ -84,6 +142,51 @@ BROKER_SETTINGS: tuple[Setting, ...] = (
     Setting("log.flush.start.offset.checkpoint.interval.ms",
             "log_flush_start_offset_checkpoint_interval_ms", int, 60000,
             "Period of log-start-offset checkpoint writes.", low=0, section="flush"),
+    Setting("producer.id.expiration.check.interval.ms",
+            "producer_id_expiration_check_interval_ms", int, 600000,
+            "How often idle idempotent producers are forgotten (producer.id.expiration.ms).",
+            low=1, high=2**31 - 1, section="producers"),
+    # Security (docs/security.md): Kafka's names and meanings.
+    Setting("listeners", "listeners", str, "",
+            "Client listeners, SCHEME://HOST:PORT, comma-separated; SCHEME is PLAINTEXT, SSL, "
+            "SASL_PLAINTEXT or SASL_SSL. --listen sets the first one's address. "
+            "Empty: one PLAINTEXT listener at --listen.",
+            check=listeners_problem, section="security"),
+    Setting("sasl.enabled.mechanisms", "sasl_enabled_mechanisms", frozenset,
+            frozenset({"SCRAM-SHA-256", "SCRAM-SHA-512"}),
+            "SASL mechanisms SASL_* listeners accept (PLAIN sends the password: use it "
+            "only over SASL_SSL).", check=_mechanisms_problem, section="security"),
+    Setting("ssl.certfile", "ssl_certfile", str, "",
+            "PEM certificate chain of the TLS listeners (reloaded when the file changes).",
+            section="security"),
+    Setting("ssl.keyfile", "ssl_keyfile", str, "", "PEM private key of ssl.certfile.",
+            section="security"),
+    Setting("ssl.cafile", "ssl_cafile", str, "",
+            "PEM CA bundle that client certificates must chain to (mTLS).", section="security"),
+    Setting("ssl.client.auth", "ssl_client_auth", str, "none",
+            "Client certificates on TLS listeners: required, requested or none; a "
+            "certificate's subject becomes the principal (User:CN=...).",
+            choices=("required", "requested", "none"), section="security"),
+    Setting("metrics.ssl.enable", "metrics_ssl_enable", bool, False,
+            "Serve /metrics and the health endpoints over TLS with ssl.certfile/ssl.keyfile.",
+            section="security"),
+    Setting("authorizer", "authorizer", str, "off",
+            "on: every request is checked against the ACLs (tidelog acls); off: no checks.",
+            choices=("on", "off"), section="security"),
+    Setting("super.users", "super_users", str, "",
+            "Principals the authorizer always allows, ';'-separated (User:admin;User:CN=ops).",
+            check=_super_users_problem, section="security"),
+    Setting("allow.everyone.if.no.acl.found", "allow_everyone_if_no_acl_found", bool, False,
+            "With the authorizer on: allow a request on a resource that has no ACL at all.",
+            section="security"),
+    Setting("connection.failed.authentication.delay.ms",
+            "connection_failed_authentication_delay_ms", int, 100,
+            "Wait this long before answering a failed authentication (slows guessing).",
+            low=0, high=60_000, section="security"),
+    # Kafka's default is unlimited; a finite one keeps one host from taking every slot.
+    Setting("max.connections.per.ip", "max_connections_per_ip", int, 1000,
+            "Connections from one client address beyond this are closed at once.",
+            low=1, high=1_000_000, section="connections"),
 )  # fmt: skip
 # Keys that choose the data directory; they are not BrokerConfig fields.
 _DATA_DIR_KEYS = ("log.dirs", "log.dir")
@@ -159,6 +262,17 @@ def parse_overrides(items: Iterable[str]) -> dict[str, str]:
     return out
 
 
+def _check_security(values: Mapping[str, Any]) -> None:
+    """Settings that only make sense together (TLS needs a certificate and key, ...)."""
+    tls = any(s.protocol.tls for s in parse_listeners(values["listeners"]))
+    if (tls or values["metrics_ssl_enable"]) and not (
+        values["ssl_certfile"] and values["ssl_keyfile"]
+    ):
+        raise InvalidConfig("ssl.certfile: a TLS listener needs ssl.certfile and ssl.keyfile")
+    if values["ssl_client_auth"] != "none" and not values["ssl_cafile"]:
+        raise InvalidConfig("ssl.cafile: ssl.client.auth needs the CA of client certificates")
+
+
 def parse_host_port(text: str, option: str) -> tuple[str, int]:
     """`HOST:PORT` (or `[v6]:PORT`, or `:PORT` for all interfaces) to a tuple."""
     host, sep, port_text = text.rpartition(":")
@@ -197,12 +311,66 @@ class BrokerConfig:
     log_flush_offset_checkpoint_interval_ms: int = 60000
     log_flush_start_offset_checkpoint_interval_ms: int = 60000
     offsets_topic_segment_bytes: int = 104857600
+    producer_id_expiration_check_interval_ms: int = 600000
+    group_min_session_timeout_ms: int = 6000
+    group_max_session_timeout_ms: int = 1800000
+    group_initial_rebalance_delay_ms: int = 3000
+    group_max_size: int = 1000
+    offsets_retention_minutes: int = 10080
+    offsets_retention_check_interval_ms: int = 600000
+    node_id: int = 1
+    advertised_listeners: str = ""
+    kafka_listen: tuple[str, int] | None = None  # a port for Kafka clients only
+    listeners: str = ""
+    sasl_enabled_mechanisms: frozenset[str] = frozenset({"SCRAM-SHA-256", "SCRAM-SHA-512"})
+    ssl_certfile: str = ""
+    ssl_keyfile: str = ""
+    ssl_cafile: str = ""
+    ssl_client_auth: str = "none"
+    metrics_ssl_enable: bool = False
+    authorizer: str = "off"
+    super_users: str = ""
+    allow_everyone_if_no_acl_found: bool = False
+    connection_failed_authentication_delay_ms: int = 100
+    max_connections_per_ip: int = 1000
     cleaner: CleanerConfig = field(default_factory=CleanerConfig)
+
+    @property
+    def listener_specs(self) -> tuple[ListenerSpec, ...]:
+        """Every client listener; the first one's address is `listen`."""
+        specs = parse_listeners(self.listeners)
+        if not specs:
+            return (ListenerSpec(SecurityProtocol.PLAINTEXT, *self.listen),)
+        first = specs[0]
+        return (ListenerSpec(first.protocol, *self.listen), *specs[1:])
+
+    @property
+    def authorizer_enabled(self) -> bool:
+        return self.authorizer == "on"
+
+    @property
+    def super_user_set(self) -> frozenset[str]:
+        return split_super_users(self.super_users)
 
     @property
     def log_cleaner_enable(self) -> bool:
         """`log.cleaner.enable`, the cleaner key most callers ask about."""
         return self.cleaner.enable
+
+    def __post_init__(self) -> None:
+        self.group_config  # noqa: B018 - InvalidConfig now for min > max session timeout
+
+    @property
+    def group_config(self) -> GroupConfig:
+        """The group coordinator's settings (checked together: min <= max session)."""
+        return GroupConfig(
+            group_min_session_timeout_ms=self.group_min_session_timeout_ms,
+            group_max_session_timeout_ms=self.group_max_session_timeout_ms,
+            group_initial_rebalance_delay_ms=self.group_initial_rebalance_delay_ms,
+            group_max_size=self.group_max_size,
+            offsets_retention_minutes=self.offsets_retention_minutes,
+            offsets_retention_check_interval_ms=self.offsets_retention_check_interval_ms,
+        )
 
     @property
     def message_max_bytes(self) -> int:
@@ -215,10 +383,15 @@ class BrokerConfig:
         props: Mapping[str, object],
         *,
         data_dir: str | Path | None = None,
-        listen: tuple[str, int] = DEFAULT_LISTEN,
+        listen: tuple[str, int] | None = None,
         metrics_listen: tuple[str, int] = DEFAULT_METRICS_LISTEN,
+        kafka_listen: tuple[str, int] | None = None,
     ) -> BrokerConfig:
-        """Validate Kafka-named `props`; InvalidConfig names the first bad key."""
+        """Validate Kafka-named `props`; InvalidConfig names the first bad key.
+
+        `listen` (the `--listen` flag) is the first listener's address; without it,
+        the first entry of `listeners`, else DEFAULT_LISTEN.
+        """
         text_props = {str(k): str(v) if not isinstance(v, str) else v for k, v in props.items()}
         for name in text_props:
             if name not in VALID_KEYS:
@@ -236,10 +409,15 @@ class BrokerConfig:
             raise InvalidConfig(f"log.dirs: Tidelog uses one data directory, got {chosen!r}")
         synonym_props = {k: v for k, v in props.items() if k in TOPIC_SYNONYMS}
         log_config = LogConfig.from_broker_props(synonym_props)
+        if listen is None:
+            specs = parse_listeners(values["listeners"])
+            listen = (specs[0].host, specs[0].port) if specs else DEFAULT_LISTEN
+        _check_security(values)
         return cls(
             data_dir=Path(chosen),
             listen=listen,
             metrics_listen=metrics_listen,
+            kafka_listen=kafka_listen,
             log_config=log_config,
             cleaner=CleanerConfig.from_props(props),
             props=text_props,
@@ -255,6 +433,7 @@ class BrokerConfig:
         data_dir: str | Path | None = None,
         listen: str | None = None,
         metrics_listen: str | None = None,
+        kafka_listen: str | None = None,
     ) -> BrokerConfig:
         """Defaults < `config_file` (server.properties format) < `--set` overrides."""
         props: dict[str, str] = {}
@@ -269,12 +448,13 @@ class BrokerConfig:
         return cls.from_props(
             props,
             data_dir=data_dir,
-            listen=parse_host_port(listen, "--listen") if listen else DEFAULT_LISTEN,
+            listen=parse_host_port(listen, "--listen") if listen else None,
             metrics_listen=(
                 parse_host_port(metrics_listen, "--metrics-listen")
                 if metrics_listen
                 else DEFAULT_METRICS_LISTEN
             ),
+            kafka_listen=parse_host_port(kafka_listen, "--kafka-listen") if kafka_listen else None,
         )
 
     def topic_key_source(self, topic_key: str) -> str:

@@ -1,5 +1,12 @@
 """One client connection: frames in, requests handled in order, responses out in order.
 
+One port, two protocols: a connection's first bytes say which (`sniff_protocol`: a
+Kafka request starts with a plausible size and a 0x00 API-key byte, a msgpack
+envelope with a map marker). Kafka connections get Kafka's codec
+(broker/kafka/connection.py), every other one the msgpack codec below, which also
+answers what is neither (as it always did). Everything else here is the same for
+both protocols (`broker.wirecodec`).
+
 Three tasks joined by bounded channels:
 
 - the reader turns bytes into decoded frames (`protocol.framing.FrameDecoder`
@@ -44,13 +51,22 @@ import structlog
 import trio
 
 from broker.context import BrokerContext, ConnectionState
-from broker.fetch_send import FrameParts, memory_bytes, send_parts, spans_of_fetch
+from broker.fetch_send import memory_bytes, send_parts, spans_of_fetch
+from broker.kafka.connection import KAFKA
 from broker.logging import get_logger
 from broker.longpoll import peer_gone
 from broker.native_codec import PendingResponse, handle_request
+from broker.wirecodec import Close, Frame, FrameReader, Outcome, PendingFrame, WireCodec
 from protocol.envelope import UNKNOWN_ID, Response, error_response, msgpack_type_name
 from protocol.errors import InvalidRequest, TidelogError, UnknownServerError
-from protocol.framing import FrameDecoder, FrameError, encode_frame_parts, encode_frame_to_send
+from protocol.framing import (
+    LENGTH_SIZE,
+    FrameDecoder,
+    FrameError,
+    encode_frame_parts,
+    encode_frame_to_send,
+)
+from protocol.kafka.framing import SNIFF_BYTES, WireProtocol, sniff_protocol
 
 log = get_logger(component="connection")
 
@@ -67,14 +83,12 @@ INLINE_DECODE_MAX_BYTES = 1024 * 1024 + 64 * 1024
 # Encoded responses a connection may hold for a client that reads slowly; past it
 # the handler pauses (16 queued 55 MiB fetch answers would otherwise be ~1 GiB).
 MAX_QUEUED_RESPONSE_BYTES = 64 * 1024 * 1024
+# The smallest Kafka request (a v0 header: api key, version, correlation id).
+KAFKA_MIN_FRAME_BYTES = 8
 # A peer that does not read its responses for this long is dropped (BI-06).
 SEND_TIMEOUT_S = 60.0
 
 _conn_ids = itertools.count(1)
-
-# A response frame as the writer sends it: whole (length header included), or in
-# parts whose records go from a segment file.
-Frame = bytes | FrameParts
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,13 +99,6 @@ class _Frame:
     reserved: int  # bytes it holds in the broker-wide memory budget until handled
 
 
-@dataclass(frozen=True, slots=True)
-class _Fatal:
-    """An unreadable frame: answered after everything before it, then the connection closes."""
-
-    error: TidelogError
-
-
 class _Slot:
     """A response being completed beside later requests; the writer waits for it in order."""
 
@@ -99,21 +106,94 @@ class _Slot:
         self.done = trio.Event()
         self.body: Frame | None = None
 
-    async def fill(self, pending: PendingResponse) -> None:
+    async def fill(self, pending: PendingFrame) -> None:
         try:
-            self.body = _encode(await pending.resolve())
+            self.body = await pending.resolve()
         finally:
             self.done.set()
 
 
 # What the writer sends: an encoded response frame (or in parts, when records go
-# straight from a segment file), a slot still being filled, a fatal error, or None
+# straight from a segment file), a slot still being filled, a Close, or None
 # (acks 0: nothing to send).
-_Outgoing = Frame | _Slot | _Fatal | None
+_Outgoing = Frame | _Slot | Close | None
+
+
+# --- the msgpack codec ----------------------------------------------------------
+
+
+class _MsgpackPending:
+    """A msgpack response finished beside later requests (`acks: -1`)."""
+
+    def __init__(self, pending: PendingResponse) -> None:
+        self._pending = pending
+
+    async def resolve(self) -> Frame:
+        return _encode(await self._pending.resolve())
+
+
+class MsgpackCodec:
+    """Tidelog's own protocol (PROTOCOL.md): msgpack envelopes, `broker.native_codec`."""
+
+    name = "tidelog"
+
+    def frame_reader(self, max_frame_bytes: int) -> FrameReader:
+        return FrameDecoder(max_frame_bytes)
+
+    def needs_room(self, message: Any) -> bool:
+        return isinstance(message, dict) and message.get("api") == "fetch"
+
+    async def handle(
+        self,
+        ctx: BrokerContext,
+        state: ConnectionState,
+        message: Any,
+        arrived: float,
+        *,
+        large: bool,
+    ) -> Outcome:
+        if not isinstance(message, dict):
+            # PROTOCOL.md §1: a frame that is not a map is answered, then closed.
+            error = InvalidRequest(f"request must be a map, got {msgpack_type_name(message)}")
+            return Close("bad_frame", error.message, error.code, self.refuse(error))
+        result = await handle_request(ctx, message, arrived, large=large)
+        if isinstance(result, PendingResponse):
+            return _MsgpackPending(result)
+        return None if result is None else _encode(result)
+
+    def refuse(self, error: TidelogError) -> Frame | None:
+        return _encode(error_response(UNKNOWN_ID, error))
+
+
+MSGPACK = MsgpackCodec()
+
+
+def _encode(response: Response) -> Frame:
+    """A response's frame, in parts when records are sent from their segment file
+    (never raises: a bug becomes an error reply)."""
+    try:
+        spans = spans_of_fetch(response.body) if response.body else []
+        if spans:
+            return encode_frame_parts(response.to_wire(), spans)
+        return encode_frame_to_send(response.to_wire())
+    except Exception as exc:  # a handler built an unencodable body: a bug, not the peer's
+        log.exception("response_encode_failed")
+        failure = UnknownServerError(f"unencodable response: {exc}")
+        return encode_frame_to_send(error_response(response.id, failure).to_wire())
+
+
+# --- the connection ---------------------------------------------------------------
+
+
+def _socket_of(stream: trio.abc.Stream) -> socket.socket | None:
+    """The TCP socket under `stream`, through TLS and other wrapping layers."""
+    while getattr(stream, "socket", None) is None and hasattr(stream, "transport_stream"):
+        stream = stream.transport_stream  # type: ignore[attr-defined]
+    return getattr(stream, "socket", None)
 
 
 def _peer_name(stream: trio.abc.Stream) -> str:
-    sock = getattr(stream, "socket", None)
+    sock = _socket_of(stream)
     if sock is None:
         return "memory"
     try:
@@ -123,6 +203,16 @@ def _peer_name(stream: trio.abc.Stream) -> str:
     return f"{host}:{port}"
 
 
+def _local_address(stream: trio.abc.Stream) -> tuple[str, int] | None:
+    """The address the client connected to (what Kafka's Metadata advertises by default)."""
+    sock = _socket_of(stream)
+    try:
+        host, port = sock.getsockname()[:2] if sock is not None else (None, None)
+    except OSError:
+        return None
+    return None if host is None else (host, port)
+
+
 # Linux TCP states (tcp_states.h) in which the peer has sent FIN or the socket is gone.
 _TCP_PEER_CLOSED_STATES = frozenset({7, 8, 9})  # CLOSE, CLOSE_WAIT, LAST_ACK
 
@@ -130,7 +220,7 @@ _TCP_PEER_CLOSED_STATES = frozenset({7, 8, 9})  # CLOSE, CLOSE_WAIT, LAST_ACK
 def _peer_gone_check(stream: trio.abc.Stream) -> Callable[[], bool]:
     """Whether the client has closed its side, without reading: the data it pipelined
     may still be queued ahead of its FIN (TCP_INFO's state is CLOSE_WAIT then)."""
-    sock = getattr(stream, "socket", None)
+    sock = _socket_of(stream)
     tcp_info = getattr(socket, "TCP_INFO", None)
     if sock is None or tcp_info is None:
         return lambda: False
@@ -155,27 +245,82 @@ def _let_go(ctx: BrokerContext, state: ConnectionState, size: int) -> None:
     state.held_bytes -= size
 
 
-def _is_fetch(obj: object) -> bool:
-    return isinstance(obj, dict) and obj.get("api") == "fetch"
+def codec_for(first: bytes, max_frame_bytes: int) -> WireCodec:
+    """Kafka's codec for a Kafka first request, else the msgpack one (which answers
+    anything it cannot read with INVALID_REQUEST, as before there were two)."""
+    if sniff_protocol(first, max_frame_bytes) is WireProtocol.KAFKA:
+        return KAFKA
+    return MSGPACK
 
 
-async def serve_connection(stream: trio.abc.Stream, ctx: BrokerContext) -> None:
-    """Serve one client until it disconnects, misbehaves, idles out or the broker drains."""
-    state = ConnectionState(conn_id=next(_conn_ids), peer=_peer_name(stream))
+def _sniffed(first: bytes, max_frame_bytes: int) -> bool:
+    """Whether `first` decides the protocol: five bytes, or a length header no Kafka
+    request has (the msgpack codec then refuses an oversize one before its body)."""
+    if len(first) >= SNIFF_BYTES:
+        return True
+    if len(first) < LENGTH_SIZE:
+        return False
+    return not KAFKA_MIN_FRAME_BYTES <= int.from_bytes(first[:LENGTH_SIZE]) <= max_frame_bytes
+
+
+async def _sniff(stream: trio.abc.Stream, ctx: BrokerContext, state: ConnectionState) -> bytes:
+    """A connection's first bytes, at least SNIFF_BYTES unless it ends or stalls first
+    (the first byte within connections.max.idle.ms, the rest within the frame timeout)."""
+    first = b""
+    with trio.move_on_after(ctx.config.connections_max_idle_ms / 1000) as scope:
+        while not _sniffed(first, ctx.config.socket_request_max_bytes):
+            data = await stream.receive_some(RECV_BYTES)
+            if not data:
+                break
+            if not first:
+                timeout_s = ctx.config.socket_request_read_timeout_ms / 1000
+                scope.deadline = trio.current_time() + timeout_s
+            first += data
+    if scope.cancelled_caught:
+        if first:
+            state.close_reason = "slow_frame"
+            log.warning("client_protocol_error", reason="first request too slow to identify")
+        else:
+            state.close_reason = "idle"
+            log.info("connection_idle_closed", idle_ms=ctx.config.connections_max_idle_ms)
+        return b""
+    state.last_activity = trio.current_time()
+    return first
+
+
+async def serve_connection(
+    stream: trio.abc.Stream, ctx: BrokerContext, *, codec: WireCodec | None = None
+) -> None:
+    """Serve one client until it disconnects, misbehaves, idles out or the broker drains.
+
+    `codec` None sniffs the protocol from the first bytes (the shared port); a
+    dedicated listener (`--kafka-listen`) passes its codec.
+    """
+    state = ConnectionState(
+        conn_id=next(_conn_ids), peer=_peer_name(stream), local=_local_address(stream)
+    )
     structlog.contextvars.bind_contextvars(conn_id=state.conn_id, peer=state.peer)
     peer_gone.set(_peer_gone_check(stream))  # long polls end when the client leaves
     ctx.connection_opened(state)
     try:
         async with stream:
+            first = b""
+            if codec is None:
+                first = await _sniff(stream, ctx, state)
+                if not first:
+                    return
+                codec = codec_for(first, ctx.config.socket_request_max_bytes)
+            state.protocol = codec.name
+            structlog.contextvars.bind_contextvars(protocol=codec.name)
             # Capacities add up to MAX_INFLIGHT_REQUESTS with the one being handled.
-            req_send, req_recv = trio.open_memory_channel[_Frame | _Fatal](
+            req_send, req_recv = trio.open_memory_channel[_Frame | Close](
                 MAX_INFLIGHT_REQUESTS // 2
             )
             out_send, out_recv = trio.open_memory_channel[_Outgoing](MAX_INFLIGHT_REQUESTS // 2)
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(_read_frames, stream, ctx, state, req_send)
-                nursery.start_soon(_handle_frames, ctx, state, req_recv, out_send, nursery)
-                await _write_responses(stream, ctx, state, out_recv)
+                nursery.start_soon(_read_frames, stream, ctx, state, codec, first, req_send)
+                nursery.start_soon(_handle_frames, ctx, state, codec, req_recv, out_send, nursery)
+                await _write_responses(stream, ctx, state, codec, out_recv)
                 nursery.cancel_scope.cancel()
     # trio wraps whatever a nursery's tasks raise in an exception group.
     except* (trio.BrokenResourceError, trio.ClosedResourceError):
@@ -191,77 +336,100 @@ async def serve_connection(stream: trio.abc.Stream, ctx: BrokerContext) -> None:
         ctx.connection_closed(state)
 
 
-async def _read_frames(
-    stream: trio.abc.Stream,
-    ctx: BrokerContext,
-    state: ConnectionState,
-    req_send: trio.MemorySendChannel[_Frame | _Fatal],
-) -> None:
-    decoder = FrameDecoder(ctx.config.socket_request_max_bytes)
+def _refusal(codec: WireCodec, exc: FrameError) -> Close:
+    return Close("bad_frame", exc.message, exc.code, codec.refuse(exc))
+
+
+@dataclass
+class _Reading:
+    """The reader's progress through the frame at the head of its decoder."""
+
+    decoder: FrameReader
+    frame_started: float | None = None  # when the first byte of a partial frame came
+    reserved: int = 0  # budget bytes taken for that frame
+
+
+async def _receive(
+    stream: trio.abc.Stream, ctx: BrokerContext, state: ConnectionState, reading: _Reading
+) -> bytes | None:
+    """The next bytes from the client (b"" at EOF), None when the connection must end
+    (idle, or a frame too slow); reserves a frame's budget before buffering its body.
+    Raises FrameError for a bad length header."""
     idle_s = ctx.config.connections_max_idle_ms / 1000
     # socket.request.read.timeout.ms: a request must arrive whole this soon after its
     # first byte (slowloris); the 30 s default lets a 100 MiB frame through at ~3.5 MB/s.
     frame_timeout_s = ctx.config.socket_request_read_timeout_ms / 1000
-    frame_started: float | None = None  # when the first byte of a partial frame came
-    reserved = 0  # budget bytes taken for the partial frame at the head of the decoder
+    while True:
+        announced = reading.decoder.announced_bytes()
+        if announced is not None and not reading.reserved:
+            # The body is not buffered until the budget has room: meanwhile this
+            # connection is not read (muted), and TCP pushes back on the client.
+            await ctx.memory.acquire(announced)
+            state.held_bytes += announced
+            reading.reserved = announced
+            if reading.frame_started is not None:
+                reading.frame_started = trio.current_time()  # the wait was ours
+        # Idle = nothing in flight and no traffic either way for idle_s.
+        deadline = state.last_activity + idle_s
+        if reading.frame_started is not None:
+            deadline = min(deadline, reading.frame_started + frame_timeout_s)
+        with trio.move_on_at(deadline) as idle:
+            data = await stream.receive_some(RECV_BYTES)
+        now = trio.current_time()
+        if reading.frame_started is not None and now >= reading.frame_started + frame_timeout_s:
+            state.close_reason = "slow_frame"
+            log.warning(
+                "client_protocol_error",
+                reason=f"request not complete {frame_timeout_s:g}s after its first byte",
+                buffered_bytes=reading.decoder.buffered_bytes,
+            )
+            return None
+        if not idle.cancelled_caught:
+            return data
+        if state.inflight:
+            state.last_activity = now
+        elif now >= state.last_activity + idle_s:
+            state.close_reason = "idle"
+            log.info("connection_idle_closed", idle_ms=ctx.config.connections_max_idle_ms)
+            return None
+
+
+async def _read_frames(
+    stream: trio.abc.Stream,
+    ctx: BrokerContext,
+    state: ConnectionState,
+    codec: WireCodec,
+    first: bytes,
+    req_send: trio.MemorySendChannel[_Frame | Close],
+) -> None:
+    reading = _Reading(codec.frame_reader(ctx.config.socket_request_max_bytes))
+    decoder = reading.decoder
+    received = first  # read but not yet fed (the sniffed bytes, at first)
     async with req_send:
         with state.reader_scope:
-            while True:
-                try:
-                    announced = decoder.announced_bytes()
-                except FrameError as exc:
-                    ctx.inflight_changed(state, +1)
-                    state.close_reason = "bad_frame"
-                    await req_send.send(_Fatal(exc))
-                    return
-                if announced is not None and not reserved:
-                    # The body is not buffered until the budget has room: meanwhile this
-                    # connection is not read (muted), and TCP pushes back on the client.
-                    await ctx.memory.acquire(announced)
-                    state.held_bytes += announced
-                    reserved = announced
-                    if frame_started is not None:
-                        frame_started = trio.current_time()  # the wait was ours
-                # Idle = nothing in flight and no traffic either way for idle_s.
-                deadline = state.last_activity + idle_s
-                if frame_started is not None:
-                    deadline = min(deadline, frame_started + frame_timeout_s)
-                with trio.move_on_at(deadline) as idle:
-                    data = await stream.receive_some(RECV_BYTES)
-                now = trio.current_time()
-                if frame_started is not None and now >= frame_started + frame_timeout_s:
-                    state.close_reason = "slow_frame"
-                    log.warning(
-                        "client_protocol_error",
-                        reason=f"request not complete {frame_timeout_s:g}s after its first byte",
-                        buffered_bytes=decoder.buffered_bytes,
-                    )
-                    return
-                if idle.cancelled_caught:
-                    if state.inflight:
-                        state.last_activity = now
-                    elif now >= state.last_activity + idle_s:
-                        state.close_reason = "idle"
-                        log.info(
-                            "connection_idle_closed", idle_ms=ctx.config.connections_max_idle_ms
-                        )
+            try:
+                while True:
+                    if received:
+                        data, received = received, b""
+                    else:
+                        data = await _receive(stream, ctx, state, reading)
+                        if data is None:
+                            return
+                    now = state.last_activity = trio.current_time()
+                    if not data:
+                        if decoder.buffered_bytes:
+                            state.close_reason = "truncated_frame"
+                            log.warning("client_protocol_error", reason="truncated frame at EOF")
                         return
-                    continue
-                state.last_activity = now
-                if not data:
-                    if decoder.buffered_bytes:
-                        state.close_reason = "truncated_frame"
-                        log.warning("client_protocol_error", reason="truncated frame at EOF")
-                    return
-                if frame_started is None:
-                    frame_started = now
-                completed = 0
-                try:
+                    ctx.metrics.received(codec.name, len(data))
+                    if reading.frame_started is None:
+                        reading.frame_started = now
                     decoder.feed(data)
+                    completed = 0
                     while (size := decoder.next_frame_bytes()) is not None:
-                        if not reserved:  # arrived whole in one read: already in memory
+                        if not reading.reserved:  # arrived whole in one read: in memory
                             _hold(ctx, state, size)
-                            reserved = size
+                            reading.reserved = size
                         large = size > INLINE_DECODE_MAX_BYTES
                         if large:
                             _, obj = await trio.to_thread.run_sync(decoder.next_message)
@@ -269,17 +437,18 @@ async def _read_frames(
                             _, obj = decoder.next_message()
                         completed += 1
                         ctx.inflight_changed(state, +1)
-                        frame, reserved = _Frame(obj, time.perf_counter(), large, reserved), 0
+                        frame = _Frame(obj, time.perf_counter(), large, reading.reserved)
+                        reading.reserved = 0
                         await req_send.send(frame)
                     if not decoder.buffered_bytes:
-                        frame_started = None
+                        reading.frame_started = None
                     elif completed:
-                        frame_started = now  # the leftover bytes start the next frame
-                except FrameError as exc:
-                    ctx.inflight_changed(state, +1)
-                    state.close_reason = "bad_frame"
-                    await req_send.send(_Fatal(exc))
-                    return
+                        reading.frame_started = now  # the leftover bytes start the next frame
+            except FrameError as exc:
+                ctx.inflight_changed(state, +1)
+                state.close_reason = "bad_frame"
+                await req_send.send(_refusal(codec, exc))
+                return
         if state.reader_scope.cancelled_caught:
             state.close_reason = "shutdown"  # draining: queued requests are still answered
 
@@ -287,37 +456,35 @@ async def _read_frames(
 async def _handle_frames(
     ctx: BrokerContext,
     state: ConnectionState,
-    req_recv: trio.MemoryReceiveChannel[_Frame | _Fatal],
+    codec: WireCodec,
+    req_recv: trio.MemoryReceiveChannel[_Frame | Close],
     out_send: trio.MemorySendChannel[_Outgoing],
     nursery: trio.Nursery,
 ) -> None:
     async with req_recv, out_send:
         async for item in req_recv:
-            if isinstance(item, _Fatal):
+            if isinstance(item, Close):
                 await out_send.send(item)
                 return
-            if not isinstance(item.obj, dict):
-                # PROTOCOL.md §1: a frame that is not a map is answered, then closed.
-                error = InvalidRequest(f"request must be a map, got {msgpack_type_name(item.obj)}")
-                state.close_reason = "bad_frame"
-                await out_send.send(_Fatal(error))
-                return
-            if _is_fetch(item.obj):
+            if codec.needs_room(item.obj):
                 await ctx.memory.wait_for_room()  # its answer may be large
             try:
-                result = await handle_request(ctx, item.obj, item.arrived, large=item.large)
+                result = await codec.handle(ctx, state, item.obj, item.arrived, large=item.large)
             finally:
                 _let_go(ctx, state, item.reserved)
-            if isinstance(result, PendingResponse):
+            if isinstance(result, Close):
+                state.close_reason = result.reason
+                await out_send.send(result)
+                return
+            if result is not None and not isinstance(result, bytes | list):
                 slot = _Slot()
                 nursery.start_soon(slot.fill, result)
                 await out_send.send(slot)
                 continue
-            body = None if result is None else _encode(result)
-            if body is not None:
-                state.queued_bytes += _memory_bytes(body)
-                _hold(ctx, state, _memory_bytes(body))
-            await out_send.send(body)
+            if result is not None:
+                state.queued_bytes += _memory_bytes(result)
+                _hold(ctx, state, _memory_bytes(result))
+            await out_send.send(result)
             while state.queued_bytes > MAX_QUEUED_RESPONSE_BYTES:
                 state.room = trio.Event()
                 await state.room.wait()
@@ -327,14 +494,16 @@ async def _write_responses(
     stream: trio.abc.Stream,
     ctx: BrokerContext,
     state: ConnectionState,
+    codec: WireCodec,
     out_recv: trio.MemoryReceiveChannel[_Outgoing],
 ) -> None:
     async with out_recv:
         async for item in out_recv:
-            if isinstance(item, _Fatal):
-                log.warning("client_protocol_error", reason=item.error.message)
-                ctx.request_finished("invalid_frame", item.error.code, 0.0)
-                await _send(stream, _encode(error_response(UNKNOWN_ID, item.error)))
+            if isinstance(item, Close):
+                log.warning("client_protocol_error", reason=item.message, protocol=codec.name)
+                ctx.request_finished("invalid_frame", item.error, 0.0, protocol=codec.name)
+                if item.frame is not None:
+                    await _send(stream, ctx, codec, item.frame)
                 ctx.inflight_changed(state, -1)
                 return
             if isinstance(item, _Slot):
@@ -345,7 +514,7 @@ async def _write_responses(
                 if body is not None:
                     state.queued_bytes -= _memory_bytes(body)
             if body is not None:
-                await _send(stream, body)
+                await _send(stream, ctx, codec, body)
                 if not isinstance(item, _Slot):
                     _let_go(ctx, state, _memory_bytes(body))
                 state.room.set()
@@ -357,23 +526,13 @@ def _memory_bytes(body: Frame) -> int:
     return memory_bytes(body) if isinstance(body, list) else len(body)
 
 
-def _encode(response: Response) -> Frame:
-    """A response's frame, in parts when records are sent from their segment file
-    (never raises: a bug becomes an error reply)."""
-    try:
-        spans = spans_of_fetch(response.body) if response.body else []
-        if spans:
-            return encode_frame_parts(response.to_wire(), spans)
-        return encode_frame_to_send(response.to_wire())
-    except Exception as exc:  # a handler built an unencodable body: a bug, not the peer's
-        log.exception("response_encode_failed")
-        failure = UnknownServerError(f"unencodable response: {exc}")
-        return encode_frame_to_send(error_response(response.id, failure).to_wire())
-
-
-async def _send(stream: trio.abc.Stream, frame: Frame) -> None:
+async def _send(
+    stream: trio.abc.Stream, ctx: BrokerContext, codec: WireCodec, frame: Frame
+) -> None:
     if isinstance(frame, list):
+        ctx.metrics.sent(codec.name, sum(len(part) for part in frame))
         await send_parts(stream, frame, SEND_TIMEOUT_S)
         return
+    ctx.metrics.sent(codec.name, len(frame))
     with trio.fail_after(SEND_TIMEOUT_S):
         await stream.send_all(frame)

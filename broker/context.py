@@ -14,10 +14,13 @@ from typing import Any
 import trio
 
 from broker.config import BrokerConfig
+from broker.group_service import GroupService
 from broker.groupcommit import GroupCommitter
 from broker.longpoll import AppendNotifier
 from broker.membudget import MemoryBudget
 from broker.metrics import BrokerMetrics
+from broker.offsets_log import OffsetsLog
+from broker.security.service import BrokerSecurity
 from protocol.clock import ClockMs, wall_clock_ms
 from storage.manager import LogManager
 
@@ -35,6 +38,8 @@ class ConnectionState:
     held_bytes: int = 0  # what this connection holds in the broker-wide memory budget
     room: trio.Event = field(default_factory=trio.Event)  # set when queued_bytes drops
     reader_scope: trio.CancelScope = field(default_factory=trio.CancelScope)
+    local: tuple[str, int] | None = None  # the address the client connected to
+    protocol: str = "tidelog"  # which codec serves it (broker.wirecodec), once sniffed
 
 
 @dataclass
@@ -50,9 +55,14 @@ class BrokerContext:
     inflight_total: int = 0
     clock_ms: ClockMs = wall_clock_ms  # the broker's one wall clock (protocol/clock.py)
     memory: MemoryBudget = field(init=False)  # queued.max.request.bytes, broker-wide
+    groups: GroupService = field(init=False)  # the group coordinator (broker/group_service.py)
+    # TLS, SASL and ACLs (broker/security/); None: none of them (bare test contexts).
+    security: BrokerSecurity | None = None
 
     def __post_init__(self) -> None:
         self.memory = MemoryBudget(self.config.queued_max_request_bytes)
+        offsets_log = OffsetsLog(self.manager, self.config.offsets_topic_segment_bytes)
+        self.groups = GroupService(self.config.group_config, offsets_log, self.clock_ms)
 
     def connection_opened(self, state: ConnectionState) -> None:
         self.connections[state.conn_id] = state
@@ -73,8 +83,10 @@ class BrokerContext:
         self.metrics.get("tidelog_connections").set(len(self.connections))
         self.metrics.get("tidelog_connections_closed").labels(state.close_reason).inc()
 
-    def request_finished(self, api: str, error: str | None, duration_s: float) -> None:
-        self.metrics.request_finished(api, error, duration_s)
+    def request_finished(
+        self, api: str, error: str | None, duration_s: float, *, protocol: str = "tidelog"
+    ) -> None:
+        self.metrics.request_finished(api, error, duration_s, protocol=protocol)
 
     def drain(self) -> None:
         """Stop reading new requests on every connection; queued ones are still answered."""

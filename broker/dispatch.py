@@ -13,11 +13,23 @@ from __future__ import annotations
 from typing import Any
 
 from broker.context import Answer, Body, BrokerContext, Handler
+from broker.handlers.acls import create_acls, delete_acls, describe_acls
+from broker.handlers.authenticate import authenticate
 from broker.handlers.explain import explain_retention
 from broker.handlers.fetch import fetch
 from broker.handlers.group_offsets import commit_offsets, fetch_offsets
+from broker.handlers.groups import (
+    delete_groups,
+    describe_groups,
+    heartbeat,
+    join_group,
+    leave_group,
+    list_groups,
+    sync_group,
+)
 from broker.handlers.offsets import delete_records, list_offsets, offset_for_time
 from broker.handlers.produce import produce
+from broker.handlers.producer_ids import init_producer_id
 from broker.handlers.topics import (
     alter_configs,
     create_topic,
@@ -26,6 +38,7 @@ from broker.handlers.topics import (
     metadata,
 )
 from broker.logging import get_logger
+from broker.security.gate import guard
 from protocol.errors import InvalidRequest, TidelogError, UnknownServerError
 from protocol.schemas import API_VERSIONS
 
@@ -74,15 +87,37 @@ HANDLERS: dict[str, Handler] = {
     # Extension (docs/compaction.md §9; schema in protocol/offsets_schema.py).
     "commit_offsets": commit_offsets,
     "fetch_offsets": fetch_offsets,
+    # Extension (docs/idempotence.md; schema in protocol/schemas.py).
+    "init_producer_id": init_producer_id,
+    # Extension (docs/groups.md; schema in protocol/groups_schema.py).
+    "join_group": join_group,
+    "sync_group": sync_group,
+    "heartbeat": heartbeat,
+    "leave_group": leave_group,
+    "list_groups": list_groups,
+    "describe_groups": describe_groups,
+    "delete_groups": delete_groups,
+    # Extension (docs/protocol.md §9, docs/security.md; schema in protocol/schemas.py).
+    "authenticate": authenticate,
+    "create_acls": create_acls,
+    "describe_acls": describe_acls,
+    "delete_acls": delete_acls,
 }
+# The same handlers behind authentication and authorization (broker/security/gate.py),
+# built on first use (and again if a row changes), so every row is guarded: api ->
+# (the row's handler, its guarded form).
+_GUARDED: dict[str, tuple[Handler, Handler]] = {}
 
 
 def handler_for(api: str) -> Handler:
-    """The handler of `api`; INVALID_REQUEST for a name not in the table."""
+    """The guarded handler of `api` (what every codec runs); INVALID_REQUEST if unknown."""
     handler = HANDLERS.get(api)
     if handler is None:
         raise InvalidRequest(f"api: unknown api {api!r}")
-    return handler
+    cached = _GUARDED.get(api)
+    if cached is None or cached[0] is not handler:
+        cached = _GUARDED[api] = (handler, guard(api, handler))
+    return cached[1]
 
 
 def first_error(body: dict[str, Any]) -> str | None:

@@ -12,6 +12,8 @@
 - `log-checkpoint`: every `log.flush.offset.checkpoint.interval.ms` (or the
   start-offset interval, whichever is smaller), after the initial delay: the
   recovery-point and log-start-offset checkpoints.
+- `producer-expiry`: every `producer.id.expiration.check.interval.ms`: forget the
+  idempotent producers idle for their topic's `producer.id.expiration.ms`.
 
 Everything that touches files runs in `trio.to_thread`; the scheduler never
 overlaps two runs of one task, so a slow disk delays a task without piling up.
@@ -77,6 +79,9 @@ class LogTasks:
     async def write_checkpoints(self) -> None:
         await trio.to_thread.run_sync(self.manager.write_checkpoints)
 
+    async def expire_producers(self) -> None:
+        await trio.to_thread.run_sync(_expire_producers, self.manager.all_logs(), self.clock_ms())
+
 
 def _flush_due(logs: list[Log], now_ms: int) -> None:
     for log in logs:
@@ -86,6 +91,12 @@ def _flush_due(logs: list[Log], now_ms: int) -> None:
         except Exception:
             # A poisoned partition refuses writes until restart; others still flush.
             logger.exception("scheduled_flush_failed", topic=log.topic, partition=log.partition)
+
+
+def _expire_producers(logs: list[Log], now_ms: int) -> None:
+    removed = sum(log.remove_expired_producers(now_ms) for log in logs)
+    if removed:
+        logger.info("producers_expired", producers=removed)
 
 
 def _schedule(
@@ -129,6 +140,10 @@ def start_log_tasks(
     )
     schedule["log-checkpoint"] = _schedule(
         scheduler, "log-checkpoint", tasks.write_checkpoints, delay_ms, checkpoint_ms
+    )
+    expiry_ms = config.producer_id_expiration_check_interval_ms
+    schedule["producer-expiry"] = _schedule(
+        scheduler, "producer-expiry", tasks.expire_producers, expiry_ms, expiry_ms
     )
     logger.info(
         "log_tasks_scheduled",

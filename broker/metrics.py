@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import platform
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -87,6 +87,26 @@ METRIC_DEFS: tuple[MetricDef, ...] = (
         ("api",),
         LATENCY_BUCKETS_S,
     ),
+    MetricDef(
+        "tidelog_kafka_requests",
+        "counter",
+        "Kafka-protocol requests handled, by Kafka API and error (the msgpack ones are "
+        "tidelog_requests).",
+        ("api", "error"),
+    ),
+    MetricDef(
+        "tidelog_kafka_request_duration_seconds",
+        "histogram",
+        "Time from a Kafka-protocol request's arrival to its response being ready.",
+        ("api",),
+        LATENCY_BUCKETS_S,
+    ),
+    MetricDef(
+        "tidelog_network_bytes",
+        "counter",
+        "Bytes received from and sent to clients, by protocol (tidelog, kafka) and direction.",
+        ("protocol", "direction"),
+    ),
     MetricDef("tidelog_records_in", "counter", "Records appended by produce.", ("topic",)),
     MetricDef("tidelog_bytes_in", "counter", "Batch bytes appended by produce.", ("topic",)),
     MetricDef("tidelog_bytes_out", "counter", "Batch bytes returned by fetch.", ("topic",)),
@@ -132,6 +152,20 @@ METRIC_DEFS: tuple[MetricDef, ...] = (
         "Duration of each garbage collection, by generation (every thread waits meanwhile).",
         ("generation",),
         LATENCY_BUCKETS_S,
+    ),
+    # Security (docs/security.md): counts only, never a name or secret in a label.
+    MetricDef(
+        "tidelog_authentications",
+        "counter",
+        "SASL authentications, by mechanism and result (success, failure).",
+        ("mechanism", "result"),
+    ),
+    MetricDef("tidelog_tls_handshake_failures", "counter", "TLS handshakes that failed."),
+    MetricDef(
+        "tidelog_authorization_denied",
+        "counter",
+        "Requests (or parts of them) the authorizer denied, by API.",
+        ("api",),
     ),
 )
 
@@ -231,7 +265,8 @@ class BrokerMetrics:
             self._metrics[d.name] = self._build(d)
         self.get("tidelog_build_info").labels(version, platform.python_version()).set(1)
         # Label children are cached: `.labels()` costs a lock and a dict lookup per call.
-        self._request_children: dict[tuple[str, str], tuple[Any, Any]] = {}
+        self._request_children: dict[tuple[str, str, str], tuple[Any, Any]] = {}
+        self._network_children: dict[tuple[str, str], Any] = {}
         self._topic_children: dict[tuple[str, str], Any] = {}
 
     def _build(self, d: MetricDef) -> Any:
@@ -254,17 +289,35 @@ class BrokerMetrics:
         """Export the `Sample`s `source` yields, called at every scrape."""
         self.registry.register(_StatisticsCollector(source))
 
-    def request_finished(self, api: str, error: str | None, duration_s: float) -> None:
-        key = (api, error or "none")
+    def request_finished(
+        self, api: str, error: str | None, duration_s: float, *, protocol: str = "tidelog"
+    ) -> None:
+        """Count a request: `tidelog_requests` for msgpack ones, `tidelog_kafka_requests`
+        (Kafka's API names and error names) for Kafka ones."""
+        key = (protocol, api, error or "none")
         children = self._request_children.get(key)
         if children is None:
+            prefix = "tidelog_kafka" if protocol == "kafka" else "tidelog"
             children = (
-                self.get("tidelog_requests").labels(*key),
-                self.get("tidelog_request_duration_seconds").labels(api),
+                self.get(f"{prefix}_requests").labels(api, error or "none"),
+                self.get(f"{prefix}_request_duration_seconds").labels(api),
             )
             self._request_children[key] = children
         children[0].inc()
         children[1].observe(duration_s)
+
+    def _network(self, protocol: str, direction: str) -> Any:
+        child = self._network_children.get((protocol, direction))
+        if child is None:
+            child = self.get("tidelog_network_bytes").labels(protocol, direction)
+            self._network_children[(protocol, direction)] = child
+        return child
+
+    def received(self, protocol: str, size_bytes: int) -> None:
+        self._network(protocol, "in").inc(size_bytes)
+
+    def sent(self, protocol: str, size_bytes: int) -> None:
+        self._network(protocol, "out").inc(size_bytes)
 
     def _topic_child(self, name: str, topic: str) -> Any:
         child = self._topic_children.get((name, topic))
@@ -352,7 +405,7 @@ async def _read_request_head(stream: trio.abc.Stream) -> bytes | None:
     return bytes(buf)
 
 
-async def _handle_http(stream: trio.SocketStream, metrics: BrokerMetrics, ready: Readiness) -> None:
+async def _handle_http(stream: trio.abc.Stream, metrics: BrokerMetrics, ready: Readiness) -> None:
     async with stream:
         try:
             with trio.move_on_after(HTTP_READ_TIMEOUT_S):
@@ -374,11 +427,16 @@ async def _handle_http(stream: trio.SocketStream, metrics: BrokerMetrics, ready:
 
 
 async def serve_metrics_http(
-    listeners: list[trio.SocketListener], metrics: BrokerMetrics, readiness: Readiness
+    listeners: list[trio.SocketListener],
+    metrics: BrokerMetrics,
+    readiness: Readiness,
+    wrap: Callable[[trio.SocketStream], Awaitable[trio.abc.Stream | None]] | None = None,
 ) -> None:
-    """Answer scrapes and health checks until cancelled."""
+    """Answer scrapes and health checks until cancelled; `wrap` adds TLS (None: failed)."""
 
     async def handler(stream: trio.SocketStream) -> None:
-        await _handle_http(stream, metrics, readiness)
+        served: trio.abc.Stream | None = stream if wrap is None else await wrap(stream)
+        if served is not None:
+            await _handle_http(served, metrics, readiness)
 
     await trio.serve_listeners(handler, listeners)

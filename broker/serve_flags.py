@@ -21,9 +21,16 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--listen",
-        default=DEFAULT_LISTEN,
         metavar="HOST:PORT",
-        help=f"client listener (default {DEFAULT_LISTEN}; port 0 picks a free one)",
+        help=f"client listener (default: the first of `listeners`, else {DEFAULT_LISTEN}; "
+        "port 0 picks a free one)",
+    )
+    parser.add_argument(
+        "--kafka-listen",
+        default=None,
+        metavar="HOST:PORT",
+        help="a second listener for Kafka clients only (optional: --listen serves Kafka "
+        "clients too)",
     )
     parser.add_argument(
         "--metrics-listen",

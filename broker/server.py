@@ -15,13 +15,14 @@ clean-shutdown marker (`LogManager.close()`). A second signal exits at once.
 from __future__ import annotations
 
 import argparse
+import functools
 import gc
 import ipaddress
 import os
 import signal
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 
 import trio
@@ -35,12 +36,17 @@ from broker.gcwatch import GcWatch
 from broker.groupcommit import FlushObserver, GroupCommitter
 from broker.heartbeat import run_heartbeat
 from broker.housekeeping import start_log_tasks
+from broker.kafka.connection import KAFKA
 from broker.logging import configure_logging, get_logger
 from broker.longpoll import AppendNotifier
 from broker.metrics import BrokerMetrics, PartitionStats, Readiness, serve_metrics_http
 from broker.scheduler import Scheduler
 from broker.sdnotify import notify
+from broker.security.accept import TLS_HANDSHAKE_TIMEOUT_S, secure_connection
+from broker.security.listeners import ListenerSpec, SecurityProtocol
+from broker.security.service import BrokerSecurity
 from broker.serve_flags import SERVE_DESCRIPTION, add_serve_arguments
+from broker.wirecodec import WireCodec
 from compaction.service import CleanerService
 from protocol.clock import ClockMs, wall_clock_ms
 from protocol.errors import InvalidConfig, TidelogError
@@ -76,10 +82,21 @@ class BrokerHandle:
     metrics_port: int
     context: BrokerContext
     shutdown_requested: trio.Event = field(default_factory=trio.Event)
+    kafka_host: str | None = None  # the --kafka-listen port, when there is one
+    kafka_port: int | None = None
+    # Every client listener as bound (port 0 resolved), the first being host:port.
+    listeners: list[ListenerSpec] = field(default_factory=list)
 
     @property
     def address(self) -> tuple[str, int]:
         return self.host, self.port
+
+    @property
+    def kafka_address(self) -> tuple[str, int] | None:
+        """The Kafka-only listener's address (Kafka clients may use `address` too)."""
+        if self.kafka_host is None or self.kafka_port is None:
+            return None
+        return self.kafka_host, self.kafka_port
 
     def request_shutdown(self) -> None:
         """Begin a graceful shutdown; `serve_broker` returns when it is done."""
@@ -125,11 +142,15 @@ async def serve_broker(
     metrics = BrokerMetrics(SERVER_VERSION)
     readiness = Readiness()
     log.info("broker_starting", data_dir=str(config.data_dir), version=SERVER_VERSION)
+    security = BrokerSecurity.from_config(config, on_reload_failed=_tls_reload_failed)
     metrics_host, metrics_port = config.metrics_listen
     metrics_listeners = await trio.open_tcp_listeners(metrics_port, host=metrics_host)
     metrics_addr = _bound(metrics_listeners)
     async with trio.open_nursery() as services:
-        services.start_soon(serve_metrics_http, metrics_listeners, metrics, readiness)
+        metrics_tls = _metrics_tls(config, security)
+        services.start_soon(serve_metrics_http, metrics_listeners, metrics, readiness, metrics_tls)
+        if security.tls is not None:
+            services.start_soon(_reload_tls_on_sighup, security)
         manager = LogManager(
             config.data_dir,
             config.log_config,
@@ -152,7 +173,9 @@ async def serve_broker(
             committer=GroupCommitter(services, on_flush=_flush_observer(metrics)),
             metrics=metrics,
             clock_ms=clock_ms,
+            security=security,
         )
+        await services.start(ctx.groups.serve)  # group coordinator: loaded, then ticking
         metrics.add_statistics_source(lambda: component_samples(ctx, tasks, cleaner, readiness))
         services.start_soon(
             run_heartbeat, metrics.get("tidelog_event_loop_lateness_seconds").observe
@@ -164,6 +187,7 @@ async def serve_broker(
         finally:
             gc_watch.close()
             with trio.CancelScope(shield=True):
+                ctx.groups.close()  # no coordinator tick may write while the logs close
                 cleaner.request_stop()  # running cleanings give up at their next chunk
                 await scheduler.aclose()  # no task may touch the logs while they close
                 try:
@@ -218,26 +242,34 @@ async def _serve(
     task_status: trio.TaskStatus[BrokerHandle],
 ) -> None:
     """Accept connections until a shutdown is requested, then drain them."""
-    config, metrics = ctx.config, ctx.metrics
-    host, port = config.listen
-    listeners = await trio.open_tcp_listeners(port, host=host)
-    bound_host, bound_port = _bound(listeners)
+    config = ctx.config
+    bound: list[tuple[ListenerSpec, list[trio.SocketListener], WireCodec | None]] = []
+    for spec in config.listener_specs:
+        opened = await trio.open_tcp_listeners(spec.port, host=spec.host or None)
+        bound.append((ListenerSpec(spec.protocol, *_bound(opened)), opened, None))
+    bound_host, bound_port = bound[0][0].host, bound[0][0].port
     handle = BrokerHandle(bound_host, bound_port, metrics_addr[0], metrics_addr[1], ctx)
+    handle.listeners = [spec for spec, _, _ in bound]
+    if config.kafka_listen is not None:  # Kafka clients only, plaintext (docs/kafka.md)
+        kafka_host, kafka_port = config.kafka_listen
+        opened = await trio.open_tcp_listeners(kafka_port, host=kafka_host)
+        handle.kafka_host, handle.kafka_port = _bound(opened)
+        kafka_spec = ListenerSpec(SecurityProtocol.PLAINTEXT, handle.kafka_host, handle.kafka_port)
+        bound.append((kafka_spec, opened, KAFKA))
+    listeners = [one for _, opened, _ in bound for one in opened]
     stop = shutdown if shutdown is not None else handle.shutdown_requested
     async with trio.open_nursery() as connections:
-
-        async def on_connection(stream: trio.SocketStream) -> None:
-            if len(ctx.connections) >= config.max_connections:
-                metrics.get("tidelog_connections_closed").labels("limit").inc()
-                await stream.aclose()
-                return
-            await serve_connection(stream, ctx)
-
         accept_scope = trio.CancelScope()
 
         async def accept() -> None:
             with accept_scope:
-                await trio.serve_listeners(on_connection, listeners, handler_nursery=connections)
+                async with trio.open_nursery() as acceptors:
+                    for spec, opened, codec in bound:
+                        on_connection = functools.partial(_on_connection, ctx, spec, codec)
+                        serve = functools.partial(
+                            trio.serve_listeners, on_connection, opened, handler_nursery=connections
+                        )
+                        acceptors.start_soon(serve)
 
         connections.start_soon(accept)
         readiness.listening = True
@@ -246,9 +278,15 @@ async def _serve(
         log.info(
             "broker_ready",
             listen=f"{bound_host}:{bound_port}",
+            protocols=["tidelog", "kafka"],  # both on `listen`, told apart per connection
+            kafka_listen=_address_text(handle.kafka_address),
             metrics_listen=f"{metrics_addr[0]}:{metrics_addr[1]}",
             port=bound_port,
+            kafka_port=handle.kafka_port,
             metrics_port=handle.metrics_port,
+            node_id=config.node_id,
+            advertised_listeners=config.advertised_listeners or None,
+            listeners=[str(spec) for spec in handle.listeners],
             pid=os.getpid(),
         )
         _warn_if_exposed(config)
@@ -264,11 +302,108 @@ async def _serve(
         connections.cancel_scope.deadline = trio.current_time() + SHUTDOWN_DRAIN_S
 
 
+def _address_text(address: tuple[str, int] | None) -> str | None:
+    return None if address is None else f"{address[0]}:{address[1]}"
+
+
+async def _on_connection(
+    ctx: BrokerContext, spec: ListenerSpec, codec: WireCodec | None, stream: trio.SocketStream
+) -> None:
+    """One accepted connection: limits, then TLS and the session, then the protocol
+    (`codec` None: sniffed from the first bytes)."""
+    config, metrics = ctx.config, ctx.metrics
+    if len(ctx.connections) >= config.max_connections:
+        metrics.get("tidelog_connections_closed").labels("limit").inc()
+        await stream.aclose()
+        return
+    if _connections_from(ctx, stream) >= config.max_connections_per_ip:
+        metrics.get("tidelog_connections_closed").labels("ip_limit").inc()
+        await stream.aclose()
+        return
+    tls = ctx.security.tls if ctx.security is not None else None
+    try:
+        secured = await secure_connection(
+            stream, spec, tls, on_handshake_failed=functools.partial(_handshake_failed, ctx)
+        )
+    except Exception:
+        # A bug here must cost this connection only: serve_listeners would take the
+        # whole broker down with it.
+        log.exception("accept_failed", listener=str(spec))
+        await trio.aclose_forcefully(stream)
+        return
+    if secured is not None:
+        await serve_connection(secured, ctx, codec=codec)
+
+
+def _connections_from(ctx: BrokerContext, stream: trio.SocketStream) -> int:
+    """Open connections from the same client address as `stream`."""
+    try:
+        host = str(stream.socket.getpeername()[0])
+    except OSError:
+        return 0
+    return sum(1 for state in ctx.connections.values() if state.peer.rpartition(":")[0] == host)
+
+
+def _handshake_failed(ctx: BrokerContext, host: str, exc: BaseException) -> None:
+    ctx.metrics.get("tidelog_tls_handshake_failures").inc()
+    cause = exc.__cause__ or exc  # trio wraps the ssl module's error
+    log.info(
+        "tls_handshake_failed", client=host, reason=type(cause).__name__, detail=str(cause)[:200]
+    )
+
+
+def _tls_reload_failed(exc: Exception) -> None:
+    log.warning("tls_reload_failed", reason=str(exc)[:200])
+
+
+def _metrics_tls(
+    config: BrokerConfig, security: BrokerSecurity
+) -> Callable[[trio.SocketStream], Awaitable[trio.abc.Stream | None]] | None:
+    """TLS for the metrics endpoint when `metrics.ssl.enable` (same certificate)."""
+    tls = security.tls
+    if not config.metrics_ssl_enable or tls is None:
+        return None
+
+    async def wrap(stream: trio.SocketStream) -> trio.abc.Stream | None:
+        ssl_stream = trio.SSLStream(stream, tls.context(), server_side=True)
+        try:
+            with trio.fail_after(TLS_HANDSHAKE_TIMEOUT_S):
+                await ssl_stream.do_handshake()
+        except (trio.BrokenResourceError, trio.TooSlowError, OSError):
+            await trio.aclose_forcefully(stream)
+            return None
+        return ssl_stream
+
+    return wrap
+
+
+async def _reload_tls_on_sighup(security: BrokerSecurity) -> None:
+    """SIGHUP: check the certificate files now (they are also checked every second)."""
+    assert security.tls is not None
+    with trio.open_signal_receiver(signal.SIGHUP) as signals:
+        async for _ in signals:
+            security.tls.request_reload()
+            log.info("tls_reload_requested")
+
+
 def _warn_if_exposed(config: BrokerConfig) -> None:
-    """Tidelog has no TLS or authentication: say so when a listener leaves loopback."""
-    for name, (host, _) in (("listen", config.listen), ("metrics_listen", config.metrics_listen)):
-        if not _is_loopback(host):
-            log.warning("listener_not_loopback", listener=name, host=host or "*")
+    """Say so when a listener leaves loopback without TLS, SASL or the authorizer."""
+    for index, spec in enumerate(config.listener_specs):
+        if _is_loopback(spec.host):
+            continue
+        name = "listen" if index == 0 else f"listeners[{index}]"  # the first is --listen's
+        if not (spec.protocol.tls or spec.protocol.sasl):
+            log.warning(
+                "listener_not_loopback", listener=name, host=spec.host or "*", spec=str(spec)
+            )
+        elif not config.authorizer_enabled:
+            log.warning("listener_without_authorizer", listener=name, spec=str(spec))
+    host = config.metrics_listen[0]
+    if not _is_loopback(host) and not config.metrics_ssl_enable:
+        log.warning("listener_not_loopback", listener="metrics_listen", host=host or "*")
+    if config.kafka_listen is not None and not _is_loopback(config.kafka_listen[0]):
+        # The Kafka-only port is plaintext (listeners= carries TLS and SASL for Kafka too).
+        log.warning("listener_not_loopback", listener="kafka_listen", host=config.kafka_listen[0])
 
 
 def _is_loopback(host: str) -> bool:
@@ -316,6 +451,7 @@ def config_from_args(args: argparse.Namespace) -> BrokerConfig:
         data_dir=getattr(args, "data_dir", None),
         listen=getattr(args, "listen", None),
         metrics_listen=getattr(args, "metrics_listen", None),
+        kafka_listen=getattr(args, "kafka_listen", None),
     )
 
 

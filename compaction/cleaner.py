@@ -174,6 +174,7 @@ class Cleaner:
             now_ms=now_ms,
             delete_retention_ms=log.config.delete_retention_ms,
             max_decompressed=max_decompressed_bytes(log.config.max_message_bytes),
+            retained_batch_ends=log.producer_batch_ends(),
         )
         for group in groups:
             infos = [by_base[g.base_offset] for g in group]
@@ -303,6 +304,12 @@ class _Recopier:
     survivors is dropped and a batch whose records all survive (tombstones kept,
     horizon already set) is copied, both without decoding a record; only the batches
     that keep some records are decoded and rebuilt.
+
+    The newest batch of each live idempotent producer (its last offset is in
+    `retained_batch_ends`) is copied whole, so a rebuild of the producer state from the
+    log still finds it and deduplication survives compaction. Kafka keeps only its
+    header (an empty batch); a whole batch spares every reader empty batches, at the
+    cost of at most one uncompacted batch per producer.
     """
 
     def __init__(
@@ -314,8 +321,10 @@ class _Recopier:
         now_ms: int,
         delete_retention_ms: int,
         max_decompressed: int,
+        retained_batch_ends: frozenset[int] = frozenset(),
     ) -> None:
         self._map = offset_map
+        self._retained = retained_batch_ends
         self._first_dirty = first_dirty_offset
         self._end = end_offset
         self._now_ms = now_ms
@@ -336,6 +345,10 @@ class _Recopier:
         """Recopy one batch (its bytes and raw header fields) into `writer`, or drop it."""
         base = fields[F_BASE_OFFSET]
         last = base + fields[F_LAST_OFFSET_DELTA]
+        if last in self._retained:  # a live producer's newest batch
+            self.kept += fields[F_RECORD_COUNT]
+            writer.append(view, BatchHeader(*fields))
+            return
         if base >= self._first_dirty and self._surely_dropped(base, last):
             self.removed += fields[F_RECORD_COUNT]
             return

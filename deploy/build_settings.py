@@ -42,9 +42,10 @@ _HEADER = """\
 # exit status 2 and a message naming the key; `tidelog serve --config FILE` is the
 # way to check a file.
 #
-# The listeners are command-line flags, not keys:
-#   --listen HOST:PORT           client protocol (default 127.0.0.1:9092)
+# Listeners: `listeners` below (Kafka's SCHEME://HOST:PORT), or the flags
+#   --listen HOST:PORT           the first client listener (default 127.0.0.1:9092)
 #   --metrics-listen HOST:PORT   /metrics, /healthz, /readyz (default 127.0.0.1:9644)
+#   --kafka-listen HOST:PORT     Kafka clients only (optional; --listen serves both protocols)
 #
 # Durations are in ms unless the name says otherwise; sizes in bytes.
 # 9223372036854775807 (Long.MAX_VALUE) means "never" / "no limit", as in Kafka.
@@ -55,6 +56,14 @@ SECTIONS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("storage", "Storage", ()),
     ("topics", "Topics", ()),
     ("connections", "Connections", ()),
+    (
+        "kafka",
+        "Kafka protocol",
+        (
+            "Kafka clients use the --listen port too (the protocol is told from a connection's",
+            "first bytes); --kafka-listen HOST:PORT adds a port for Kafka clients only.",
+        ),
+    ),
     (
         "segments",
         "Segments and indexes (topic defaults)",
@@ -74,6 +83,16 @@ SECTIONS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
         ),
     ),
     ("cleaner", "Log cleaner (compaction)", ()),
+    ("producers", "Idempotent producers (topic default)", ()),
+    ("groups", "Consumer groups (docs/groups.md)", ()),
+    (
+        "security",
+        "Security (docs/security.md)",
+        (
+            "TLS, SASL (PLAIN, SCRAM-SHA-256/512) and ACLs. Users: `tidelog users add`;",
+            "ACLs: `tidelog acls add`; both are kept in the data directory.",
+        ),
+    ),
 )
 
 

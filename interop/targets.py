@@ -1,8 +1,9 @@
 """Targets: a bootstrap address plus a way to start it. Scenarios only see the address.
 
-`open_target("kafka", work_dir)` starts Apache Kafka; Tidelog joins as a second entry of
-`TARGETS` once its broker speaks Kafka's protocol (issue 19), and every differential test
-and benchmark then runs against both unchanged.
+`open_target("kafka", work_dir)` starts Apache Kafka, `open_target("tidelog", work_dir)`
+starts `tidelog serve` (Kafka clients use its usual port: the protocol is told from a
+connection's first bytes), and every differential test and benchmark runs against both
+unchanged.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench.peers.tidelog_peer import TidelogServer
 from interop.kafka_server import KafkaServer
 
 
@@ -33,7 +35,19 @@ def _kafka(work_dir: Path) -> Iterator[Target]:
         yield Target("kafka", server.bootstrap, server.pid, server.data_dir)
 
 
-TARGETS: dict[str, Callable[[Path], AbstractContextManager[Target]]] = {"kafka": _kafka}
+@contextmanager
+def _tidelog(work_dir: Path) -> Iterator[Target]:
+    server = TidelogServer(work_dir)
+    try:
+        yield Target("tidelog", f"127.0.0.1:{server.port}", server.process.pid, work_dir / "data")
+    finally:
+        server.stop()
+
+
+TARGETS: dict[str, Callable[[Path], AbstractContextManager[Target]]] = {
+    "kafka": _kafka,
+    "tidelog": _tidelog,
+}
 
 
 def open_target(name: str, work_dir: Path) -> AbstractContextManager[Target]:

@@ -130,6 +130,7 @@ CRC_OFFSET = LAYOUT.offset["crc"]
 ATTRIBUTES_OFFSET = LAYOUT.offset["attributes"]
 BASE_TIMESTAMP_OFFSET = LAYOUT.offset["base_timestamp"]
 MAX_TIMESTAMP_OFFSET = LAYOUT.offset["max_timestamp"]
+PRODUCER_ID_OFFSET = LAYOUT.offset["producer_id"]
 CRC_START = LAYOUT.crc_start
 LOG_OVERHEAD = LAYOUT.log_overhead
 MIN_BATCH_LENGTH = LAYOUT.min_batch_length
@@ -162,6 +163,9 @@ _INT64 = struct.Struct(">q")
 _UINT32 = struct.Struct(">I")
 _INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")
+# producer_id, producer_epoch, base_sequence: adjacent in the header (asserted below).
+_PRODUCER_FIELDS = struct.Struct(">qhi")
+assert LAYOUT.offset["base_sequence"] == PRODUCER_ID_OFFSET + 10
 _NONE_TYPE = type(None)
 _BLOB_TYPES = {bytes, _NONE_TYPE}
 _OFFSET_DELTA = itemgetter(0)
@@ -211,6 +215,7 @@ __all__ = [
     "read_header",
     "set_base_offset",
     "set_log_append_time",
+    "set_producer_fields",
     "validate_batch",
 ]
 
@@ -749,6 +754,18 @@ def encode_batch(
 def set_base_offset(buf: bytearray | memoryview, pos: int, base_offset: int) -> None:
     """Assign offsets in place: base_offset is outside the CRC, so nothing else changes."""
     _INT64.pack_into(buf, pos + BASE_OFFSET_OFFSET, base_offset)
+
+
+def set_producer_fields(
+    buf: bytearray | memoryview, pos: int, producer_id: int, producer_epoch: int, base_sequence: int
+) -> None:
+    """Stamp an idempotent producer's id, epoch and first sequence on an encoded batch
+    (a producer that numbers batches when it sends them) and recompute its CRC."""
+    size = _INT32.unpack_from(buf, pos + BATCH_LENGTH_OFFSET)[0] + LOG_OVERHEAD
+    _PRODUCER_FIELDS.pack_into(
+        buf, pos + PRODUCER_ID_OFFSET, producer_id, producer_epoch, base_sequence
+    )
+    _UINT32.pack_into(buf, pos + CRC_OFFSET, _crc_of(buf, pos, size))
 
 
 def set_log_append_time(buf: bytearray | memoryview, pos: int, timestamp_ms: int) -> None:

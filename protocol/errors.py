@@ -196,6 +196,41 @@ class OffsetMetadataTooLarge(TidelogError):
     code = "OFFSET_METADATA_TOO_LARGE"
 
 
+# Security (docs/security.md): Kafka's names, so the Kafka codec maps them by name.
+class TopicAuthorizationFailed(TidelogError):
+    code = "TOPIC_AUTHORIZATION_FAILED"
+
+
+class GroupAuthorizationFailed(TidelogError):
+    code = "GROUP_AUTHORIZATION_FAILED"
+
+
+class ClusterAuthorizationFailed(TidelogError):
+    code = "CLUSTER_AUTHORIZATION_FAILED"
+
+
+class UnsupportedSaslMechanism(TidelogError):
+    code = "UNSUPPORTED_SASL_MECHANISM"
+
+
+class IllegalSaslState(TidelogError):
+    """An exchange step out of order, or any request before authentication finished."""
+
+    code = "ILLEGAL_SASL_STATE"
+
+
+class SecurityDisabled(TidelogError):
+    """An ACL API on a broker whose authorizer is off (Kafka's answer too)."""
+
+    code = "SECURITY_DISABLED"
+
+
+class SaslAuthenticationFailed(TidelogError):
+    """Wrong user or password (never says which), or a malformed exchange message."""
+
+    code = "SASL_AUTHENTICATION_FAILED"
+
+
 ERRORS: dict[str, type[TidelogError]] = {
     cls.code: cls
     for cls in (
@@ -235,6 +270,13 @@ ERRORS: dict[str, type[TidelogError]] = {
         NonEmptyGroup,
         GroupIdNotFound,
         OffsetMetadataTooLarge,
+        TopicAuthorizationFailed,
+        GroupAuthorizationFailed,
+        ClusterAuthorizationFailed,
+        UnsupportedSaslMechanism,
+        IllegalSaslState,
+        SaslAuthenticationFailed,
+        SecurityDisabled,
     )
 }
 

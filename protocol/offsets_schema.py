@@ -122,9 +122,17 @@ def _valid_key(group: object, topic: object, partition: object) -> bool:
 # --- typed calls ---------------------------------------------------------------
 
 
-def commit_offsets(group: str, offsets: Mapping[tuple[str, int], OffsetAndMetadata | int]) -> Call:
+def commit_offsets(
+    group: str,
+    offsets: Mapping[tuple[str, int], OffsetAndMetadata | int],
+    *,
+    generation: int = -1,
+    member_id: str = "",
+    group_instance_id: str | None = None,
+) -> Call:
     """Commit `{(topic, partition): offset or OffsetAndMetadata}`; raises the first
-    partition error as its TidelogError class."""
+    partition error as its TidelogError class. A group member passes its generation
+    and ids, and the broker refuses the commit if the group has moved on."""
     by_topic: dict[str, list[dict[str, Any]]] = {}
     for (topic, partition), position in sorted(offsets.items()):
         if isinstance(position, int):
@@ -132,10 +140,12 @@ def commit_offsets(group: str, offsets: Mapping[tuple[str, int], OffsetAndMetada
         by_topic.setdefault(topic, []).append(
             {"partition": partition, "offset": position.offset, "metadata": position.metadata}
         )
-    body = {
+    body: dict[str, Any] = {
         "group": group,
         "topics": [{"topic": t, "partitions": parts} for t, parts in by_topic.items()],
     }
+    if generation != -1 or member_id or group_instance_id is not None:
+        body.update(generation=generation, member_id=member_id, group_instance_id=group_instance_id)
 
     def extract(answer: dict[str, Any]) -> None:
         for topic in answer["topics"]:

@@ -21,6 +21,7 @@ from typing import Any
 
 from protocol.envelope import Request
 from protocol.errors import InvalidRequest, InvalidTopic, UnsupportedVersion
+from protocol.groups_schema import GROUP_SCHEMAS
 from protocol.schema_types import (
     INT32,
     INT32_MAX,
@@ -154,7 +155,13 @@ _SCHEMAS = (
     ),
     ApiSchema(
         "create_topic",
-        Struct(topic=Str(), partitions=opt(INT32, 1), configs=_CONFIGS),
+        # validate_only: docs/protocol.md (extension; Kafka's CreateTopics needs it)
+        Struct(
+            topic=Str(),
+            partitions=opt(INT32, 1),
+            configs=_CONFIGS,
+            validate_only=opt(Bool(), False),
+        ),
         Struct(),
     ),
     ApiSchema("delete_topic", Struct(topic=Str()), Struct()),
@@ -196,6 +203,7 @@ _SCHEMAS = (
             topic=Str(),
             set=_CONFIGS,
             delete=opt(ListOf(Str(), max_items=MAX_CONFIG_ENTRIES), []),
+            validate_only=opt(Bool(), False),  # docs/protocol.md (extension)
         ),
         Struct(),
     ),
@@ -277,6 +285,10 @@ COMMIT_OFFSETS_SCHEMA = ApiSchema(
                 partitions=ListOf(Struct(partition=INT32, offset=INT64, metadata=opt(Str(), ""))),
             )
         ),
+        # Fencing (docs/groups.md): absent, a commit from outside group management.
+        generation=opt(INT32, -1),
+        member_id=opt(Str(), ""),
+        group_instance_id=opt(Nullable(Str()), None),
     ),
     Struct(
         topics=ListOf(
@@ -374,9 +386,77 @@ EXPLAIN_RETENTION_SCHEMA = ApiSchema(
 )
 
 
+# init_producer_id (docs/idempotence.md, docs/protocol.md): an id and epoch for an
+# idempotent producer; -1/-1 asks for a fresh id, a previous id and epoch for the next
+# epoch. Epochs are int16 on the wire of Kafka, so here too.
+INIT_PRODUCER_ID = "init_producer_id"
+INT16 = Int(-(2**15), 2**15 - 1, name="int16")
+
+INIT_PRODUCER_ID_SCHEMA = ApiSchema(
+    INIT_PRODUCER_ID,
+    Struct(
+        transactional_id=opt(Nullable(Str()), None),
+        producer_id=opt(INT64, -1),
+        producer_epoch=opt(INT16, -1),
+    ),
+    Struct(producer_id=INT64, producer_epoch=INT16),
+)
+
+
+# SASL over msgpack (docs/protocol.md §9 "authenticate", docs/security.md): one
+# exchange step per request; PLAIN takes one step, SCRAM two. Call: protocol/auth_schema.py.
+AUTHENTICATE = "authenticate"
+AUTHENTICATE_SCHEMA = ApiSchema(
+    AUTHENTICATE,
+    Struct(mechanism=Str(), auth_bytes=Bin()),
+    Struct(auth_bytes=Bin(), complete=Bool(), principal=opt(Nullable(Str()), None)),
+)
+
+
+# ACLs (docs/security.md; Kafka's CreateAcls/DescribeAcls/DeleteAcls run on these).
+# Enumerations travel as Kafka's names (`Topic`, `Prefixed`, `Read`, `Allow`); in a
+# filter nil means any.
+CREATE_ACLS, DESCRIBE_ACLS, DELETE_ACLS = "create_acls", "describe_acls", "delete_acls"
+_ACL_FIELDS = (
+    "principal",
+    "host",
+    "resource_type",
+    "resource_name",
+    "pattern_type",
+    "operation",
+    "permission",
+)
+ACL_BINDING = Struct(**dict.fromkeys(_ACL_FIELDS, Str()))
+ACL_FILTER = Struct(**{name: opt(Nullable(Str()), None) for name in _ACL_FIELDS})
+_ACL_RESULT = Struct(error=_ERROR, message=_MESSAGE)
+CREATE_ACLS_SCHEMA = ApiSchema(
+    CREATE_ACLS,
+    Struct(acls=ListOf(ACL_BINDING)),
+    Struct(results=ListOf(_ACL_RESULT)),
+)
+DESCRIBE_ACLS_SCHEMA = ApiSchema(DESCRIBE_ACLS, ACL_FILTER, Struct(acls=ListOf(ACL_BINDING)))
+DELETE_ACLS_SCHEMA = ApiSchema(
+    DELETE_ACLS,
+    Struct(filters=ListOf(ACL_FILTER)),
+    Struct(
+        results=ListOf(Struct(error=_ERROR, message=_MESSAGE, deleted=opt(ListOf(ACL_BINDING), [])))
+    ),
+)
+
+
 # Every API, registered here and only here: the core table of PROTOCOL.md §4, then
 # the extensions. The broker's dispatch table (broker/dispatch.py) has the same names.
-_EXTENSIONS = (COMMIT_OFFSETS_SCHEMA, FETCH_OFFSETS_SCHEMA, EXPLAIN_RETENTION_SCHEMA)
+_EXTENSIONS = (
+    COMMIT_OFFSETS_SCHEMA,
+    FETCH_OFFSETS_SCHEMA,
+    EXPLAIN_RETENTION_SCHEMA,
+    INIT_PRODUCER_ID_SCHEMA,
+    *GROUP_SCHEMAS,
+    AUTHENTICATE_SCHEMA,
+    CREATE_ACLS_SCHEMA,
+    DESCRIBE_ACLS_SCHEMA,
+    DELETE_ACLS_SCHEMA,
+)
 
 APIS: dict[str, ApiSchema] = {schema.name: schema for schema in (*_SCHEMAS, *_EXTENSIONS)}
 

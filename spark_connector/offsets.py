@@ -65,7 +65,12 @@ class PartitionInfo:
 def open_client(opts: SourceOptions) -> Client:
     """A blocking client for the first bootstrap server (Tidelog is a single broker)."""
     server = opts.bootstrap_servers.split(",")[0].strip()
-    return Client(server, client_id=opts.client_id, request_timeout_ms=opts.request_timeout_ms)
+    return Client(
+        server,
+        client_id=opts.client_id,
+        request_timeout_ms=opts.request_timeout_ms,
+        security=opts.security,
+    )
 
 
 def with_retries(opts: SourceOptions, action: Callable[[], T]) -> T:

@@ -19,6 +19,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from protocol.settings import INT32_MAX, Setting, check_fields, settings_by_name
+from tidelog.security import (
+    PLAINTEXT,
+    SECURITY_PROPERTIES,
+    SECURITY_PROTOCOLS,
+    Security,
+    security_from_properties,
+)
 
 # Kafka's JSON sentinels in startingOffsets / endingOffsets.
 EARLIEST = -2
@@ -42,11 +49,42 @@ _AUTO_TRUE_FALSE = ("auto", "true", "false")
 _KAFKA, _OURS, _SINK = "kafka", "tidelog", "sink"  # sections of docs/spark.md's tables
 _S = Setting
 
+
 # Every accepted option, declared once (how to add one: protocol/settings.py); the
 # declaration order is the order `Unknown option` lists them in. `attr` names the
 # SourceOptions/SinkOptions field when the option fills one directly. An int option
 # sent on the wire is bounded by its request field (fetch `max_bytes` and
 # `max_wait_ms` are int32), so a value that would break every fetch is refused here.
+# TLS and SASL, with Kafka's client names (also with the `kafka.` prefix, as Spark's Kafka
+# source takes them: `kafka.security.protocol`, `kafka.sasl.jaas.config`, ...). Together
+# they make the `security` field (tidelog.security.security_from_properties).
+def _security_rows(section: str) -> tuple[Setting, ...]:
+    return (
+        _S("security.protocol", "", str, "PLAINTEXT",
+           "PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL (docs/security.md).",
+           choices=SECURITY_PROTOCOLS, section=section),
+        _S("sasl.mechanism", "", str, None, "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512.",
+           section=section),
+        _S("sasl.jaas.config", "", str, None,
+           'Kafka\'s form: `...ScramLoginModule required username="u" password="p";`.',
+           section=section),
+        _S("sasl.username", "", str, None, "SASL user (instead of sasl.jaas.config).",
+           section=section),
+        _S("sasl.password", "", str, None, "SASL password (instead of sasl.jaas.config).",
+           section=section),
+        _S("ssl.cafile", "", str, None,
+           "PEM CA file the broker's certificate must chain to (default: the system's).",
+           section=section),
+        _S("ssl.truststore.location", "", str, None, "Same as ssl.cafile (a PEM file).",
+           section=section),
+        _S("ssl.certfile", "", str, None, "PEM client certificate (mTLS).", section=section),
+        _S("ssl.keyfile", "", str, None, "PEM key of ssl.certfile.", section=section),
+        _S("ssl.endpoint.identification.algorithm", "", str, "https",
+           "Empty: do not check the broker's host name against its certificate.",
+           section=section),
+    )  # fmt: skip
+
+
 SOURCE_SETTINGS: tuple[Setting, ...] = (
     _S("bootstrap.servers", "bootstrap_servers", str, None,
        "`host:port` of the broker (also as `kafka.bootstrap.servers`).",
@@ -134,6 +172,7 @@ SOURCE_SETTINGS: tuple[Setting, ...] = (
     _S("fetch.max.bytes", "fetch_max_bytes", int, DEFAULT_FETCH_MAX_BYTES,
        "Bytes per fetch (converted into Arrow batches of about 2 MiB of records each).",
        low=1, high=INT32_MAX, section=_OURS),
+    *_security_rows(_KAFKA),
 )  # fmt: skip
 SINK_SETTINGS: tuple[Setting, ...] = (
     _S("bootstrap.servers", "bootstrap_servers", str, None,
@@ -154,6 +193,7 @@ SINK_SETTINGS: tuple[Setting, ...] = (
        "Records per produced batch.", low=1, section=_SINK),
     _S("includeHeaders", "", bool, False,
        "Accepted as in Kafka; a `headers` column is written whenever present.", section=_SINK),
+    *_security_rows(_SINK),
 )  # fmt: skip
 SOURCE_OPTIONS = tuple(s.name for s in SOURCE_SETTINGS)
 SINK_OPTIONS = tuple(s.name for s in SINK_SETTINGS)
@@ -171,6 +211,7 @@ _PREFIXABLE = (
     "compression.type",
     "batch.size",
     "group.id",
+    *SECURITY_PROPERTIES,
 )
 _CANONICAL = {name.lower(): name for name in ALL_OPTIONS}
 _CANONICAL.update({f"{KAFKA_PREFIX}{name}": f"{KAFKA_PREFIX}{name}" for name in _PREFIXABLE})
@@ -316,6 +357,7 @@ class SourceOptions:
     request_timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS
     fetch_max_bytes: int = DEFAULT_FETCH_MAX_BYTES
     client_id: str = "tidelog-spark"
+    security: Security = PLAINTEXT
     warnings: tuple[str, ...] = field(default=(), compare=False)
 
 
@@ -330,6 +372,7 @@ class SinkOptions:
     batch_records: int = DEFAULT_SINK_BATCH_RECORDS
     request_timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS
     client_id: str = "tidelog-spark-sink"
+    security: Security = PLAINTEXT
 
 
 # --- generic helpers -------------------------------------------------------------------------
@@ -686,7 +729,17 @@ def _client_settings(opts: Mapping[str, str]) -> dict[str, object]:
             )
         },
         "client_id": _get(opts, "client.id") or _SOURCE["client.id"].default,
+        "security": security_option(opts),
     }
+
+
+def security_option(opts: Mapping[str, str]) -> Security:
+    """TLS and SASL from the security options (OptionError naming what is wrong)."""
+    props = {name: value for name in SECURITY_PROPERTIES if (value := _get(opts, name))}
+    try:
+        return security_from_properties(props)
+    except ValueError as exc:
+        raise OptionError(f"Security options: {exc}") from exc
 
 
 def parse_source_options(options: Mapping[str, str], *, streaming: bool | None) -> SourceOptions:
@@ -772,6 +825,7 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
             opts, _SINK_BY_NAME["request.timeout.ms"]
         ),
         client_id=_get(opts, "client.id") or _SINK_BY_NAME["client.id"].default,
+        security=security_option(opts),
     )
 
 

@@ -65,7 +65,12 @@ def report_data_loss(opts: SourceOptions, message: str, stats: ReadStats, lost: 
 def open_task_client(opts: SourceOptions) -> TaskClient:
     """The task's connection to the first bootstrap server (Tidelog is a single broker)."""
     server = opts.bootstrap_servers.split(",")[0].strip()
-    return TaskClient(server, client_id=opts.client_id, request_timeout_ms=opts.request_timeout_ms)
+    return TaskClient(
+        server,
+        client_id=opts.client_id,
+        request_timeout_ms=opts.request_timeout_ms,
+        security=opts.security,
+    )
 
 
 def _watermarks(client: TaskClient, topic: str, partition: int) -> tuple[int, int]:

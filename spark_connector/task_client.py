@@ -23,6 +23,7 @@ from protocol.framing import decode_body
 from protocol.schema_types import decoder_struct
 from protocol.schemas import FETCH_PARTITION_ANSWER
 from tidelog.client import Client
+from tidelog.security import PLAINTEXT, Security
 
 # The receive buffer's first size; it grows to the largest answer seen (a fetch answer
 # is at most fetch.max.bytes and one batch), and stays for the task's next answers.
@@ -92,12 +93,14 @@ class TaskClient(Client):
         client_id: str | None,
         request_timeout_ms: int,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+        security: Security = PLAINTEXT,
     ) -> None:
         super().__init__(
             bootstrap_server,
             client_id=client_id,
             request_timeout_ms=request_timeout_ms,
             max_response_bytes=max_response_bytes,
+            security=security,
         )
         self._buffer = bytearray(INITIAL_BUFFER_BYTES)
 

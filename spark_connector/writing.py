@@ -125,6 +125,7 @@ class _Producer:
             opts.bootstrap_servers.split(",")[0].strip(),
             client_id=opts.client_id,
             request_timeout_ms=opts.request_timeout_ms,
+            security=opts.security,
         )
         self.compression = Compression.parse(opts.compression)
         self.partition_counts: dict[str, int] = {}

@@ -108,6 +108,12 @@ TOPIC_SETTINGS: tuple[Setting, ...] = (
     Setting("message.timestamp.after.max.ms", "message_timestamp_after_max_ms", int, LONG_MAX,
             "Reject CreateTime batches whose max timestamp is later than now plus this.",
             low=0, synonyms=(_S("log.message.timestamp.after.max.ms"),), section="segments"),
+    # Kafka has this as a broker key only; Tidelog also takes it per topic (a topic row
+    # whose broker synonym is the same name) so it reaches each log with its config.
+    Setting("producer.id.expiration.ms", "producer_id_expiration_ms", int, 86400000,
+            "Forget an idempotent producer whose newest batch is this old (by its timestamp).",
+            low=1, high=INT_MAX, synonyms=(_S("producer.id.expiration.ms"),),
+            section="producers"),
 )  # fmt: skip
 TOPIC_CONFIG_DEFS: dict[str, Setting] = settings_by_name(TOPIC_SETTINGS)
 
@@ -135,6 +141,7 @@ class LogConfig:
     message_timestamp_type: str = "CreateTime"
     message_timestamp_before_max_ms: int = LONG_MAX
     message_timestamp_after_max_ms: int = LONG_MAX
+    producer_id_expiration_ms: int = 86400000
 
     def __post_init__(self) -> None:
         for definition in TOPIC_CONFIG_DEFS.values():

@@ -3,7 +3,10 @@
 Invariants: segment base offsets strictly increase and each segment's offsets
 lie below the next base; `log_start_offset <= high_watermark == log_end_offset`
 (single broker: every appended batch is committed); `recovery_point <=
-log_end_offset` and everything below it has been fsynced.
+log_end_offset` and everything below it has been fsynced; the producer state
+(storage.producer_state) describes exactly the batches in [log_start_offset,
+log_end_offset) (`map_end_offset == log_end_offset`), and a `<base>.snapshot` is
+written at each roll and at a clean close (docs/idempotence.md).
 
 Thread safety: every method may be called from any thread. Appends, rolls,
 truncation and deletions hold `_lock`; `flush` holds it only to capture what to
@@ -33,6 +36,7 @@ from protocol.batch import (
 )
 from protocol.errors import (
     CorruptMessage,
+    DuplicateSequenceNumber,
     MessageTooLarge,
     OffsetOutOfRange,
     PolicyViolation,
@@ -45,6 +49,9 @@ from storage.config import INT_MAX, LogConfig
 from storage.fdbudget import FDS_PER_ACTIVE_SEGMENT, FdBudget
 from storage.fileio import FileIO
 from storage.files import DeletionQueue, log_path
+from storage.producer_log import rebuild_producer_state
+from storage.producer_snapshot import delete_snapshots_below, write_snapshot
+from storage.producer_state import Duplicate, ProducerEntry, ProducerState
 from storage.scan import first_batch_fields, iter_batch_fields
 from storage.segment import Segment, SegmentInfo, TornAppendError
 from storage.swap import promote_swap_files, rename_cleaned_to_swap
@@ -64,6 +71,8 @@ class AppendInfo:
     log_append_time: int  # -1 unless the topic uses LogAppendTime
     log_start_offset: int
     flush_needed: bool = False
+    # A retried idempotent batch: the offsets are the original append's, nothing was written.
+    duplicate: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,7 +154,10 @@ class Log:
         clock_ms: Callable[[], int],
         deletion_queue: DeletionQueue,
         fd_budget: FdBudget | None = None,
+        producer_state: ProducerState | None = None,
     ) -> None:
+        """`producer_state`: what `storage.producer_log.rebuild_producer_state` found
+        (None: a new log, or one without idempotent batches since `log_start_offset`)."""
         if not segments:
             raise ValueError("a log needs at least one segment")
         self.directory = directory
@@ -177,6 +189,13 @@ class Log:
         self._roll_deferred = False
         self._listeners: list[AppendListener] = []
         self._log = log.bind(topic=topic, partition=partition)
+        if producer_state is None:
+            producer_state = ProducerState(
+                f"{topic}-{partition}",
+                expiration_ms=config.producer_id_expiration_ms,
+                map_end_offset=segments[-1].next_offset,
+            )
+        self._producers = producer_state
 
     # ---- state -----------------------------------------------------------
 
@@ -261,11 +280,27 @@ class Log:
                 return AppendInfo(leo, leo - 1, log_append_time, self._log_start_offset)
             first = offset = self.log_end_offset
             max_ts, offset_of_max_ts = -1, -1
-            for pos, count, batch_max_ts in batches:
+            pending = None
+            for pos, count, batch_max_ts, producer_id, epoch, sequence in batches:
+                if log_append_time >= 0:
+                    batch_max_ts = log_append_time
+                if producer_id >= 0:  # idempotent: checked before anything is written
+                    if pending is None:
+                        pending = self._producers.begin_append()
+                    outcome = pending.check(
+                        producer_id, epoch, sequence, count - 1, batch_max_ts, offset
+                    )
+                    if type(outcome) is Duplicate:
+                        if len(batches) > 1:
+                            raise DuplicateSequenceNumber(
+                                f"{self.topic}-{self.partition}: producer {producer_id} "
+                                f"resent sequence {sequence} with other batches; a retried "
+                                "batch must be sent alone to be answered with its offsets"
+                            )
+                        return self._duplicate(outcome, log_append_time)
                 set_base_offset(buf, pos, offset)
                 if log_append_time >= 0:
                     set_log_append_time(buf, pos, log_append_time)
-                    batch_max_ts = log_append_time
                 offset += count
                 if batch_max_ts > max_ts:
                     max_ts, offset_of_max_ts = batch_max_ts, offset - 1
@@ -284,6 +319,10 @@ class Log:
                 self._on_write_error("append", segment.log_path, exc)
             except OSError as exc:
                 self._on_write_error("append", segment.log_path, exc)
+            if pending is None:
+                self._producers.map_end_offset = offset
+            else:
+                self._producers.commit(pending, offset)
             failpoints.hit("log.append.after_index")
             self._assert_invariants()
             info = AppendInfo(
@@ -296,6 +335,24 @@ class Log:
         for listener in list(self._listeners):
             listener(self)
         return info
+
+    def _duplicate(self, duplicate: Duplicate, log_append_time: int) -> AppendInfo:
+        """Kafka's answer to a retried batch: its original offsets (and the time stamped
+        then, on a LogAppendTime topic), nothing appended."""
+        batch = duplicate.batch
+        self._log.info(
+            "produce_duplicate",
+            producer_id=duplicate.producer_id,
+            first_sequence=batch.first_sequence,
+            base_offset=batch.first_offset,
+        )
+        return AppendInfo(
+            batch.first_offset,
+            batch.last_offset,
+            batch.max_timestamp if log_append_time >= 0 else -1,
+            self._log_start_offset,
+            duplicate=True,
+        )
 
     def _assert_invariants(self) -> None:
         """The module doc's invariants where append, roll and flush can break them (under
@@ -318,6 +375,10 @@ class Log:
         )
         assert self._recovery_point <= end, (
             f"{self.topic}-{self.partition}: recovery point {self._recovery_point} > end {end}"
+        )
+        assert self._producers.map_end_offset == end, (
+            f"{self.topic}-{self.partition}: producer state ends at "
+            f"{self._producers.map_end_offset}, the log at {end}"
         )
 
     def _check_writable(self) -> None:
@@ -410,6 +471,7 @@ class Log:
         self._dir_dirty = True
         self._roll_deferred = False
         self._assert_invariants()
+        self._snapshot_producers("roll")
         self._log.info(
             "segment_rolled",
             reason=reason,
@@ -419,6 +481,49 @@ class Log:
             path=str(segment.log_path),
         )
         return segment
+
+    def _snapshot_producers(self, when: str) -> None:
+        """Write `<log end>.snapshot` (under `_lock`). A failure is logged, not raised: the
+        state is still in memory, and a restart rebuilds it from an older snapshot and
+        the log, only with a longer scan."""
+        try:
+            write_snapshot(
+                self._io, self.directory, self._producers.map_end_offset, self._producers.entries()
+            )
+        except OSError as exc:
+            self._log.warning(
+                "producer_snapshot_failed",
+                when=when,
+                offset=self._producers.map_end_offset,
+                errno=exc.errno,
+            )
+
+    # ---- producer state ----------------------------------------------------
+
+    def producer_entry(self, producer_id: int) -> ProducerEntry | None:
+        """What this partition remembers of an idempotent producer (None: unknown)."""
+        with self._lock:
+            return self._producers.entry(producer_id)
+
+    def producer_batch_ends(self) -> frozenset[int]:
+        """The last offset of each known producer's newest batch: the batches the cleaner
+        keeps whole so a rebuilt producer state still finds them."""
+        with self._lock:
+            return frozenset(e.last_offset for e in self._producers.entries().values())
+
+    def producer_count(self) -> int:
+        with self._lock:
+            return len(self._producers)
+
+    def remove_expired_producers(self, now_ms: int | None = None) -> int:
+        """Forget producers idle for producer.id.expiration.ms; returns how many."""
+        with self._lock:
+            now = self._clock_ms() if now_ms is None else now_ms
+            self._producers.expiration_ms = self.config.producer_id_expiration_ms
+            removed = self._producers.remove_expired(now)
+        if removed:
+            self._log.info("producers_expired", count=removed)
+        return removed
 
     def roll(self) -> None:
         """Start a new active segment at the log end offset (no-op when the active one is empty)."""
@@ -588,6 +693,7 @@ class Log:
                 )
             if target > self._log_start_offset:
                 self._log_start_offset = target
+                self._producers.truncate_head(target)
                 self._log.info("log_start_offset_raised", offset=target, reason="delete_records")
             return self._log_start_offset
 
@@ -609,6 +715,15 @@ class Log:
             self._schedule_deletion(drop)
             self._recovery_point = min(self._recovery_point, self.log_end_offset)
             self._log_start_offset = min(self._log_start_offset, self.log_end_offset)
+            self._producers = rebuild_producer_state(
+                self._io,
+                self.directory,
+                keep,
+                self.config,
+                name=self._producers.name,
+                log_start_offset=self._log_start_offset,
+                now_ms=self._clock_ms(),
+            )
             self._log.info(
                 "log_truncated", offset=offset, bytes=removed, end_offset=self.log_end_offset
             )
@@ -647,6 +762,8 @@ class Log:
             self._recovery_point = max(self._recovery_point, self._log_start_offset)
             infos = [s.info(is_active=False) for s in victims]
             self._schedule_deletion(victims)
+            self._producers.truncate_head(self._log_start_offset)
+            self._delete_snapshots_below(new_start)
             for info in infos:
                 self._log.info(
                     "segment_deleted",
@@ -657,6 +774,14 @@ class Log:
                     log_start_offset=self._log_start_offset,
                 )
             return infos
+
+    def _delete_snapshots_below(self, offset: int) -> None:
+        """The producer snapshots of deleted segments go with them (Kafka's
+        deleteProducerSnapshots); a failure leaves strays the next open removes."""
+        try:
+            delete_snapshots_below(self._io, self.directory, offset)
+        except OSError as exc:
+            self._log.warning("producer_snapshot_delete_failed", offset=offset, errno=exc.errno)
 
     def _schedule_deletion(self, segments: list[Segment]) -> None:
         paths: list[Path] = []
@@ -753,6 +878,8 @@ class Log:
         if self._poisoned is None:
             self.flush()
         with self._lock:
+            if self._poisoned is None and not self._deleted:
+                self._snapshot_producers("close")
             self._segments[-1].become_inactive()
             for segment in self._segments:
                 segment.close()

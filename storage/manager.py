@@ -67,6 +67,7 @@ from storage.files import (
     validate_topic_name,
 )
 from storage.log import Log
+from storage.producer_ids import ProducerIdAllocator, ProducerIds
 from storage.recovery import open_log
 
 log = structlog.get_logger("tidelog.storage")
@@ -133,6 +134,7 @@ class LogManager:
         self._deletions = DeletionQueue()
         self.had_clean_shutdown = False
         self._open_duration_s = 0.0
+        self._producer_ids: ProducerIds | None = None
 
     # ---- lifecycle -------------------------------------------------------
 
@@ -340,6 +342,15 @@ class LogManager:
                 os.close(self._lock_fd)
                 self._lock_fd = None
             log.info("log_manager_closed", path=str(self.data_dir), clean=not failed)
+
+    @property
+    def producer_ids(self) -> ProducerIds:
+        """The data directory's producer id source (init_producer_id), read on first use:
+        an unreadable `producer-id-block` fails that call (STORAGE_ERROR), not the start."""
+        with self._lock:
+            if self._producer_ids is None:
+                self._producer_ids = ProducerIds(ProducerIdAllocator(self._io, self.data_dir))
+            return self._producer_ids
 
     # ---- topics ----------------------------------------------------------
 

@@ -12,7 +12,8 @@ at most one block of ids is skipped. On disk (text, like the checkpoints):
 A missing file means a new data directory (start at 0); an unreadable one is an
 error, never silently 0, which could reissue live ids.
 
-Thread-safe: `next_id` takes a lock (handlers of several connections call it).
+Thread-safe: `next_id` and `issued` take a lock (handlers of several connections
+call them).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from storage.files import PRODUCER_ID_BLOCK_FILE
 __all__ = [
     "EPOCH_EXHAUSTED",
     "PRODUCER_ID_BLOCK_SIZE",
+    "RESERVED_PRODUCER_IDS_START",
     "ProducerIdAllocator",
     "ProducerIdAndEpoch",
     "ProducerIdBlockFileError",
@@ -41,6 +43,9 @@ BLOCK_FILE_VERSION: Final = 0
 PRODUCER_ID_BLOCK_SIZE: Final = 1000
 # Producer ids are int64 on the wire; -1 means "none".
 PRODUCER_ID_MAX: Final = 2**63 - 1
+# Ids from here on are never allocated: reserved for producers that derive their id
+# (the exactly-once Spark sink's design, docs/idempotence.md), so the two never collide.
+RESERVED_PRODUCER_IDS_START: Final = 2**62
 # Kafka's isEpochExhausted: an epoch of 32766 or more cannot be bumped, because
 # fencing needs one more value below Short.MAX_VALUE (32767).
 EPOCH_EXHAUSTED: Final = 2**15 - 2
@@ -87,12 +92,18 @@ class ProducerIdAllocator:
             raise ProducerIdBlockFileError(f"{self.path}: next id {next_id} is out of range")
         return next_id
 
+    def issued(self, producer_id: int) -> bool:
+        """True if `producer_id` may have been handed out by this data directory (it is
+        below the next id; ids of a block reserved before a crash count as issued)."""
+        with self._lock:
+            return 0 <= producer_id < self._next
+
     def next_id(self) -> int:
         """A producer id never handed out before by this data directory."""
         with self._lock:
             if self._next >= self._block_end:
                 end = self._next + self._block_size
-                if end > PRODUCER_ID_MAX:
+                if end > RESERVED_PRODUCER_IDS_START:
                     raise StorageError(f"{self.path}: producer ids are exhausted")
                 try:
                     self._io.write_atomic(
@@ -116,32 +127,44 @@ def bump_epoch(current: ProducerIdAndEpoch, allocator: ProducerIdAllocator) -> P
 
 
 class ProducerIds:
-    """InitProducerId: a fresh id at epoch 0 for an idempotent producer (no
-    transactional id), as Kafka's coordinator answers even when the request names
-    a previous id and epoch (KIP-360); a bumped epoch for a known transactional id.
+    """InitProducerId for idempotent producers.
 
-    Transactional ids are remembered in memory only: transactions are not
-    implemented yet, and a restart then gives a known transactional id a new id,
-    as a lost transaction log would in Kafka (docs/idempotence.md).
+    * no previous id (-1): a fresh id at epoch 0;
+    * a previous id and epoch this data directory issued: the same id at the next
+      epoch (a new id at epoch 0 once the epoch is exhausted). The partitions then
+      fence the old epoch (INVALID_PRODUCER_EPOCH) and take the new one from
+      sequence 0: how a producer starts over after OUT_OF_ORDER_SEQUENCE_NUMBER
+      without losing its id (Kafka's coordinator does this for transactional ids;
+      for idempotent ones Kafka 2.5+ producers bump the epoch themselves);
+    * an id this directory never issued: INVALID_REQUEST (it may belong to another
+      broker's data, whose epochs this one cannot know);
+    * a transactional id: INVALID_REQUEST, transactions are not implemented.
+
+    Thread-safe (the allocator locks; the rest is pure).
     """
 
     def __init__(self, allocator: ProducerIdAllocator) -> None:
         self._allocator = allocator
-        self._lock = threading.Lock()
-        self._transactional: dict[str, ProducerIdAndEpoch] = {}
 
-    def init_producer_id(self, transactional_id: str | None = None) -> ProducerIdAndEpoch:
+    def init_producer_id(
+        self,
+        producer_id: int = -1,
+        producer_epoch: int = -1,
+        transactional_id: str | None = None,
+    ) -> ProducerIdAndEpoch:
         """Raises StorageError when the block file cannot be written, InvalidRequest
-        for an empty transactional id (Kafka's rule)."""
-        if transactional_id == "":
-            raise InvalidRequest("transactional id must not be empty; use none for idempotence")
-        if transactional_id is None:
+        as the class doc says."""
+        if transactional_id is not None:
+            raise InvalidRequest(
+                f"transactional id {transactional_id!r}: transactions are not supported; "
+                "send none for an idempotent producer"
+            )
+        if producer_id < 0:
+            if producer_epoch >= 0:
+                raise InvalidRequest(f"producer epoch {producer_epoch} without a producer id")
             return ProducerIdAndEpoch(self._allocator.next_id(), 0)
-        with self._lock:
-            known = self._transactional.get(transactional_id)
-            if known is None:
-                fresh = ProducerIdAndEpoch(self._allocator.next_id(), 0)
-            else:
-                fresh = bump_epoch(known, self._allocator)
-            self._transactional[transactional_id] = fresh
-            return fresh
+        if producer_epoch < 0:
+            raise InvalidRequest(f"producer id {producer_id} without its epoch")
+        if not self._allocator.issued(producer_id):
+            raise InvalidRequest(f"producer id {producer_id} was never issued by this broker")
+        return bump_epoch(ProducerIdAndEpoch(producer_id, producer_epoch), self._allocator)

@@ -16,7 +16,7 @@ takes one at every segment roll and at clean shutdown. On disk (big-endian):
               int64 last_offset, int64 max_timestamp
 
 Unlike Kafka's (one batch per producer), all retained batches are kept, so a
-retry of any of the last 5 batches is still a duplicate after a restart.
+retry of any of the last `BATCHES_RETAINED` batches is still a duplicate after a restart.
 
 Crash safety: written to a temp file, fsynced, renamed, directory fsynced
 (`FileIO.write_atomic`). A torn or corrupt file (length, version, CRC, offset

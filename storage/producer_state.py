@@ -10,9 +10,10 @@ two phases, so a failed write leaves the state unchanged:
     state.commit(pending, next_offset)      only once the write succeeded
 
 `check` answers `NOT_IDEMPOTENT` (producer id -1: nothing to do), a `Duplicate`
-(a retry of one of the last 5 batches: answer with its original offsets and
+(a retry of one of the last 64 batches: answer with its original offsets and
 append nothing) or an `Accepted` pending entry, or raises
-OutOfOrderSequenceNumber / InvalidProducerEpoch / InvalidRecord. The rules are
+OutOfOrderSequenceNumber / InvalidProducerEpoch / UnknownProducerId /
+InvalidRecord. The rules are
 Kafka 4's `ProducerAppendInfo` for client appends (docs/idempotence.md):
 
 * a batch whose epoch equals the producer's and whose sequence range equals a
@@ -21,9 +22,10 @@ Kafka 4's `ProducerAppendInfo` for client appends (docs/idempotence.md):
   answers PRODUCER_FENCED: Kafka 2.7+ uses INVALID_PRODUCER_EPOCH there);
 * a newer epoch must start at sequence 0;
 * the same epoch must continue at last sequence + 1, wrapping after 2**31 - 1;
-* an unknown producer may start at any sequence: Kafka 2.5+ (KIP-360) accepts
-  it instead of answering UNKNOWN_PRODUCER_ID, because its state may have been
-  lost to retention or expiry.
+* an unknown producer must start at sequence 0, else UNKNOWN_PRODUCER_ID (issue 21;
+  Kafka 2.5+ accepts any sequence there instead, KIP-360): its state was lost to
+  retention or expiry, and the producer is told so, resets its sequence and
+  resends, as kafka-python's and Kafka's producers do on that error.
 
 Several batches of one producer in one request are checked in order against
 the pending state. Replaying the log (`replay`) applies batches without checks,
@@ -39,7 +41,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Final, NamedTuple, Protocol
 
-from protocol.errors import InvalidProducerEpoch, InvalidRecord, OutOfOrderSequenceNumber
+from protocol.errors import (
+    InvalidProducerEpoch,
+    InvalidRecord,
+    OutOfOrderSequenceNumber,
+    UnknownProducerId,
+)
 
 __all__ = [
     "BATCHES_RETAINED",
@@ -58,9 +65,14 @@ __all__ = [
 NO_PRODUCER_ID: Final = -1
 NO_PRODUCER_EPOCH: Final = -1
 NO_SEQUENCE: Final = -1
-# Kafka's NUM_BATCHES_TO_RETAIN: a producer has at most 5 requests in flight per
-# connection (max.in.flight.requests.per.connection), so a retry is one of its last 5.
-BATCHES_RETAINED: Final = 5
+# A retry is answered as a duplicate if it is one of the producer's last 64 batches in
+# the partition. Kafka keeps 5 (NUM_BATCHES_TO_RETAIN: 5 requests in flight, one batch
+# per partition each); Tidelog's Producer packs several batches of a partition into one
+# request and keeps up to 64 unanswered per partition: with fewer, acks=-1 producers
+# wait on fsyncs (16: half the throughput of a producer without idempotence; 64: the
+# same; docs/idempotence.md "Cost"). Kafka clients need 5 and get more.
+# Memory: ~120 bytes per retained batch, at most ~8 KB per producer and partition.
+BATCHES_RETAINED: Final = 64
 # Sequences are int32 and wrap to 0 after the largest one (DefaultRecordBatch).
 SEQUENCE_MODULUS: Final = 2**31
 # producer.id.expiration.ms's default: one day without a batch forgets a producer.
@@ -195,7 +207,11 @@ class PendingAppend:
             )
         last_seq = last_sequence(base_sequence, last_offset_delta)
         committed = self._state._producers.get(producer_id)
-        if committed is not None:
+        if committed is not None and not (
+            # The expected next batch, the usual case, cannot be a duplicate: no scan.
+            producer_epoch == committed.epoch
+            and base_sequence == (committed.last_sequence + 1) % SEQUENCE_MODULUS
+        ):
             duplicate = committed.find_duplicate(producer_epoch, base_sequence, last_seq)
             if duplicate is not None:
                 return Duplicate(producer_id, duplicate)
@@ -206,7 +222,13 @@ class PendingAppend:
                 f"older than its last epoch {current.epoch}"
             )
         if producer_epoch != current.epoch:
-            if base_sequence != 0 and current.epoch != NO_PRODUCER_EPOCH:
+            if base_sequence != 0 and current.epoch == NO_PRODUCER_EPOCH:
+                raise UnknownProducerId(
+                    f"{self._where(base_offset)}: producer {producer_id} is unknown here "
+                    f"(new, expired or its batches deleted) and sent sequence "
+                    f"{base_sequence}, not 0"
+                )
+            if base_sequence != 0:
                 raise OutOfOrderSequenceNumber(
                     f"{self._where(base_offset)}: producer {producer_id} starts epoch "
                     f"{producer_epoch} at sequence {base_sequence}, not 0"

@@ -27,6 +27,9 @@ Rules (DESIGN.md "Durability", KAFKA_SEMANTICS.md §7.4 and §8):
    (reads there fail with CORRUPT_MESSAGE), nothing is cut, and later segments
    stay readable. If the fenced segment was the last one, a new active segment
    starts at max(recovery point, last valid offset + 1).
+5. Producer state: the newest `<offset>.snapshot` at or below the recovered log end
+   plus the batches after it (storage.producer_log); snapshots of segments that are
+   gone, above the log end, torn or corrupt are removed.
 
 Every action is logged with its path, offsets and bytes.
 """
@@ -62,6 +65,7 @@ from storage.files import (
 )
 from storage.loading import load_segment, segment_files, unlink_logged
 from storage.log import Log
+from storage.producer_log import rebuild_producer_state
 from storage.scan import SegmentScan
 from storage.segment import RecoveryResult, Segment
 from storage.swap import complete_swaps
@@ -417,6 +421,15 @@ def _build(
     start = max(start, segments[0].base_offset)
     recovery_point = log_end if point is None else min(point, log_end)
     recovery_point = max(recovery_point, min(start, log_end))
+    producers = rebuild_producer_state(
+        io,
+        directory,
+        segments,
+        config,
+        name=f"{topic}-{partition}",
+        log_start_offset=start,
+        now_ms=now_ms,
+    )
     result_log = Log(
         directory,
         topic,
@@ -429,6 +442,7 @@ def _build(
         clock_ms=clock_ms,
         deletion_queue=deletion_queue,
         fd_budget=fd_budget,
+        producer_state=producers,
     )
     result_log.recovery_truncated_bytes = loaded.truncated_bytes
     result_log.quarantined_segments = loaded.quarantined

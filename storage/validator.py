@@ -35,12 +35,16 @@ _KEY = itemgetter(2)
 
 
 class ValidBatch(NamedTuple):
-    """One checked batch of a chunk: where it starts, how many offsets it takes and its
-    largest timestamp (what the log needs to assign offsets and index it)."""
+    """One checked batch of a chunk: where it starts, how many offsets it takes, its
+    largest timestamp (what the log needs to assign offsets and index it) and its
+    producer fields (what the producer state check needs; -1: not idempotent)."""
 
     position: int
     offset_count: int
     max_timestamp: int
+    producer_id: int = -1
+    producer_epoch: int = -1
+    base_sequence: int = -1
 
 
 class LogValidator:
@@ -83,7 +87,16 @@ class LogValidator:
                 _, records = decode_payload(buf, pos, header=header, max_decompressed=cap)
                 if None in tuple(map(_KEY, records)):
                     raise InvalidRecord("Compacted topic cannot accept message without key")
-            batches.append(ValidBatch(pos, header.last_offset_delta + 1, header.max_timestamp))
+            batches.append(
+                ValidBatch(
+                    pos,
+                    header.last_offset_delta + 1,
+                    header.max_timestamp,
+                    header.producer_id,
+                    header.producer_epoch,
+                    header.base_sequence,
+                )
+            )
         if walk.problem is not None:
             self._refuse_stop(buf, walk.position)
         return batches

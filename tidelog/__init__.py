@@ -16,6 +16,7 @@ from tidelog.consumer import Consumer, NoOffsetForPartitionError, TopicPartition
 from tidelog.consumer_record import ConsumerRecord
 from tidelog.pending import BatchMetadata, RecordFuture, RecordMetadata
 from tidelog.producer import BufferFullError, Producer
+from tidelog.security import Security
 
 __all__ = [
     "BatchMetadata",
@@ -33,6 +34,7 @@ __all__ = [
     "RecordMetadata",
     "Reply",
     "RequestTimedOut",
+    "Security",
     "TidelogError",
     "TopicPartition",
 ]

@@ -20,6 +20,7 @@ from typing import Any
 import trio
 
 from protocol import calls
+from protocol.auth_schema import authenticate
 from protocol.calls import Call, FetchResult, OffsetAndTimestamp, ProduceResult
 from protocol.connection import (
     DEFAULT_CLIENT_ID,
@@ -34,6 +35,7 @@ from tidelog.client import (
     DEFAULT_CONNECT_TIMEOUT_MS,
     DEFAULT_REQUEST_TIMEOUT_MS,
 )
+from tidelog.security import PLAINTEXT, Security
 
 # Read in chunks of this size: large enough for a fetch answer in a few calls.
 _RECEIVE_BYTES = 256 * 1024
@@ -222,11 +224,25 @@ async def open_client(
     request_timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS,
     connect_timeout_ms: int = DEFAULT_CONNECT_TIMEOUT_MS,
     max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+    security: Security = PLAINTEXT,
 ) -> AsyncIterator[AsyncClient]:
-    """Connect, run the reader task, and close everything on exit."""
+    """Connect (TLS and SASL as `security` says), run the reader task, close on exit."""
     host, port = parse_address(bootstrap_servers)
+    context = security.ssl_context()
+    stream: trio.abc.Stream
     with trio.fail_after(connect_timeout_ms / 1000):
         stream = await trio.open_tcp_stream(host, port)
+    if context is not None:
+        stream = trio.SSLStream(stream, context, server_hostname=host)
+    try:
+        if context is not None:
+            with trio.fail_after(connect_timeout_ms / 1000):
+                await stream.do_handshake()
+        with trio.fail_after(request_timeout_ms / 1000):
+            await _authenticate(stream, security)
+    except BaseException:
+        await trio.aclose_forcefully(stream)
+        raise
     async with stream_client(
         stream,
         client_id=client_id,
@@ -234,6 +250,28 @@ async def open_client(
         max_response_bytes=max_response_bytes,
     ) as client:
         yield client
+
+
+async def _authenticate(stream: trio.abc.Stream, security: Security) -> None:
+    """The SASL exchange, before the reader task starts (so a failure raises plainly)."""
+    exchange = security.sasl_client()
+    if exchange is None:
+        return
+    conn = ClientConnection(client_id=None)
+    token: bytes | None = exchange.start()
+    while token is not None:
+        call = authenticate(exchange.mechanism, token)
+        _, frame = conn.send_request(call.api, call.body)
+        await stream.send_all(frame)
+        reply = conn.next_reply()
+        while reply is None:
+            data = await stream.receive_some(_RECEIVE_BYTES)
+            if not data:
+                raise ConnectionResetError("the broker closed the connection during SASL")
+            conn.receive_data(data)
+            reply = conn.next_reply()
+        answer, complete, _ = call.extract(reply.result())
+        token = exchange.respond(answer, complete)
 
 
 @asynccontextmanager

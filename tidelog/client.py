@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import contextlib
 import socket
+import ssl
 from collections.abc import Iterable, Mapping
 from types import TracebackType
 from typing import Any
 
 from protocol import calls
+from protocol.auth_schema import authenticate
 from protocol.calls import Call, FetchResult, OffsetAndTimestamp, ProduceResult
 from protocol.connection import (
     DEFAULT_CLIENT_ID,
@@ -31,6 +33,7 @@ from protocol.connection import (
 )
 from protocol.errors import RequestTimedOut
 from protocol.framing import LENGTH_SIZE, FrameError, decode_body, frame_length
+from tidelog.security import PLAINTEXT, Security
 
 DEFAULT_BOOTSTRAP_SERVER = "127.0.0.1:9092"
 
@@ -74,8 +77,11 @@ class Client:
         request_timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS,
         connect_timeout_ms: int = DEFAULT_CONNECT_TIMEOUT_MS,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+        security: Security = PLAINTEXT,
     ) -> None:
         self.address = parse_address(bootstrap_servers)
+        self.security = security
+        self._ssl_context = security.ssl_context()
         self.client_id = client_id
         self.request_timeout_ms = request_timeout_ms
         self.connect_timeout_ms = connect_timeout_ms
@@ -94,8 +100,24 @@ class Client:
             return
         sock = socket.create_connection(self.address, timeout=self.connect_timeout_ms / 1000)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if self._ssl_context is not None:
+            try:
+                sock = self._ssl_context.wrap_socket(sock, server_hostname=self.address[0])
+            except BaseException:
+                sock.close()
+                raise
         sock.settimeout(self.request_timeout_ms / 1000)
         self._sock = sock
+        exchange = self.security.sasl_client()
+        if exchange is not None:
+            try:
+                token = exchange.start()
+                while token is not None:
+                    answer, complete, _ = self.call(authenticate(exchange.mechanism, token))
+                    token = exchange.respond(answer, complete)
+            except BaseException:
+                self.close()
+                raise
 
     def close(self) -> None:
         """Close the connection; pending answers are lost. Safe to call twice."""
@@ -166,7 +188,10 @@ class Client:
             api, body, tail, expect_response=expect_response
         )
         try:
-            _sendmsg_all(self._sock, parts)
+            if isinstance(self._sock, ssl.SSLSocket):  # no sendmsg through TLS
+                self._sock.sendall(b"".join(parts))
+            else:
+                _sendmsg_all(self._sock, parts)
         except OSError:
             self.close()
             raise

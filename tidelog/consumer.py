@@ -5,12 +5,19 @@
     for record in consumer:          # ends after consumer_timeout_ms without records
         print(record.offset, record.value)
 
-There is no group membership (protocol v1 has no rebalancing): the
-application chooses the partitions (`assign`) and owns its positions
-(`position`, `seek`). With a `group_id` it can store them on the broker
+Either the application chooses the partitions (`assign`) and owns its positions
+(`position`, `seek`), or, with a `group_id`, it `subscribe`s to topics and the
+group's members split their partitions (docs/groups.md): the consumer joins on
+its next poll, heartbeats in a background thread, and rejoins on its next poll
+when a member joins, leaves or dies (`on_revoke` then `on_assign` are called,
+in the polling thread). With a `group_id` it can store positions on the broker
 (`commit`, `committed`; the `commit_offsets`/`fetch_offsets` extension) and a
-partition without a position starts at the group's committed offset. Passing
-topics to the constructor assigns every partition of them.
+partition without a position starts at the group's committed offset. A
+subscribed consumer's commits carry its generation, and the broker refuses
+them (CommitFailedError) once the group has rebalanced; with
+`enable_auto_commit` it commits every `auto_commit_interval_ms` (checked in
+poll), before a rebalance and on close, as kafka-python does. Passing topics to
+the constructor assigns every partition of them.
 
 A fetch returns whole batches starting with the one that holds the position;
 records below the position are dropped, and after compaction offsets may have
@@ -34,7 +41,7 @@ from __future__ import annotations
 import threading
 import time
 import weakref
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from itertools import chain
@@ -44,12 +51,30 @@ from typing import Any, NamedTuple
 
 from protocol.calls import OffsetAndTimestamp
 from protocol.connection import DEFAULT_CLIENT_ID, BrokerProtocolError, Reply
-from protocol.errors import OffsetOutOfRange, TidelogError, error_from_wire
+from protocol.errors import (
+    IllegalGeneration,
+    OffsetOutOfRange,
+    RebalanceInProgress,
+    TidelogError,
+    UnknownMemberId,
+    error_from_wire,
+)
 from protocol.offsets_schema import commit_offsets, fetch_offsets
 from tidelog.client import DEFAULT_BOOTSTRAP_SERVER, DEFAULT_REQUEST_TIMEOUT_MS, Client
 from tidelog.consumer_record import ConsumerRecord, decode_fetched, next_position
+from tidelog.group_member import (
+    DEFAULT_ASSIGNORS,
+    DEFAULT_HEARTBEAT_INTERVAL_MS,
+    DEFAULT_MAX_POLL_INTERVAL_MS,
+    DEFAULT_SESSION_TIMEOUT_MS,
+    CommitFailedError,
+    GroupMember,
+    GroupSettings,
+)
+from tidelog.security import PLAINTEXT, Security
 
 __all__ = [
+    "CommitFailedError",
     "Consumer",
     "ConsumerRecord",
     "NoOffsetForPartitionError",
@@ -63,6 +88,10 @@ DEFAULT_FETCH_MIN_BYTES = 1
 DEFAULT_FETCH_MAX_BYTES = 52_428_800  # all partitions of one fetch: 50 MiB
 DEFAULT_MAX_PARTITION_FETCH_BYTES = 1_048_576  # per partition per fetch: 1 MiB
 DEFAULT_MAX_POLL_RECORDS = 500
+DEFAULT_AUTO_COMMIT_INTERVAL_MS = 5_000
+
+# A rebalance listener: called with the partitions taken away or handed over.
+RebalanceCallback = Callable[[set["TopicPartition"]], None]
 
 AUTO_OFFSET_RESETS = ("earliest", "latest", "none")
 
@@ -174,6 +203,17 @@ class _PartitionState:
         return self.fetch_position
 
 
+@dataclass
+class _Subscription:
+    """A subscribed consumer's topics, membership and listeners."""
+
+    topics: tuple[str, ...]
+    member: GroupMember
+    on_assign: RebalanceCallback | None
+    on_revoke: RebalanceCallback | None
+    next_commit: float = 0.0  # time.monotonic() of the next auto-commit
+
+
 class Consumer:
     """Fetches from assigned partitions over one blocking connection. Not thread-safe."""
 
@@ -192,6 +232,14 @@ class Consumer:
         check_crcs: bool = True,
         client_id: str | None = DEFAULT_CLIENT_ID,
         group_id: str | None = None,
+        enable_auto_commit: bool = True,
+        auto_commit_interval_ms: int = DEFAULT_AUTO_COMMIT_INTERVAL_MS,
+        session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS,
+        heartbeat_interval_ms: int = DEFAULT_HEARTBEAT_INTERVAL_MS,
+        max_poll_interval_ms: int = DEFAULT_MAX_POLL_INTERVAL_MS,
+        partition_assignment_strategy: Sequence[str] = DEFAULT_ASSIGNORS,
+        group_instance_id: str | None = None,
+        security: Security = PLAINTEXT,
     ) -> None:
         if auto_offset_reset not in AUTO_OFFSET_RESETS:
             raise ValueError(f"auto_offset_reset must be one of {', '.join(AUTO_OFFSET_RESETS)}")
@@ -204,8 +252,30 @@ class Consumer:
         self.consumer_timeout_ms = consumer_timeout_ms
         self.check_crcs = check_crcs
         self.group_id = group_id
+        self.enable_auto_commit = enable_auto_commit
+        self.auto_commit_interval_ms = auto_commit_interval_ms
+        self._bootstrap_servers = bootstrap_servers
+        self._client_id = client_id
+        self._request_timeout_ms = request_timeout_ms
+        self._security = security
+        self._group_settings = (
+            None
+            if group_id is None
+            else GroupSettings(
+                group_id,
+                assignors=tuple(partition_assignment_strategy),
+                session_timeout_ms=session_timeout_ms,
+                heartbeat_interval_ms=heartbeat_interval_ms,
+                rebalance_timeout_ms=max_poll_interval_ms,
+                group_instance_id=group_instance_id,
+            )
+        )
+        self._subscription: _Subscription | None = None
         self._client = Client(
-            bootstrap_servers, client_id=client_id, request_timeout_ms=request_timeout_ms
+            bootstrap_servers,
+            client_id=client_id,
+            request_timeout_ms=request_timeout_ms,
+            security=security,
         )
         self._states: dict[TopicPartition, _PartitionState] = {}
         self._iter: Iterator[ConsumerRecord] = iter(())
@@ -272,6 +342,103 @@ class Consumer:
         assert position is not None
         return position
 
+    # -- group membership (`subscribe`, needs `group_id`) --------------------------
+
+    def subscribe(
+        self,
+        topics: Iterable[str],
+        on_assign: RebalanceCallback | None = None,
+        on_revoke: RebalanceCallback | None = None,
+    ) -> None:
+        """Share the partitions of `topics` with the group's other members. The
+        consumer joins on its next poll; `on_revoke` is called with the partitions
+        it gives up before every rebalance, `on_assign` with its new ones after."""
+        if self._group_settings is None:
+            raise ValueError("subscribe() needs a group_id")
+        wanted = tuple(sorted(set(topics)))
+        if not wanted:
+            raise ValueError("subscribe() needs at least one topic")
+        if self._subscription is not None:
+            self._subscription.topics = wanted
+            self._subscription.member.mark_rejoin()
+            return
+        member = GroupMember(
+            self._bootstrap_servers,
+            self._group_settings,
+            client_id=self._client_id,
+            request_timeout_ms=self._request_timeout_ms,
+            security=self._security,
+        )
+        self._subscription = _Subscription(wanted, member, on_assign, on_revoke)
+        self.assign([])
+
+    def subscription(self) -> set[str]:
+        return set(self._subscription.topics) if self._subscription is not None else set()
+
+    def unsubscribe(self) -> None:
+        """Leave the group (committing first with auto-commit) and drop the partitions."""
+        if self._subscription is not None:
+            self._leave_group()
+        self.assign([])
+
+    def _leave_group(self) -> None:
+        subscription = self._subscription
+        assert subscription is not None
+        try:  # (committed while still a member: the commit is fenced)
+            self._auto_commit_quietly()
+        finally:
+            self._subscription = None
+            subscription.member.close()
+
+    def _ensure_group(self) -> None:
+        """Rejoin if the heartbeat thread saw a rebalance; auto-commit when due."""
+        subscription = self._subscription
+        if subscription is None:
+            return
+        if subscription.member.needs_rejoin():
+            self._rebalance(subscription)
+        if self.enable_auto_commit and time.monotonic() >= subscription.next_commit:
+            self._auto_commit_quietly()
+
+    def _rebalance(self, subscription: _Subscription) -> None:
+        """Eager: commit and revoke everything, join, then take the new assignment
+        (positions of partitions kept are kept)."""
+        previous = set(self._states)
+        if subscription.member.generation >= 0:
+            self._auto_commit_quietly()
+            if subscription.on_revoke is not None:
+                subscription.on_revoke(previous)
+        partitions = subscription.member.join(subscription.topics, previous, self._partition_counts)
+        self.assign(partitions)
+        subscription.next_commit = time.monotonic() + self.auto_commit_interval_ms / 1000
+        if subscription.on_assign is not None:
+            subscription.on_assign(set(self._states))
+
+    def _auto_commit_quietly(self) -> None:
+        """Commit positions if auto-commit is on; a refusal means a rebalance is
+        coming, which the next poll handles (kafka-python logs and goes on)."""
+        subscription = self._subscription
+        if not self.enable_auto_commit or subscription is None:
+            return
+        subscription.next_commit = time.monotonic() + self.auto_commit_interval_ms / 1000
+        started = {tp for tp, state in self._states.items() if state.position() is not None}
+        if not started:
+            return
+        try:
+            self.commit({tp: self.position(tp) for tp in started})
+        except (CommitFailedError, OSError):
+            return  # the group moved on or the broker is away: the next poll rejoins
+        except TidelogError as exc:
+            if not exc.retriable:
+                raise
+
+    def _partition_counts(self, topics: Iterable[str]) -> dict[str, int]:
+        counts = {}
+        for entry in self.client.metadata(list(topics)):
+            if entry["error"] is None:
+                counts[entry["topic"]] = len(entry["partitions"])
+        return counts
+
     # -- committed positions (optional: `group_id`) -------------------------------
 
     def commit(self, offsets: Mapping[TopicPartition, int] | None = None) -> None:
@@ -283,8 +450,20 @@ class Consumer:
         group = self._require_group()
         if offsets is None:
             offsets = {tp: self.position(tp) for tp in self._states}
-        if offsets:
+        if not offsets:
+            return
+        if self._subscription is None:
             self.client.call(commit_offsets(group, dict(offsets)))
+            return
+        member = self._subscription.member
+        try:
+            self.client.call(commit_offsets(group, dict(offsets), **member.commit_fields()))
+        except (IllegalGeneration, UnknownMemberId, RebalanceInProgress) as exc:
+            member.mark_rejoin(forget_member_id=isinstance(exc, UnknownMemberId))
+            raise CommitFailedError(
+                f"group {group}: commit refused ({exc.code}); the group rebalanced and "
+                "these partitions may belong to another member: poll to rejoin"
+            ) from exc
 
     def committed(self, partition: TopicPartition) -> int | None:
         """The group's committed position of `partition`, or None."""
@@ -374,6 +553,7 @@ class Consumer:
         limit = self.max_poll_records if max_records is None else max_records
         deadline = time.monotonic() + timeout_ms / 1000
         while True:
+            self._ensure_group()
             taken = self._take_buffered(limit)
             if taken:
                 return taken
@@ -547,6 +727,7 @@ class Consumer:
         """Move buffered or newly fetched records to the iterator; False on timeout."""
         deadline = time.monotonic() + self.consumer_timeout_ms / 1000
         while True:
+            self._ensure_group()
             batches = self._take_buffered(1 << 62)
             if batches:
                 chunks = list(batches.values())
@@ -559,6 +740,9 @@ class Consumer:
             self._fetch(int(min(remaining_s * 1000, self.fetch_max_wait_ms)))
 
     def close(self) -> None:
+        """Leave the group if subscribed (committing first with auto-commit), then close."""
+        if self._subscription is not None:
+            self._leave_group()
         ahead, self._ahead = self._ahead, None
         self._client.close()  # (wakes the thread reading the fetch sent ahead)
         if ahead is not None:

@@ -67,8 +67,12 @@ class PendingBatch:
         "log_append_time",
         "log_start_offset",
         "partition",
+        "retry_at",
         "sealed",
+        "send_index",
+        "sequence",
         "size_bytes",
+        "stamped",
         "timestamps",
         "topic",
         "values",
@@ -91,6 +95,13 @@ class PendingBatch:
         self.log_append_time = -1
         self.log_start_offset = -1
         self.callbacks: list[Callable[[], None]] = []
+        # Idempotence (tidelog.idempotence): the order of the first send (-1: not sent),
+        # the first sequence and the (id, epoch) stamped on `encoded`, the earliest
+        # monotonic time of the next attempt.
+        self.send_index = -1
+        self.sequence = -1
+        self.stamped: tuple[int, int] | None = None
+        self.retry_at = 0.0
 
     def encode(self, compression: Compression) -> bytearray:
         """One batch (PROTOCOL.md §3) with a single msgpack call over the columns."""

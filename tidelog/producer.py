@@ -14,26 +14,42 @@ Records are kept as columns (keys, values, headers, timestamps) and a batch is
 encoded with one msgpack call over them: no per-record Python work at encode
 time. `send_batch` adds many records in one call for bulk loads.
 
-Retries: none. Protocol v1 has no idempotent producer, so resending after a
-timeout may duplicate records; a failed batch fails its futures and the
-application decides. Buffer: at most `buffer_memory` bytes of unsent records;
-`send` blocks up to `max_block_ms` for room, then raises `BufferFullError`.
+Idempotence (on by default, as in Kafka 3+ and kafka-python 3): the producer
+gets an id from `init_producer_id`, numbers each partition's batches, and
+retries failed batches in order until `delivery_timeout_ms`; the broker answers
+a retry of an appended batch with its original offsets, so retries never store
+a record twice (tidelog.idempotence has the rules). Like Kafka, idempotence
+needs `acks=-1` and at most 5 requests in flight; left unset it is turned off
+when `acks` or `max_in_flight_requests` say otherwise. Without it there are no
+retries: resending after a timeout could duplicate records, so a failed batch
+fails its futures and the application decides. Buffer: at most
+`buffer_memory` bytes of unsent records; `send` blocks up to `max_block_ms`
+for room, then raises `BufferFullError`.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Sequence
 from types import TracebackType
 from typing import Any
 
+from protocol.batch import set_producer_fields
 from protocol.compression import Compression
 from protocol.connection import DEFAULT_CLIENT_ID, BrokerProtocolError, Reply
 from protocol.errors import error_from_wire
 from protocol.framing import TAIL_PLACEHOLDER
 from tidelog.client import DEFAULT_BOOTSTRAP_SERVER, DEFAULT_REQUEST_TIMEOUT_MS, Client
+from tidelog.idempotence import (
+    MAX_BATCHES_IN_FLIGHT_PER_PARTITION,
+    MAX_IN_FLIGHT_IDEMPOTENT,
+    ProducerIdentity,
+    Sequencer,
+    Verdict,
+    verdict,
+)
 from tidelog.joiner import ChunkJoiner, Joined
 from tidelog.partitioner import murmur2, partition_for_key
 from tidelog.pending import (
@@ -43,6 +59,7 @@ from tidelog.pending import (
     RecordFuture,
     RecordMetadata,
 )
+from tidelog.security import PLAINTEXT, Security
 
 __all__ = [
     "BatchFuture",
@@ -66,6 +83,10 @@ DEFAULT_MAX_BLOCK_MS = 60_000
 DEFAULT_MAX_IN_FLIGHT = 5
 # One produce request carries at most this many bytes of batches (Kafka: 1 MiB).
 DEFAULT_MAX_REQUEST_SIZE = 1_048_576
+# An idempotent producer retries a batch until it is this old (Kafka's delivery.timeout.ms).
+DEFAULT_DELIVERY_TIMEOUT_MS = 120_000
+# Pause before a retry (Kafka's retry.backoff.ms).
+DEFAULT_RETRY_BACKOFF_MS = 100
 
 # Per-record bytes counted against the buffer besides key and value: the
 # record's msgpack framing and list slots, roughly.
@@ -127,13 +148,30 @@ class Producer:
         max_request_size: int = DEFAULT_MAX_REQUEST_SIZE,
         request_timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS,
         client_id: str | None = DEFAULT_CLIENT_ID,
+        enable_idempotence: bool | None = None,
+        delivery_timeout_ms: int = DEFAULT_DELIVERY_TIMEOUT_MS,
+        retry_backoff_ms: int = DEFAULT_RETRY_BACKOFF_MS,
+        security: Security = PLAINTEXT,
     ) -> None:
+        """`enable_idempotence`: None (the default) turns it on unless `acks` is not -1
+        or `max_in_flight_requests` exceeds 5 (Kafka's rule); True insists on it."""
         if acks not in (0, 1, -1):
             raise ValueError(f"acks must be 0, 1 or -1 ('all'), got {acks!r}")
         if batch_size < 1 or buffer_memory < batch_size:
             raise ValueError("need 1 <= batch_size <= buffer_memory")
         if max_in_flight_requests < 1:
             raise ValueError("max_in_flight_requests must be >= 1")
+        compatible = acks == -1 and max_in_flight_requests <= MAX_IN_FLIGHT_IDEMPOTENT
+        if enable_idempotence and not compatible:
+            raise ValueError(
+                "enable_idempotence needs acks=-1 and max_in_flight_requests <= "
+                f"{MAX_IN_FLIGHT_IDEMPOTENT}, got acks={acks} and {max_in_flight_requests}"
+            )
+        self.enable_idempotence = compatible if enable_idempotence is None else enable_idempotence
+        self.delivery_timeout_s = delivery_timeout_ms / 1000
+        self.retry_backoff_s = retry_backoff_ms / 1000
+        self._sequencer = Sequencer()  # the sender thread's alone
+        self._sends = 0  # batches sent for the first time (their send_index)
         self.acks = acks
         self.linger_s = linger_ms / 1000
         self.batch_size = batch_size
@@ -144,10 +182,16 @@ class Producer:
         self.max_request_size = max_request_size
         self.request_timeout_ms = request_timeout_ms
         self._client = Client(
-            bootstrap_servers, client_id=client_id, request_timeout_ms=request_timeout_ms
+            bootstrap_servers,
+            client_id=client_id,
+            request_timeout_ms=request_timeout_ms,
+            security=security,
         )
         self._meta_client = Client(
-            bootstrap_servers, client_id=client_id, request_timeout_ms=request_timeout_ms
+            bootstrap_servers,
+            client_id=client_id,
+            request_timeout_ms=request_timeout_ms,
+            security=security,
         )
         self._meta_lock = threading.Lock()
         self._partition_counts: dict[str, int] = {}
@@ -393,6 +437,8 @@ class Producer:
                     if to_send is None and not self._in_flight:
                         return  # closing, nothing left
                 if to_send:
+                    if self.enable_idempotence and not self._ensure_identity(to_send):
+                        continue
                     self._send_request(to_send)
                 elif self._in_flight:
                     self._receive_reply()
@@ -420,16 +466,43 @@ class Producer:
                     self._seal(batch)
                 elif linger_deadline is None or batch.created < linger_deadline:
                     linger_deadline = batch.created
-            if self._ready and len(self._in_flight) < self.max_in_flight:
+            retry_in = self._ready[0].retry_at - now if self._ready else 0.0
+            # An epoch change waits for the answers in flight (tidelog.idempotence).
+            epoch_wait = self._sequencer.new_epoch_needed and bool(self._in_flight)
+            room = len(self._in_flight) < self.max_in_flight
+            if self._ready and room and retry_in <= 0 and not epoch_wait:
                 return self._take_request()
             if self._in_flight:
                 return []
-            if self._closing and not self._open:
+            if self._closing and not self._open and not self._ready:
                 return None
             timeout = None if linger_deadline is None else linger_deadline + self.linger_s - now
+            if retry_in > 0:
+                timeout = retry_in if timeout is None else min(timeout, retry_in)
             self._wake.wait(timeout)
 
+    def _ensure_identity(self, batches: list[PendingBatch]) -> bool:
+        """Get an id (or the next epoch) before sending, if needed; on failure the batches
+        wait for a retry (or fail past the delivery timeout) and False is returned."""
+        sequencer = self._sequencer
+        if not sequencer.needs_identity:
+            return True
+        previous = sequencer.identity
+        body = {"producer_id": -1, "producer_epoch": -1}
+        if previous is not None:
+            body = {"producer_id": previous.producer_id, "producer_epoch": previous.epoch}
+        try:
+            with self._meta_lock:
+                answer = self._meta_client.request("init_producer_id", body)
+        except Exception as exc:
+            self._finish(batches, error=exc)
+            return False
+        sequencer.grant(ProducerIdentity(answer["producer_id"], answer["producer_epoch"]))
+        return True
+
     def _take_request(self) -> list[PendingBatch]:
+        if self.enable_idempotence:
+            return self._take_idempotent()
         taken: list[PendingBatch] = []
         size = 0
         while self._ready:
@@ -438,6 +511,39 @@ class Producer:
                 break
             taken.append(self._ready.popleft())
             size += batch.size_bytes
+        return taken
+
+    def _take_idempotent(self) -> list[PendingBatch]:
+        """The next request of an idempotent producer (tidelog.idempotence): new batches
+        of a partition may share a request, a retried one goes alone, and a partition
+        never has more than MAX_BATCHES_IN_FLIGHT_PER_PARTITION batches unanswered.
+        Per-partition order is kept: a partition whose batch was left behind takes no
+        later one in this request."""
+        unanswered = Counter((b.topic, b.partition) for r in self._in_flight for b in r)
+        taken: list[PendingBatch] = []
+        left: deque[PendingBatch] = deque()
+        closed: set[tuple[str, int]] = set()
+        here: Counter[tuple[str, int]] = Counter()
+        size = 0
+        for batch in self._ready:
+            where = (batch.topic, batch.partition)
+            retry = batch.send_index >= 0
+            if (
+                where in closed
+                or (taken and size + batch.size_bytes > self.max_request_size)
+                or unanswered[where] >= MAX_BATCHES_IN_FLIGHT_PER_PARTITION
+                or (retry and here[where])
+            ):
+                left.append(batch)
+                closed.add(where)
+                continue
+            taken.append(batch)
+            size += batch.size_bytes
+            unanswered[where] += 1
+            here[where] += 1
+            if retry:
+                closed.add(where)
+        self._ready = left
         return taken
 
     def _send_request(self, batches: list[PendingBatch]) -> None:
@@ -490,9 +596,27 @@ class Producer:
         topics: dict[str, dict[int, list[bytes | bytearray]]] = {}
         for batch in batches:
             encoded = batch.encoded if batch.encoded is not None else batch.encode(self.compression)
-            batch.encoded = None  # copied into the request: free it now
+            if self.enable_idempotence:
+                self._stamp(batch, encoded)
+                batch.encoded = encoded  # kept for a retry until the batch is resolved
+            else:
+                batch.encoded = None  # copied into the request: free it now
             topics.setdefault(batch.topic, {}).setdefault(batch.partition, []).append(encoded)
         return topics
+
+    def _stamp(self, batch: PendingBatch, encoded: bytearray) -> None:
+        """Number a batch at its first send, and again after an epoch change (its bytes
+        then get the new id, epoch and sequence, and a new CRC)."""
+        identity = self._sequencer.identity
+        assert identity is not None  # _ensure_identity ran before the send
+        if batch.send_index < 0:
+            batch.send_index = self._sends
+            self._sends += 1
+        if batch.stamped == identity:
+            return
+        batch.sequence = self._sequencer.take(batch.topic, batch.partition, len(batch.timestamps))
+        set_producer_fields(encoded, 0, identity.producer_id, identity.epoch, batch.sequence)
+        batch.stamped = identity
 
     def _receive_reply(self) -> None:
         try:
@@ -527,8 +651,11 @@ class Producer:
         error: BaseException | None = None,
         results: dict[tuple[str, int], dict[str, Any]] | None = None,
     ) -> None:
-        """Resolve batches in send order; several batches of one partition are consecutive."""
+        """Resolve batches in send order; several batches of one partition are consecutive.
+        An idempotent producer puts the batches it retries back in front of the queue."""
         next_offset: dict[tuple[str, int], int] = {}
+        retried: list[PendingBatch] = []
+        resolved = 0
         for batch in batches:
             where = (batch.topic, batch.partition)
             batch_error = error
@@ -544,11 +671,52 @@ class Producer:
                     next_offset[where] = base + len(batch.timestamps)
                     log_append_time = _or(entry["log_append_time"], -1)
                     log_start = _or(entry["log_start_offset"], -1)
+            if batch_error is not None and self._retry(batch, batch_error, retried):
+                retried.append(batch)
+                continue
+            batch.encoded = None
             batch.resolve(base, log_append_time, log_start, batch_error)
+            resolved += 1
         with self._lock:
-            self._unresolved -= len(batches)
-            self._buffered_bytes -= sum(b.size_bytes for b in batches)
+            if retried:
+                self._requeue(retried)
+            self._unresolved -= resolved
+            self._buffered_bytes -= sum(b.size_bytes for b in batches if b.done.is_set())
             self._room.notify_all()
+
+    def _retry(self, batch: PendingBatch, error: BaseException, retried: list) -> bool:
+        """Whether an idempotent producer tries `batch` again (tidelog.idempotence)."""
+        if not self.enable_idempotence or self._sender_error is not None:
+            return False
+        if time.monotonic() - batch.created >= self.delivery_timeout_s:
+            return False
+        rule = verdict(error)
+        if rule == Verdict.RETRY_IF_BEHIND:
+            with self._lock:  # an earlier batch of the partition waits or is sent again
+                waiting = [*retried, *self._ready, *(b for r in self._in_flight for b in r)]
+            behind = any(
+                b.topic == batch.topic
+                and b.partition == batch.partition
+                and 0 <= b.send_index < batch.send_index
+                for b in waiting
+            )
+            if not behind:
+                self._sequencer.new_epoch_needed = True  # the broker lost our sequence
+            return behind
+        if rule == Verdict.NEW_EPOCH_AND_RETRY:
+            self._sequencer.new_epoch_needed = True
+        return rule != Verdict.FAIL
+
+    def _requeue(self, retried: list[PendingBatch]) -> None:
+        """Put batches to retry before every unsent one, all sent ones in first-send order
+        (under the lock)."""
+        retry_at = time.monotonic() + self.retry_backoff_s
+        for batch in retried:
+            batch.retry_at = retry_at
+        sent = [b for b in self._ready if b.send_index >= 0]
+        fresh = [b for b in self._ready if b.send_index < 0]
+        self._ready = deque(sorted([*sent, *retried], key=lambda b: b.send_index) + fresh)
+        self._wake.notify()
 
 
 def _or(value: int | None, default: int) -> int:

@@ -31,6 +31,7 @@ from broker.groups.messages import (
     Effect,
     ErrorResponse,
     GroupDescription,
+    GroupStatistics,
     HeartbeatRequest,
     JoinMember,
     JoinRequest,
@@ -171,6 +172,19 @@ class GroupCoordinator:
         """(group id, state, protocol type) of every group, sorted by id."""
         return [
             (g.group_id, g.state.value, g.protocol_type) for _, g in sorted(self._groups.items())
+        ]
+
+    def statistics(self) -> list[GroupStatistics]:
+        """Every group's state, members, rebalances and committed offsets (for metrics)."""
+        return [
+            GroupStatistics(
+                group_id,
+                group.state.value,
+                len(group.members),
+                group.rebalances,
+                {tp: committed.offset for tp, committed in group.offsets.items()},
+            )
+            for group_id, group in sorted(self._groups.items())
         ]
 
     def fetch_offsets(self, group_id: str) -> dict[TopicPartition, CommittedOffset]:
@@ -355,6 +369,7 @@ class GroupCoordinator:
             self._fail_pending_syncs(group, RebalanceInProgress.code)
         was_empty = group.is_in(_S.EMPTY)
         group.transition(_S.PREPARING_REBALANCE, now)
+        group.rebalances += 1
         group.pending_sync.clear()
         group.sync_deadline_ms = None
         rebalance_ms = group.max_rebalance_timeout_ms()
@@ -617,6 +632,28 @@ class GroupCoordinator:
             return ErrorResponse(NonEmptyGroup.code)
         reply = self._ticket()
         self._append(_REPLY, group_id, reply, self._remove_group(group, self._clock_ms()))
+        return Pending(reply)
+
+    def delete_offsets(
+        self, group_id: str, partitions: Iterable[TopicPartition]
+    ) -> ErrorResponse | Pending:
+        """Kafka's OffsetDelete for an Empty group: the listed partitions' offsets get
+        tombstones (the answer waits for them). A group with members (or a commit in
+        flight) is NON_EMPTY_GROUP: the broker does not read the members'
+        subscriptions, which Kafka would use to allow unsubscribed topics."""
+        group = self._groups.get(group_id)
+        if group is None or group.is_in(_S.DEAD):
+            return ErrorResponse(GroupIdNotFound.code)
+        if not group.is_in(_S.EMPTY) or group.pending_commits:
+            return ErrorResponse(NonEmptyGroup.code)
+        gone = sorted(tp for tp in set(partitions) if tp in group.offsets)
+        if not gone:
+            return ErrorResponse(None)
+        for tp in gone:
+            del group.offsets[tp]
+        reply = self._ticket()
+        records = [offset_record(group_id, tp, None) for tp in gone]
+        self._append(_REPLY, group_id, reply, records)
         return Pending(reply)
 
     def _remove_group(self, group: Group, now: int) -> list[Record]:

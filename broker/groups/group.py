@@ -97,6 +97,7 @@ class Group:
     stable_since_ms: int = 0  # the state timestamp written with the in-flight assignment
     offsets: dict[TopicPartition, CommittedOffset] = field(default_factory=dict)
     pending_commits: dict[int, dict[TopicPartition, CommittedOffset]] = field(default_factory=dict)
+    rebalances: int = 0  # times it entered PreparingRebalance since loaded (a metric)
 
     def transition(self, target: GroupState, now_ms: int) -> None:
         assert self.state in VALID_PREVIOUS[target], f"{self.group_id}: {self.state} -> {target}"

@@ -184,3 +184,14 @@ class GroupDescription:
     group_id: str
     state: str
     metadata: GroupMetadata
+
+
+@dataclass(frozen=True, slots=True)
+class GroupStatistics:
+    """One group as the metrics see it: state, member count, rebalances, offsets."""
+
+    group_id: str
+    state: str
+    members: int
+    rebalances: int
+    offsets: Mapping[TopicPartition, int]

@@ -31,12 +31,13 @@ from broker.groups.messages import (
     Record,
     TopicPartition,
 )
-from protocol.offsets_schema import offset_key, offset_value
+from protocol.offsets_schema import MAX_GROUP_CHARS, offset_key, offset_value
 
 GROUP_METADATA_VERSION = 0
 # Bounds on decoded fields: a record beyond them is malformed, not a reason to grow memory.
 MAX_NAME_CHARS = 32_767  # Kafka's STRING limit (int16 length)
 MAX_PARTITION = 2**31 - 1
+MAX_OFFSET = 2**63 - 1
 
 _MEMBER_FIELDS = (
     "member_id",
@@ -152,8 +153,11 @@ def decode_offset_value(value: bytes) -> CommittedOffset:
         raw = msgpack.unpackb(value, raw=False)
         if not isinstance(raw, dict):
             raise MalformedRecord("offset commit: not a map")
+        offset = _integer(raw["offset"])
+        if not 0 <= offset <= MAX_OFFSET:  # type: ignore[operator]
+            raise MalformedRecord(f"offset commit: offset {offset} out of range")
         return CommittedOffset(
-            _integer(raw["offset"]),  # type: ignore[arg-type]
+            offset,  # type: ignore[arg-type]
             _string(raw.get("metadata", "")),  # type: ignore[arg-type]
             _integer(raw["commit_timestamp"]),  # type: ignore[arg-type]
         )
@@ -163,6 +167,14 @@ def decode_offset_value(value: bytes) -> CommittedOffset:
         raise MalformedRecord(f"offset commit: {exc!r}") from exc
 
 
+def _group_id(value: Any) -> str:
+    """A group id as a commit or join could have written it: 1-249 characters."""
+    group = _string(value)
+    if not group or len(group) > MAX_GROUP_CHARS:
+        raise MalformedRecord(f"key: group id of {len(group or '')} characters")
+    return group
+
+
 def decode_key(key: bytes) -> tuple[str] | tuple[str, str, int]:
     """`(group,)` for a group record, `(group, topic, partition)` for an offset."""
     try:
@@ -170,12 +182,12 @@ def decode_key(key: bytes) -> tuple[str] | tuple[str, str, int]:
     except Exception as exc:  # any bytes
         raise MalformedRecord(f"key: {exc!r}") from exc
     if isinstance(raw, list) and len(raw) == 1:
-        return (_string(raw[0]),)  # type: ignore[return-value]
+        return (_group_id(raw[0]),)
     if isinstance(raw, list) and len(raw) == 3:
         partition = _integer(raw[2])
         if not 0 <= partition <= MAX_PARTITION:  # type: ignore[operator]
             raise MalformedRecord(f"key: partition {partition} out of range")
-        return (_string(raw[0]), _string(raw[1]), partition)  # type: ignore[return-value]
+        return (_group_id(raw[0]), _string(raw[1]), partition)  # type: ignore[return-value]
     raise MalformedRecord("key: neither [group] nor [group, topic, partition]")
 
 

@@ -121,7 +121,10 @@ async def produce(ctx: BrokerContext, body: Body) -> Answer | Deferred | None:
                 res["base_offset"] = info.base_offset
                 res["log_append_time"] = info.log_append_time
                 res["log_start_offset"] = info.log_start_offset
-                ctx.metrics.produced(topic, info.last_offset - info.base_offset + 1, len(records))
+                if not info.duplicate:  # a retried batch: answered, not stored again
+                    ctx.metrics.produced(
+                        topic, info.last_offset - info.base_offset + 1, len(records)
+                    )
                 if acks == -1:
                     to_sync.append((res, plog, info.last_offset + 1))
                 elif info.flush_needed:

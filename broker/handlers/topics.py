@@ -12,9 +12,9 @@ from broker.config import unknown_key_error
 from broker.context import Answer, Body, BrokerContext
 from broker.handlers.common import high_watermark, partition_error, require_topic, share_loop
 from broker.handlers.group_offsets import check_not_internal
-from protocol.errors import InvalidPartitions, UnknownTopicOrPartition
+from protocol.errors import InvalidPartitions, TopicAlreadyExists, UnknownTopicOrPartition
 from protocol.schemas import check_topic_name
-from storage.config import TOPIC_CONFIG_DEFS
+from storage.config import TOPIC_CONFIG_DEFS, LogConfig
 from storage.log import Log
 
 # Partitions one topic may have: each is a directory with open files, and a
@@ -32,6 +32,11 @@ async def create_topic(ctx: BrokerContext, body: Body) -> Answer:
         )
     _check_topic_keys(configs)
     str_configs = {k: _config_text(v) for k, v in configs.items()}
+    if body.get("validate_only"):  # every check of a creation, nothing written
+        if topic in ctx.manager.topics():
+            raise TopicAlreadyExists(f"topic {topic!r} already exists")
+        LogConfig.from_props(str_configs, ctx.manager.default_config())
+        return {}
     await trio.to_thread.run_sync(ctx.manager.create_topic, topic, partitions, str_configs)
     return {}
 
@@ -111,6 +116,12 @@ async def alter_configs(ctx: BrokerContext, body: Body) -> Answer:
     check_not_internal(topic, "alter the configs of")
     _check_topic_keys([*body["set"], *body["delete"]])
     new_values = {k: _config_text(v) for k, v in body["set"].items()}
+    if body.get("validate_only"):  # the whole result validated, as the manager would, not applied
+        overrides = ctx.manager.topic_overrides(topic)
+        for key in body["delete"]:
+            overrides.pop(key, None)
+        LogConfig.from_props({**overrides, **new_values}, ctx.manager.default_config())
+        return {}
     # The manager validates the whole result, persists it, applies it to every
     # partition at once and logs `config_changed`.
     await trio.to_thread.run_sync(

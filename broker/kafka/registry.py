@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from types import ModuleType
 
+from broker.kafka import admin, core, groups, producer_ids, security
 from broker.kafka.call import KafkaHandler
 
-_FAMILIES: tuple[ModuleType, ...] = ()
+_FAMILIES: tuple[ModuleType, ...] = (core, admin, groups, producer_ids, security)
 
 
 def _join(families: tuple[ModuleType, ...]) -> dict[int, KafkaHandler]:

@@ -264,6 +264,35 @@ ROWS: list[tuple[str, list[tuple[str, str, str, list[dict[str, str]]]]]] = [
         ],
     ),
     (
+        "Consumer groups",
+        [
+            (
+                "Consumer lag by group",
+                "short",
+                "Records between each group's committed offsets and the high watermarks.",
+                [
+                    _q(
+                        f"sum by (group) (tidelog_consumer_group_lag{{{TSEL}}})",
+                        "{{group}}",
+                    )
+                ],
+            ),
+            (
+                "Members and rebalances",
+                "short",
+                "Members per group, and rebalances started per minute.",
+                [
+                    _q(f"sum by (group) (tidelog_consumer_group_members{{{SEL}}})", "{{group}}"),
+                    _q(
+                        f"sum by (group) (rate(tidelog_consumer_group_rebalances_total{{{SEL}}}"
+                        f"{RATE})) * 60",
+                        "{{group}} rebalances/min",
+                    ),
+                ],
+            ),
+        ],
+    ),
+    (
         "Runtime",
         [
             (

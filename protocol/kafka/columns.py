@@ -20,14 +20,14 @@ its record, a bad length) is KafkaCodecError(CORRUPT_MESSAGE).
 
 from __future__ import annotations
 
-from itertools import chain, repeat
+from itertools import repeat
 from operator import is_
 from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
 from protocol.kafka.errors import CORRUPT_MESSAGE, KafkaCodecError
-from protocol.kafka.varint import VARINT_MAX_BYTES, VARLONG_MAX_BYTES, read_uvarint
+from protocol.kafka.varint import VARINT_MAX_BYTES, VARLONG_MAX_BYTES, read_uvarint, varint
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -254,9 +254,12 @@ def encode_columns(
 ) -> bytes:
     """Varint records from Tidelog record tuples, column-wise (see `decode_columns`).
 
-    Each record becomes five pieces joined in C: its varint prefix (length,
-    attributes, timestamp delta, offset delta, key length), key, value length,
-    value, and header count (+ entries, built per record only where present).
+    Each record becomes pieces joined in C: its varint prefix (length, attributes,
+    timestamp delta, offset delta, key length), key, value length, value, and header
+    count (+ entries, built per record only where present). When no record has key
+    bytes (all null or empty, as producers without keys write), the key length and
+    value length are one piece: three pieces a record instead of five. A record
+    without headers ends with the shared `b"\\x00"`, not a slice of its own.
     """
     offset_deltas, timestamp_deltas, keys, values, headers = zip(*records, strict=True)
     count = len(keys)
@@ -284,11 +287,23 @@ def encode_columns(
         + entry_sizes
     )
     attributes = _varint_column(np.zeros(count, dtype=np.int64))
-    prefixes = _varint_rows(
-        [_varint_column(body_sizes), attributes, timestamp_column, offset_column, key_column]
-    )
-    middles = _varint_rows([value_column])
-    tails = _varint_rows([header_column])
+    head = [_varint_column(body_sizes), attributes, timestamp_column, offset_column, key_column]
+    tails = [_NO_HEADERS] * count
     for i in with_headers:
-        tails[i] += entries[i]
-    return b"".join(chain.from_iterable(zip(prefixes, keys, middles, values, tails, strict=True)))
+        tails[i] = varint(int(header_counts[i])) + entries[i]
+    if not (key_lengths > 0).any():
+        return _interleave(_varint_rows([*head, value_column]), values, tails)
+    return _interleave(_varint_rows(head), keys, _varint_rows([value_column]), values, tails)
+
+
+# The end of a record without headers: a header count of 0.
+_NO_HEADERS = b"\x00"
+
+
+def _interleave(*columns: list[bytes]) -> bytes:
+    """Record 0's pieces, then record 1's, ... joined in C (no per-record tuples)."""
+    width = len(columns)
+    pieces: list[bytes] = [b""] * (width * len(columns[0]))
+    for index, column in enumerate(columns):
+        pieces[index::width] = column
+    return b"".join(pieces)

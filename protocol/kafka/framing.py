@@ -96,8 +96,9 @@ class KafkaFrameDecoder:
     def buffered_bytes(self) -> int:
         return len(self._buf)
 
-    def next_frame(self) -> bytes | None:
-        """The next complete frame body, or None if none is complete yet."""
+    def announced_bytes(self) -> int | None:
+        """The body size the next frame announces once its four size bytes are in (so
+        a caller can reserve memory before buffering the body), else None."""
         if self._failed is not None:
             raise self._failed
         if len(self._buf) < SIZE_BYTES:
@@ -109,9 +110,21 @@ class KafkaFrameDecoder:
                 f"frame size {size} outside 0..{self.max_frame_bytes} bytes",
             )
             raise self._failed
-        end = SIZE_BYTES + size
-        if len(self._buf) < end:
+        return size
+
+    def next_frame_bytes(self) -> int | None:
+        """The body size of the next frame if it is complete, else None."""
+        size = self.announced_bytes()
+        if size is None or len(self._buf) < SIZE_BYTES + size:
             return None
+        return size
+
+    def next_frame(self) -> bytes | None:
+        """The next complete frame body, or None if none is complete yet."""
+        size = self.next_frame_bytes()
+        if size is None:
+            return None
+        end = SIZE_BYTES + size
         frame = bytes(self._buf[SIZE_BYTES:end])
         del self._buf[:end]
         return frame

@@ -47,7 +47,13 @@ SERVED: dict[str, str] = {
     "DeleteGroups": "0-1",
     "IncrementalAlterConfigs": "0-1",
     "OffsetDelete": "0",
-    "DescribeCluster": "0",
+    "DescribeCluster": "0-2",
+    # Security (docs/security.md): SASL login and kafka-acls, non-flexible versions.
+    "SaslHandshake": "1",  # v0 (raw tokens after it) is gone in Kafka 4 (KIP-896)
+    "SaslAuthenticate": "0-1",
+    "CreateAcls": "1",
+    "DescribeAcls": "1",
+    "DeleteAcls": "1",
 }
 
 _INT_TYPES = {"int8", "int16", "uint16", "int32", "uint32", "int64"}

@@ -826,13 +826,18 @@ OFFSET_DELETE = Api(
 DESCRIBE_CLUSTER = Api(
     key=60,
     name="DescribeCluster",
-    versions="0",
+    versions="0-2",
     flexible="0+",
-    request=(F("include_cluster_authorized_operations", "bool", "0+"),),
+    request=(
+        F("include_cluster_authorized_operations", "bool", "0+"),
+        F("endpoint_type", "int8", "1+", default=1),
+        F("include_fenced_brokers", "bool", "2+"),
+    ),
     response=(
         F("throttle_time_ms", "int32", "0+"),
         F("error_code", "int16", "0+"),
         F("error_message", "string", "0+", nullable="0+", default=None),
+        F("endpoint_type", "int8", "1+", default=1),
         F("cluster_id", "string", "0+"),
         F("controller_id", "int32", "0+", default=-1),
         F(
@@ -843,8 +848,149 @@ DESCRIBE_CLUSTER = Api(
             F("host", "string", "0+"),
             F("port", "int32", "0+"),
             F("rack", "string", "0+", nullable="0+", default=None),
+            F("is_fenced", "bool", "2+"),
         ),
         F("cluster_authorized_operations", "int32", "0+", default=-2147483648),
+    ),
+)
+
+SASL_HANDSHAKE = Api(
+    key=17,
+    name="SaslHandshake",
+    versions="1",
+    flexible="none",
+    request=(F("mechanism", "string", "0+"),),
+    response=(
+        F("error_code", "int16", "0+"),
+        F("mechanisms", "[]string", "0+"),
+    ),
+)
+
+SASL_AUTHENTICATE = Api(
+    key=36,
+    name="SaslAuthenticate",
+    versions="0-1",
+    flexible="2+",
+    request=(F("auth_bytes", "bytes", "0+"),),
+    response=(
+        F("error_code", "int16", "0+"),
+        F("error_message", "string", "0+", nullable="0+"),
+        F("auth_bytes", "bytes", "0+"),
+        F("session_lifetime_ms", "int64", "1+"),
+    ),
+)
+
+CREATE_ACLS = Api(
+    key=30,
+    name="CreateAcls",
+    versions="1",
+    flexible="2+",
+    request=(
+        F(
+            "creations",
+            "[]",
+            "0+",
+            F("resource_type", "int8", "0+"),
+            F("resource_name", "string", "0+"),
+            F("resource_pattern_type", "int8", "1+", default=3),
+            F("principal", "string", "0+"),
+            F("host", "string", "0+"),
+            F("operation", "int8", "0+"),
+            F("permission_type", "int8", "0+"),
+        ),
+    ),
+    response=(
+        F("throttle_time_ms", "int32", "0+"),
+        F(
+            "results",
+            "[]",
+            "0+",
+            F("error_code", "int16", "0+"),
+            F("error_message", "string", "0+", nullable="0+"),
+        ),
+    ),
+)
+
+DESCRIBE_ACLS = Api(
+    key=29,
+    name="DescribeAcls",
+    versions="1",
+    flexible="2+",
+    request=(
+        F("resource_type_filter", "int8", "0+"),
+        F("resource_name_filter", "string", "0+", nullable="0+"),
+        F("pattern_type_filter", "int8", "1+", default=3),
+        F("principal_filter", "string", "0+", nullable="0+"),
+        F("host_filter", "string", "0+", nullable="0+"),
+        F("operation", "int8", "0+"),
+        F("permission_type", "int8", "0+"),
+    ),
+    response=(
+        F("throttle_time_ms", "int32", "0+"),
+        F("error_code", "int16", "0+"),
+        F("error_message", "string", "0+", nullable="0+"),
+        F(
+            "resources",
+            "[]",
+            "0+",
+            F("resource_type", "int8", "0+"),
+            F("resource_name", "string", "0+"),
+            F("pattern_type", "int8", "1+", default=3),
+            F(
+                "acls",
+                "[]",
+                "0+",
+                F("principal", "string", "0+"),
+                F("host", "string", "0+"),
+                F("operation", "int8", "0+"),
+                F("permission_type", "int8", "0+"),
+            ),
+        ),
+    ),
+)
+
+DELETE_ACLS = Api(
+    key=31,
+    name="DeleteAcls",
+    versions="1",
+    flexible="2+",
+    request=(
+        F(
+            "filters",
+            "[]",
+            "0+",
+            F("resource_type_filter", "int8", "0+"),
+            F("resource_name_filter", "string", "0+", nullable="0+"),
+            F("pattern_type_filter", "int8", "1+", default=3),
+            F("principal_filter", "string", "0+", nullable="0+"),
+            F("host_filter", "string", "0+", nullable="0+"),
+            F("operation", "int8", "0+"),
+            F("permission_type", "int8", "0+"),
+        ),
+    ),
+    response=(
+        F("throttle_time_ms", "int32", "0+"),
+        F(
+            "filter_results",
+            "[]",
+            "0+",
+            F("error_code", "int16", "0+"),
+            F("error_message", "string", "0+", nullable="0+"),
+            F(
+                "matching_acls",
+                "[]",
+                "0+",
+                F("error_code", "int16", "0+"),
+                F("error_message", "string", "0+", nullable="0+"),
+                F("resource_type", "int8", "0+"),
+                F("resource_name", "string", "0+"),
+                F("pattern_type", "int8", "1+", default=3),
+                F("principal", "string", "0+"),
+                F("host", "string", "0+"),
+                F("operation", "int8", "0+"),
+                F("permission_type", "int8", "0+"),
+            ),
+        ),
     ),
 )
 
@@ -873,4 +1019,9 @@ ALL_APIS: tuple[Api, ...] = (
     INCREMENTAL_ALTER_CONFIGS,
     OFFSET_DELETE,
     DESCRIBE_CLUSTER,
+    SASL_HANDSHAKE,
+    SASL_AUTHENTICATE,
+    CREATE_ACLS,
+    DESCRIBE_ACLS,
+    DELETE_ACLS,
 )

@@ -28,6 +28,11 @@ COMMANDS = [
     ["delete-records"],
     ["log-dirs"],
     ["dump-log"],
+    ["users", "add"],
+    ["users", "list"],
+    ["acls", "add"],
+    ["acls", "list"],
+    ["acls", "remove"],
 ]
 
 
@@ -59,7 +64,7 @@ def test_serve_flags_and_defaults() -> None:
     args = build_parser().parse_args(
         ["serve", "--data-dir", "d", "--set", "a=1", "--set", "b=2", "--config", "f"]
     )
-    assert (args.data_dir, args.listen) == ("d", "127.0.0.1:9092")
+    assert (args.data_dir, args.listen) == ("d", None)  # None: the first of `listeners`
     assert args.metrics_listen == "127.0.0.1:9644"
     assert (args.set, args.config, args.log_format) == (["a=1", "b=2"], "f", "auto")
 

@@ -163,4 +163,23 @@ def test_describe_sources_default_broker_topic() -> None:
 def test_every_broker_key_default_passes_its_own_validator() -> None:
     for definition in BROKER_CONFIG_DEFS.values():
         if definition.default != "":
-            assert definition.parse(str(definition.default)) == definition.default
+            assert definition.parse(definition.text(definition.default)) == definition.default
+
+
+def test_kafka_settings_node_id_advertised_listeners_and_kafka_listen(tmp_path: Path) -> None:
+    config = BrokerConfig.from_sources(
+        overrides=["node.id=7", "advertised.listeners=PLAINTEXT://broker.example:9093"],
+        data_dir=tmp_path,
+        kafka_listen="127.0.0.1:29092",
+    )
+    assert (config.node_id, config.kafka_listen) == (7, ("127.0.0.1", 29092))
+    assert config.advertised_listeners == "PLAINTEXT://broker.example:9093"
+    assert BrokerConfig.from_props({}, data_dir=tmp_path).kafka_listen is None
+
+
+@pytest.mark.parametrize(
+    "value", ["broker.example:9093", "PLAINTEXT://broker.example", "PLAINTEXT://:x", "A://h:70000"]
+)
+def test_advertised_listeners_must_be_name_host_port(tmp_path: Path, value: str) -> None:
+    with pytest.raises(InvalidConfig, match=r"advertised\.listeners"):
+        BrokerConfig.from_props({"advertised.listeners": value}, data_dir=tmp_path)

@@ -15,12 +15,8 @@ from typing import Any
 import pytest
 import trio
 
-from broker.config import BrokerConfig
 from broker.context import Answer, BrokerContext, Deferred
 from broker.dispatch import HANDLERS, handler_for
-from broker.groupcommit import GroupCommitter
-from broker.longpoll import AppendNotifier
-from broker.metrics import BrokerMetrics
 from protocol.batch import encode_batch
 from protocol.errors import (
     InvalidConfig,
@@ -31,27 +27,16 @@ from protocol.errors import (
     UnknownTopicOrPartition,
 )
 from protocol.schemas import validate_request_body
-from storage.manager import LogManager
-
-NOW_MS = 1_700_000_000_000
+from tests.broker.contexts import NOW_MS, open_context
 
 
 @pytest.fixture
 async def ctx(tmp_path: Path, nursery: trio.Nursery) -> AsyncIterator[BrokerContext]:
-    config = BrokerConfig.from_props({}, data_dir=tmp_path / "data")
-    manager = LogManager(config.data_dir, config.log_config, clock_ms=lambda: NOW_MS)
-    manager.open()
+    context = open_context(tmp_path / "data", nursery)
     try:
-        yield BrokerContext(
-            config=config,
-            manager=manager,
-            notifier=AppendNotifier(),
-            committer=GroupCommitter(nursery),
-            metrics=BrokerMetrics("test"),
-            clock_ms=lambda: NOW_MS,
-        )
+        yield context
     finally:
-        manager.close()
+        context.manager.close()
 
 
 async def call(ctx: BrokerContext, api: str, body: dict[str, Any]) -> Answer | Deferred | None:
@@ -150,6 +135,33 @@ async def test_alter_configs_and_its_errors(ctx: BrokerContext) -> None:
         await call(ctx, "alter_configs", {"topic": "t", "set": {"segment.msx": 1}})
     with pytest.raises(UnknownTopicOrPartition):
         await call(ctx, "describe_configs", {"topic": "missing"})
+
+
+async def test_validate_only_checks_like_the_real_call_and_changes_nothing(
+    ctx: BrokerContext,
+) -> None:
+    """The `validate_only` extension (docs/protocol.md §9), used by Kafka's admin APIs."""
+    body = {"topic": "v", "partitions": 2, "configs": {"retention.ms": 1000}}
+    assert await answer(ctx, "create_topic", {**body, "validate_only": True}) == {}
+    assert "v" not in ctx.manager.topics()
+    with pytest.raises(InvalidConfig, match=r"retention\.ms"):
+        await call(
+            ctx, "create_topic", {**body, "configs": {"retention.ms": -5}, "validate_only": True}
+        )
+    await answer(ctx, "create_topic", body)
+    with pytest.raises(TopicAlreadyExists):
+        await call(ctx, "create_topic", {**body, "validate_only": True})
+    change = {
+        "topic": "v",
+        "set": {"segment.ms": 5},
+        "delete": ["retention.ms"],
+        "validate_only": True,
+    }
+    assert await answer(ctx, "alter_configs", change) == {}
+    assert ctx.manager.topic_overrides("v") == {"retention.ms": "1000"}
+    lags = {"min.compaction.lag.ms": 10, "max.compaction.lag.ms": 5}  # invalid only together
+    with pytest.raises(InvalidConfig, match=r"max\.compaction\.lag\.ms"):
+        await call(ctx, "alter_configs", {"topic": "v", "set": lags, "validate_only": True})
 
 
 async def test_delete_topic_and_deleting_it_again(ctx: BrokerContext) -> None:

@@ -11,7 +11,8 @@ import pytest
 import trio
 
 from broker.config import BrokerConfig
-from broker.handlers.group_offsets import OffsetStore
+from broker.groups.messages import GroupMetadata
+from broker.groups.records import group_record
 from broker.server import BrokerHandle, serve_broker
 from protocol.batch import encode_batch
 from protocol.offsets_schema import OFFSETS_TOPIC, offset_key, offset_value
@@ -151,8 +152,7 @@ async def test_a_malformed_offsets_record_is_skipped_and_counted(
         )
         fetched = await conn.call("fetch_offsets", {"group": "g"})
         assert fetched["body"]["topics"][0]["partitions"][0]["offset"] == 9
-    context = handle.context
-    stats = OffsetStore.of(context.manager, context.config.offsets_topic_segment_bytes).statistics()
+    stats = handle.context.groups.statistics()
     assert stats.malformed_records == 1
     assert stats.loaded_records == 2
 
@@ -185,3 +185,29 @@ async def test_offsets_of_partitions_that_cannot_exist_are_refused(
             _partition_error(await conn.call("commit_offsets", _commit_body("g", "t", 0, 0)))
             is None
         )
+
+
+async def test_group_metadata_records_are_not_malformed(
+    nursery: trio.Nursery, tmp_path: Path
+) -> None:
+    # The group coordinator writes `[group]`-keyed metadata beside the commits; the
+    # load before the coordinator counted them as malformed (1 on the base).
+    data_dir = tmp_path / "data"
+    manager = LogManager(data_dir)
+    manager.open()
+    manager.create_topic("t", 1, {})
+    manager.create_topic(OFFSETS_TOPIC, 1, {"cleanup.policy": "compact"})
+    key, value = group_record("g", GroupMetadata("consumer", 1, "range", None, 0, ()))
+    commit = (offset_key("g", "t", 0), offset_value(3, "", 0), None, 0)
+    manager.get_log(OFFSETS_TOPIC, 0).append(encode_batch([commit, (key, value, None, 0)]))
+    manager.close()
+
+    handle = await _start(nursery, data_dir)
+    stats = handle.context.groups.statistics()
+    assert (stats.malformed_records, stats.loaded_records) == (0, 2)
+    conn = await RawConn.open(handle)
+    async with conn.stream:
+        [described] = (await conn.call("describe_groups", {"groups": ["g"]}))["body"]["groups"]
+        assert (described["state"], described["generation"]) == ("Empty", 1)
+        fetched = await conn.call("fetch_offsets", {"group": "g"})
+        assert fetched["body"]["topics"][0]["partitions"][0]["offset"] == 3

@@ -182,3 +182,26 @@ async def test_a_failing_task_is_logged_and_the_others_keep_running(
         assert (retention.failures, tasks.retention.statistics().passes) == (0, 3)
         await scheduler.aclose()
     (tmp_path / "data" / RECOVERY_POINT_CHECKPOINT).rmdir()  # let the clean close succeed
+
+
+async def test_idle_producers_are_forgotten_every_check_interval(
+    mock_clock: trio.testing.MockClock, tmp_path: Path, manager: LogManager, wall: WallClock
+) -> None:
+    config = broker_config(tmp_path, **{"producer.id.expiration.check.interval.ms": 10_000})
+    manager.create_topic("t", 1, {"producer.id.expiration.ms": HOUR_MS})
+    log = manager.get_log("t", 0)
+    log.append(
+        encode_batch([(b"k", b"v", None, NOW_MS)], producer_id=3, producer_epoch=0, base_sequence=0)
+    )
+    async with trio.open_nursery() as nursery:
+        scheduler = Scheduler(nursery)
+        tasks = start_log_tasks(scheduler, manager, config, clock_ms=wall)
+        expiry = tasks.scheduled["producer-expiry"]
+        mock_clock.jump(10)
+        await expiry.wait_runs(1)
+        assert log.producer_count() == 1  # idle for less than producer.id.expiration.ms
+        wall.now_ms += HOUR_MS
+        mock_clock.jump(10)
+        await expiry.wait_runs(2)
+        assert log.producer_count() == 0
+        await scheduler.aclose()

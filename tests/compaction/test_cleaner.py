@@ -8,7 +8,7 @@ import threading
 import pytest
 
 from compaction.manager import MAX_CONSECUTIVE_FAILURES
-from protocol.batch import Compression, decode_records, iter_headers, read_header
+from protocol.batch import Compression, decode_records, encode_batch, iter_headers, read_header
 from storage.checkpoint import read_checkpoint
 from storage.fileio import FileIO
 from storage.files import CLEANER_OFFSET_CHECKPOINT
@@ -120,7 +120,8 @@ def test_compressed_batches_keep_their_identity(logs, clock):
     rows = [(b"a", b"1"), (b"b", b"2"), (b"a", b"3")]
     append(log, rows, clock(), compression=Compression.ZSTD, producer_id=9, producer_epoch=1,
            base_sequence=0)  # fmt: skip
-    append(log, [(b"c", b"4")], clock())
+    # The producer's newest batch is kept whole (deduplication); the first is cleaned.
+    append(log, [(b"c", b"4")], clock(), producer_id=9, producer_epoch=1, base_sequence=3)
     log.roll()
     cleaners = make_cleaner_manager(logs, clock)
     cleaners.clean_one(make_cleaner())
@@ -368,3 +369,32 @@ def test_dirty_batches_dropped_copied_or_rebuilt_by_their_survivors(logs, clock)
     last = clean()
     assert (last.records_kept, last.records_removed, last.batches_rewritten) == (6, 1, 1)
     assert [r.offset for r in read_all(log)] == [0, 1, 3, 6, 7, 8]
+
+
+def test_a_live_producers_newest_batch_survives_so_dedupe_survives_compaction(
+    logs, clock, tmp_path
+):
+    logs.create_topic("t", 1, COMPACT)
+    log = logs.get_log("t", 0)
+    producer = {"producer_id": 11, "producer_epoch": 0}
+    append(log, [(b"a", b"old")], clock(), base_sequence=0, **producer)
+    newest = append(log, [(b"b", b"old")], clock(), base_sequence=1, **producer)
+    fill(log, clock, 40, 2)  # key-0 and key-1
+    append(log, [(b"a", b"new"), (b"b", b"new")], clock())  # supersedes both producer batches
+    log.roll()
+    result = make_cleaner_manager(logs, clock).clean_one(make_cleaner())
+    assert result is not None and result.records_removed > 0
+    kept = [(r.offset, r.key, r.value) for r in read_all(log)]
+    assert (newest, b"b", b"old") in kept  # the newest producer batch, although superseded
+    assert (0, b"a", b"old") not in kept  # its older batch was compacted as usual
+    # A restart without snapshots rebuilds the producer from the log: the retry of its
+    # newest batch is still a duplicate.
+    logs.close()
+    for snapshot in (tmp_path / "t-0").glob("*.snapshot"):
+        snapshot.unlink()
+    reopened = open_manager(tmp_path, clock)
+    retry = reopened.get_log("t", 0).append(
+        encode_batch([(b"b", b"old", None, clock())], base_sequence=1, **producer)
+    )
+    assert retry.duplicate and retry.base_offset == newest
+    reopened.close()

@@ -22,6 +22,7 @@ import pytest
 
 from protocol.batch import encode_batch
 from protocol.errors import OffsetOutOfRange
+from protocol.offsets_schema import commit_offsets
 from tests.conftest import ROOT, BrokerProcess, start_broker
 from tests.integration.promserver import Scrape, http_get, parse_scrape, scrape_text
 from tidelog.client import Client
@@ -90,6 +91,8 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[BrokerProces
             facts["bytes_out"] = len(client.fetch(PLAIN, 2, 0).records)
             with pytest.raises(OffsetOutOfRange):
                 client.fetch(PLAIN, 2, 10_000)
+            # A consumer group's commit, so the group series (lag, members...) exist.
+            client.call(commit_offsets("scrape-group", {(PLAIN, 2): 1}))
         facts["retention"] = broker.wait_for_event("retention_deleted_segments", EVENT_TIMEOUT_S)
         facts["cleaned"] = broker.wait_for_event("log_cleaned", EVENT_TIMEOUT_S)
         yield broker, facts

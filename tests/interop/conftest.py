@@ -6,7 +6,8 @@ which imports the Kafka clients of the `interop` extra, is not even loaded other
 needs Maven, Java 17, kcat and that extra, and takes minutes, so `make test` leaves it out.
 
 `kafka` is one broker for the whole session; `kafka_b` a second, independent one for
-the Kafka-vs-Kafka differential tests. Both are stopped (by PID) at the end.
+the Kafka-vs-Kafka differential tests; `tidelog` is Tidelog's broker, the target the
+differential tests compare with Apache Kafka. All are stopped (by PID) at the end.
 """
 
 from __future__ import annotations
@@ -40,6 +41,13 @@ def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
 @pytest.fixture(scope="session")
 def kafka_b(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
     with open_target("kafka", tmp_path_factory.mktemp("kafka-b")) as target:
+        yield target
+
+
+@pytest.fixture(scope="session")
+def tidelog(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
+    """Tidelog's broker, speaking Kafka's protocol on its usual port."""
+    with open_target("tidelog", tmp_path_factory.mktemp("tidelog")) as target:
         yield target
 
 

@@ -2,7 +2,7 @@
 
 Two independent real brokers (and one broker twice) must look identical to every
 client once run-specific names and clocks are normalised; a real difference (a topic
-that already holds a record) must be reported. Tidelog becomes one more target later.
+that already holds a record) must be reported; then Tidelog against Apache Kafka.
 """
 
 from __future__ import annotations
@@ -51,6 +51,15 @@ def test_two_kafka_brokers_look_the_same(
     kafka: Target, kafka_b: Target, client: str, scenario: str
 ) -> None:
     assert run_differential(client, scenario, kafka.bootstrap, kafka_b.bootstrap) == []
+
+
+@pytest.mark.parametrize(("client", "scenario"), CASES)
+def test_kafka_and_tidelog_look_the_same(
+    kafka: Target, tidelog: Target, client: str, scenario: str
+) -> None:
+    """Issue 19's differential suite: every client scenario sees Tidelog as it sees
+    Apache Kafka (admin and group scenarios need the kafka-admin and groups branches)."""
+    assert run_differential(client, scenario, kafka.bootstrap, tidelog.bootstrap) == []
 
 
 @pytest.mark.parametrize("client", ["kafka-python", "confluent-kafka"])

@@ -69,6 +69,7 @@ class FakeBroker:
         self.topics: dict[str, list[FakePartition]] = {}
         self.configs: dict[str, dict[str, Any]] = {}
         self.requests: list[dict[str, Any]] = []  # every decoded request, for assertions
+        self.producer_ids = 0  # init_producer_id hands out 0, 1, 2, ... (epoch 0)
 
     def handle(self, obj: object) -> dict[str, Any] | None:
         """The response map for one request map (None for acks=0 produce)."""
@@ -114,6 +115,11 @@ class FakeBroker:
             "apis": {name: list(v) for name, v in API_VERSIONS.items()},
             "limits": {"socket.request.max.bytes": 104857600, "message.max.bytes": 1048588},
         }
+
+    def _init_producer_id(self, body: dict[str, Any]) -> dict[str, Any]:
+        """Fresh ids only; the fake stores batches without deduplicating them."""
+        self.producer_ids += 1
+        return {"producer_id": self.producer_ids - 1, "producer_epoch": 0}
 
     def _create_topic(self, body: dict[str, Any]) -> dict[str, Any]:
         check_topic_name(body["topic"])

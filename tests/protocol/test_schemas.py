@@ -78,12 +78,14 @@ def test_minimal_request_and_response_validate(api: str) -> None:
 
 def test_defaults_are_filled_and_unknown_keys_dropped() -> None:
     body = validate_request_body("create_topic", {"topic": "t", "extra": 1})
-    assert body == {"topic": "t", "partitions": 1, "configs": {}}
+    # validate_only: an extension (docs/protocol.md), false unless asked for
+    assert body == {"topic": "t", "partitions": 1, "configs": {}, "validate_only": False}
     assert validate_request_body("metadata", {}) == {"topics": None}
     assert validate_request_body("alter_configs", {"topic": "t"}) == {
         "topic": "t",
         "set": {},
         "delete": [],
+        "validate_only": False,
     }
 
 
@@ -200,7 +202,7 @@ def test_build_request_validates_before_anything_is_sent() -> None:
         "v": 1,
         "id": 9,
         "client": "cli",
-        "body": {"topic": "t", "partitions": 1, "configs": {}},
+        "body": {"topic": "t", "partitions": 1, "configs": {}, "validate_only": False},
     }
     with pytest.raises(InvalidRequest, match=r"body\.partitions"):
         build_request("create_topic", {"topic": "t", "partitions": "2"}, 1)

@@ -68,6 +68,7 @@ def test_binding_elsewhere_without_tls_logs_a_warning(tmp_path: Path) -> None:
     try:
         warning = broker.wait_for_event("listener_not_loopback")
         assert warning["listener"] == "listen"
+        assert warning["spec"] == "PLAINTEXT://0.0.0.0:0"
     finally:
         assert broker.stop() == 0
 

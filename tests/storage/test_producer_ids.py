@@ -12,6 +12,7 @@ from storage.fileio import FileIO
 from storage.files import PRODUCER_ID_BLOCK_FILE
 from storage.producer_ids import (
     EPOCH_EXHAUSTED,
+    RESERVED_PRODUCER_IDS_START,
     ProducerIdAllocator,
     ProducerIdAndEpoch,
     ProducerIdBlockFileError,
@@ -70,13 +71,33 @@ def test_idempotent_producers_always_get_a_fresh_id_at_epoch_zero(tmp_path: Path
     assert second == ProducerIdAndEpoch(1, 0)
 
 
-def test_a_known_transactional_id_gets_a_bumped_epoch(tmp_path: Path) -> None:
+def test_a_known_producer_gets_a_bumped_epoch(tmp_path: Path) -> None:
     ids = ProducerIds(ProducerIdAllocator(FileIO(), tmp_path))
-    assert ids.init_producer_id("t") == ProducerIdAndEpoch(0, 0)
-    assert ids.init_producer_id("t") == ProducerIdAndEpoch(0, 1)
-    assert ids.init_producer_id("u") == ProducerIdAndEpoch(1, 0)
-    with pytest.raises(InvalidRequest):
-        ids.init_producer_id("")
+    first = ids.init_producer_id()
+    assert ids.init_producer_id(first.producer_id, 0) == ProducerIdAndEpoch(first.producer_id, 1)
+    assert ids.init_producer_id(first.producer_id, 32766) == ProducerIdAndEpoch(1, 0)
+    restarted = ProducerIds(ProducerIdAllocator(FileIO(), tmp_path))
+    assert restarted.init_producer_id(first.producer_id, 4) == ProducerIdAndEpoch(0, 5)
+
+
+@pytest.mark.parametrize(
+    ("producer_id", "epoch", "transactional_id", "why"),
+    [
+        (5000, 0, None, "never issued"),
+        (0, -1, None, "without its epoch"),
+        (-1, 3, None, "without a producer id"),
+        (-1, -1, "tx", "transactions are not supported"),
+        (-1, -1, "", "transactions are not supported"),
+    ],
+    ids=["foreign-id", "id-without-epoch", "epoch-without-id", "transactional", "empty-tx"],
+)
+def test_requests_that_cannot_be_served(
+    tmp_path: Path, producer_id: int, epoch: int, transactional_id: str | None, why: str
+) -> None:
+    ids = ProducerIds(ProducerIdAllocator(FileIO(), tmp_path))
+    ids.init_producer_id()
+    with pytest.raises(InvalidRequest, match=why):
+        ids.init_producer_id(producer_id, epoch, transactional_id)
 
 
 def test_an_exhausted_epoch_moves_to_a_new_id(tmp_path: Path) -> None:
@@ -86,3 +107,15 @@ def test_an_exhausted_epoch_moves_to_a_new_id(tmp_path: Path) -> None:
     assert bump_epoch(ProducerIdAndEpoch(0, 32765), allocator) == ProducerIdAndEpoch(0, 32766)
     assert bump_epoch(ProducerIdAndEpoch(0, 32766), allocator) == ProducerIdAndEpoch(1, 0)
     assert bump_epoch(ProducerIdAndEpoch(0, 32767), allocator) == ProducerIdAndEpoch(2, 0)
+
+
+def test_ids_never_reach_the_reserved_range(tmp_path: Path) -> None:
+    last_block = RESERVED_PRODUCER_IDS_START - 10
+    (tmp_path / PRODUCER_ID_BLOCK_FILE).write_text(f"0\n{last_block}\n")
+    allocator = ProducerIdAllocator(FileIO(), tmp_path, block_size=10)
+    assert [allocator.next_id() for _ in range(10)][-1] == RESERVED_PRODUCER_IDS_START - 1
+    with pytest.raises(StorageError, match="exhausted"):
+        allocator.next_id()
+    ids = ProducerIds(allocator)
+    with pytest.raises(InvalidRequest, match="never issued"):  # a derived id is not ours
+        ids.init_producer_id(RESERVED_PRODUCER_IDS_START + 5, 0)

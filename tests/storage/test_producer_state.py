@@ -5,13 +5,19 @@ from __future__ import annotations
 import pytest
 
 from protocol.batch import encode_batch, iter_headers, set_base_offset
-from protocol.errors import InvalidProducerEpoch, InvalidRecord, OutOfOrderSequenceNumber
+from protocol.errors import (
+    InvalidProducerEpoch,
+    InvalidRecord,
+    OutOfOrderSequenceNumber,
+    UnknownProducerId,
+)
 from storage.producer_state import (
     BATCHES_RETAINED,
     NOT_IDEMPOTENT,
     Accepted,
     BatchMetadata,
     Duplicate,
+    ProducerEntry,
     ProducerState,
     last_sequence,
 )
@@ -113,12 +119,21 @@ def test_newer_epoch_must_start_at_zero_and_forgets_older_batches() -> None:
         state.begin_append().check(PID, 0, 0, 0, 0, 2)
 
 
-def test_unknown_producer_may_start_at_any_sequence_as_kafka_4_does() -> None:
+def test_unknown_producer_must_start_at_sequence_zero() -> None:
     state = ProducerState()
-    outcome = append(state, PID, 5, 1_000)
-    assert isinstance(outcome, Accepted)
+    with pytest.raises(UnknownProducerId, match="sent sequence 1000, not 0"):
+        state.begin_append().check(PID, 5, 1_000, 0, 0, 0)
+    assert isinstance(append(state, PID, 5, 0), Accepted)  # any epoch, from sequence 0
     with pytest.raises(OutOfOrderSequenceNumber):
         state.begin_append().check(PID, 5, 1_005, 0, 0, 1)
+
+
+def test_forgotten_producer_is_unknown_again() -> None:
+    state = ProducerState(expiration_ms=100)
+    append(state, PID, 0, 0, ts=1_000)
+    state.remove_expired(1_100)
+    with pytest.raises(UnknownProducerId):
+        state.begin_append().check(PID, 0, 1, 0, 0, 1)
 
 
 @pytest.mark.parametrize(
@@ -129,16 +144,23 @@ def test_producer_id_without_epoch_or_sequence_is_invalid_record(epoch: int, seq
         ProducerState().begin_append().check(PID, epoch, seq, 0, 0, 0)
 
 
+def near_the_wrap(last_seq: int) -> ProducerState:
+    """A state whose producer's last batch ended at `last_seq` (loaded, as at a restart)."""
+    state = ProducerState()
+    state.load({PID: ProducerEntry(0, (BatchMetadata(0, last_seq, 0, 0, 1000),), 1000)}, 1)
+    return state
+
+
 def test_sequences_wrap_at_int32() -> None:
     assert last_sequence(SEQ_MAX - 1, 3) == 1
-    state = ProducerState()
+    state = near_the_wrap(SEQ_MAX - 2)
     append(state, PID, 0, SEQ_MAX - 1, count=2)  # sequences MAX-1, MAX
     append(state, PID, 0, 0, count=3)  # wraps to 0
     outcome = append(state, PID, 0, SEQ_MAX - 1, count=2)
     assert isinstance(outcome, Duplicate)
-    assert outcome.batch.first_offset == 0
+    assert outcome.batch.first_offset == 1
     # A batch that itself wraps: sequences MAX..1 (3 records).
-    state2 = ProducerState()
+    state2 = near_the_wrap(SEQ_MAX - 1)
     append(state2, PID, 0, SEQ_MAX, count=3)
     entry = state2.entry(PID)
     assert entry is not None and entry.last_sequence == 1
@@ -161,7 +183,7 @@ def test_batches_of_one_request_are_checked_in_order_against_the_pending_state()
 
 def test_unknown_producer_second_batch_in_one_request_must_follow_the_first() -> None:
     pending = ProducerState().begin_append()
-    pending.check(PID, 0, 50, 0, 0, 0)
+    pending.check(PID, 0, 0, 0, 0, 0)
     with pytest.raises(OutOfOrderSequenceNumber):
         pending.check(PID, 0, 60, 0, 0, 1)
 
@@ -175,13 +197,13 @@ def test_failed_write_is_not_committed() -> None:
     assert isinstance(state.begin_append().check(PID, 0, 1, 0, 0, 1), Accepted)
 
 
-def test_only_the_last_five_batches_are_retained() -> None:
+def test_only_the_last_batches_are_retained() -> None:
     state = ProducerState()
-    for i in range(12):
+    for i in range(BATCHES_RETAINED + 7):
         append(state, PID, 0, i)
     entry = state.entry(PID)
     assert entry is not None
-    assert [b.first_sequence for b in entry.batches] == [7, 8, 9, 10, 11]
+    assert [b.first_sequence for b in entry.batches] == list(range(7, BATCHES_RETAINED + 7))
 
 
 def test_expiration_by_last_batch_timestamp() -> None:
@@ -219,7 +241,7 @@ def test_replay_of_logged_headers_rebuilds_the_same_state() -> None:
         (1, 0, 0, 2),
         (-1, -1, -1, 3),
         (1, 0, 2, 1),
-        (2, 4, 9, 2),
+        (2, 4, 0, 2),
         (1, 1, 0, 1),
     ]:
         batch = bytearray(

@@ -22,10 +22,16 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from protocol.batch import encode_batch, iter_headers, set_base_offset
-from protocol.errors import InvalidProducerEpoch, OutOfOrderSequenceNumber, TidelogError
+from protocol.errors import (
+    InvalidProducerEpoch,
+    OutOfOrderSequenceNumber,
+    TidelogError,
+    UnknownProducerId,
+)
 from storage.fileio import FileIO
 from storage.producer_snapshot import list_snapshots, restore, write_snapshot
 from storage.producer_state import (
+    BATCHES_RETAINED,
     Accepted,
     BatchMetadata,
     Duplicate,
@@ -71,13 +77,14 @@ class Model:
         last_seq = (sent.seq + sent.count - 1) % MOD
         done = committed.history.get(sent.pid, [])
         if done and done[-1].epoch == sent.epoch:
-            recent = [b for b in done if b.epoch == sent.epoch][-5:]
+            recent = [b for b in done if b.epoch == sent.epoch][-BATCHES_RETAINED:]
             for b in recent:
                 if (b.first_seq, b.last_seq) == (sent.seq, last_seq):
                     return b
         mine = self.history.get(sent.pid, [])
         if not mine:
-            return "ok"  # unknown producer: any sequence (Kafka 2.5+)
+            # Unknown producer: it must start at 0 (issue 21; Kafka 2.5+ accepts any).
+            return "ok" if sent.seq == 0 else UnknownProducerId.code
         last = mine[-1]
         if sent.epoch < last.epoch:
             return InvalidProducerEpoch.code
@@ -113,7 +120,7 @@ class Model:
         out = {}
         for pid, batches in self.history.items():
             epoch = batches[-1].epoch
-            kept = [b for b in batches if b.epoch == epoch][-5:]
+            kept = [b for b in batches if b.epoch == epoch][-BATCHES_RETAINED:]
             out[pid] = ProducerEntry(
                 epoch,
                 tuple(
@@ -161,7 +168,7 @@ class ProducerStateMachine(RuleBasedStateMachine):
         kind = draw(st.sampled_from(["next"] * 6 + ["retry"] * 2 + ["gap", "epoch", "wrap"]))
         done = machine.model.history.get(pid, [])
         if kind == "retry" and done:
-            b = done[-draw(st.integers(1, min(len(done), 7)))]
+            b = done[-draw(st.integers(1, min(len(done), BATCHES_RETAINED + 2)))]
             return Sent(pid, b.epoch, b.first_seq, (b.last_seq - b.first_seq) % MOD + 1)
         if kind == "gap":
             return Sent(pid, nxt.epoch, (nxt.seq + draw(st.integers(1, 3))) % MOD, count)
@@ -219,6 +226,27 @@ class ProducerStateMachine(RuleBasedStateMachine):
         for batch, end in encoded:
             self.log.append(batch)
             self.ends.append(end)
+
+    @rule(pid=PIDS, below=st.integers(1, 3), count=st.integers(1, 3))
+    def producer_resumes_near_the_wrap(self, pid: int, below: int, count: int) -> None:
+        """A producer whose earlier batches are gone resumes just below the int32 wrap:
+        its batch is in the log (as replayed at a restart), so later ones must wrap."""
+        if pid in self.model.history:
+            return
+        sent = Sent(pid, 0, MOD - below, count)
+        batch = bytearray(
+            encode_batch(
+                [(None, b"v", None, self.ts)] * count,
+                producer_id=pid,
+                producer_epoch=0,
+                base_sequence=sent.seq,
+            )
+        )
+        set_base_offset(batch, 0, self.end)
+        self.state.replay(h for _, h in iter_headers(batch))
+        self.model.add(sent, self.end, self.ts)
+        self.log.append(bytes(batch))
+        self.ends.append(self.end + count)
 
     @rule(pid=st.integers(4, 5), count=st.integers(1, 3))
     def produce_without_idempotence(self, pid: int, count: int) -> None:

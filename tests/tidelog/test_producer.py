@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import socket
 import threading
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -172,7 +173,9 @@ def test_full_buffer_blocks_then_raises() -> None:
     # A listener that never accepts: requests are sent but never answered.
     silent = socket.create_server(("127.0.0.1", 0))
     address = f"127.0.0.1:{silent.getsockname()[1]}"
-    producer = Producer(address, buffer_memory=100, batch_size=50, max_block_ms=50)
+    producer = Producer(
+        address, buffer_memory=100, batch_size=50, max_block_ms=50, enable_idempotence=False
+    )
     futures = []
     with pytest.raises(BufferFullError, match="buffer_memory=100"):
         for _ in range(10):
@@ -186,10 +189,21 @@ def test_full_buffer_blocks_then_raises() -> None:
 
 
 def test_connection_failure_fails_the_batch() -> None:
-    with Producer("127.0.0.1:1", linger_ms=0) as producer:
+    with Producer("127.0.0.1:1", linger_ms=0, enable_idempotence=False) as producer:
         future = producer.send("t", b"v", partition=0)
         with pytest.raises(ConnectionRefusedError):
             future.get(5)
+
+
+def test_an_idempotent_producer_retries_until_the_delivery_timeout() -> None:
+    started = time.monotonic()
+    with Producer(
+        "127.0.0.1:1", linger_ms=0, delivery_timeout_ms=500, retry_backoff_ms=50
+    ) as producer:
+        future = producer.send("t", b"v", partition=0)
+        with pytest.raises(ConnectionRefusedError):
+            future.get(5)
+    assert time.monotonic() - started >= 0.5  # retried, not failed at the first refusal
 
 
 def test_invalid_settings_are_refused() -> None:

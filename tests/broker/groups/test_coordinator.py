@@ -500,3 +500,20 @@ def test_delete_is_refused_while_a_commit_is_in_flight():
     d.flush_appends()
     d.restart()
     assert d.coordinator.describe_group("s") is None
+
+
+def test_delete_offsets_of_an_empty_group():
+    d = Driver()
+    [a] = stable_group(d, 1)
+    offsets = {("t", 0): (2, ""), ("t", 1): (3, ""), ("u", 0): (4, "")}
+    d.call("commit_offsets", OffsetCommitRequest("g", offsets, a, 1))
+    assert d.coordinator.delete_offsets("g", [("t", 0)]) == ErrorResponse("NON_EMPTY_GROUP")
+    assert d.coordinator.delete_offsets("nope", [("t", 0)]).error == "GROUP_ID_NOT_FOUND"
+    d.call("leave_group", LeaveRequest("g", (MemberIdentity(a),)))
+    deleted = d.coordinator.delete_offsets("g", [("t", 0), ("t", 1), ("t", 9)])
+    d.pump()
+    assert d.answer(deleted) == ErrorResponse(None)
+    assert set(d.coordinator.fetch_offsets("g")) == {("u", 0)}
+    assert d.coordinator.delete_offsets("g", [("t", 0)]) == ErrorResponse(None)  # nothing left
+    d.restart()
+    assert set(d.coordinator.fetch_offsets("g")) == {("u", 0)}

@@ -17,6 +17,7 @@ with warnings.catch_warnings():
     import kafka.protocol.consumer
     import kafka.protocol.metadata
     import kafka.protocol.producer
+    import kafka.protocol.sasl
     from kafka.protocol.api_message import ApiMessage
 
 
@@ -27,6 +28,7 @@ def _classes() -> dict[tuple[int, bool], type[ApiMessage]]:
         kafka.protocol.consumer,
         kafka.protocol.metadata,
         kafka.protocol.producer,
+        kafka.protocol.sasl,
     ):
         for name in dir(module):
             obj = getattr(module, name)

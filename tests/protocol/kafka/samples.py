@@ -18,7 +18,7 @@ _INT_BITS = {"int8": 8, "int16": 16, "uint16": 16, "int32": 32, "uint32": 32, "i
 
 def _number(name: str, bits: int, signed: bool) -> int:
     """A value that depends on the field name, fits the type and is rarely a default."""
-    raw = zlib.crc32(name.encode()) % (1 << (bits - 1)) + 1
+    raw = zlib.crc32(name.encode()) % ((1 << (bits - 1)) - 1) + 1  # 1 .. the type's max
     return -raw if signed and raw % 3 == 0 else raw
 
 

@@ -1,0 +1,300 @@
+"""Kafka's admin APIs over Tidelog's native handlers (issue 19).
+
+CreateTopics, DeleteTopics, DeleteRecords and DescribeCluster here; the config
+APIs in `broker.kafka.admin_configs`. Each adapter calls the same native handler
+the msgpack codec uses (`create_topic`, `delete_topic`, `delete_records`) and
+answers what a single-broker Apache Kafka 4.4 answers, checked side by side in
+interop/ (codes exactly; messages Kafka's where Kafka's rule is ours, else the
+native one). What Kafka checks and Tidelog's handlers do not (duplicate names in
+one request, replication factors, replica assignments, null config values,
+names that collide once `.` and `_` are confused) is checked here, before the
+native call; differences are listed in docs/kafka.md.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from broker.handlers.group_offsets import INTERNAL_TOPICS
+from broker.kafka.admin_configs import CONFIG_HANDLERS
+from broker.kafka.call import KafkaAnswer, KafkaCall, KafkaHandler
+from broker.kafka.core import CLUSTER_ID, advertised_address
+from broker.kafka.native_call import Outcome, Refused, run_native
+from protocol.errors import InvalidTopic
+from protocol.kafka.errors import ERRORS_BY_NAME, NONE, KafkaError, for_tidelog_code
+from protocol.kafka.messages import CREATE_TOPICS, DELETE_RECORDS, DELETE_TOPICS, DESCRIBE_CLUSTER
+from protocol.schemas import check_topic_name
+
+INVALID_REQUEST = ERRORS_BY_NAME["INVALID_REQUEST"]
+INVALID_PARTITIONS = ERRORS_BY_NAME["INVALID_PARTITIONS"]
+INVALID_REPLICATION_FACTOR = ERRORS_BY_NAME["INVALID_REPLICATION_FACTOR"]
+INVALID_REPLICA_ASSIGNMENT = ERRORS_BY_NAME["INVALID_REPLICA_ASSIGNMENT"]
+INVALID_CONFIG = ERRORS_BY_NAME["INVALID_CONFIG"]
+INVALID_TOPIC = ERRORS_BY_NAME["INVALID_TOPIC_EXCEPTION"]
+TOPIC_ALREADY_EXISTS = ERRORS_BY_NAME["TOPIC_ALREADY_EXISTS"]
+UNKNOWN_TOPIC_OR_PARTITION = ERRORS_BY_NAME["UNKNOWN_TOPIC_OR_PARTITION"]
+MISMATCHED_ENDPOINT_TYPE = ERRORS_BY_NAME["MISMATCHED_ENDPOINT_TYPE"]
+UNSUPPORTED_ENDPOINT_TYPE = ERRORS_BY_NAME["UNSUPPORTED_ENDPOINT_TYPE"]
+
+# Kafka's "use the broker's default" for num_partitions and replication_factor.
+USE_DEFAULT = -1
+# KRaft's own log: Kafka refuses to create it (Tidelog has none; the name stays refused).
+KAFKA_RESERVED_TOPICS = frozenset({"__cluster_metadata"})
+# DescribeCluster v1+ endpoint types (Kafka's EndpointType).
+BROKERS_ENDPOINT, CONTROLLERS_ENDPOINT = 1, 2
+# DescribeCluster: "authorized operations not requested" (Kafka's Integer.MIN_VALUE).
+OPERATIONS_NOT_REQUESTED = -(2**31)
+# Without an authorizer a Kafka cluster allows every cluster operation: CREATE 5, ALTER 7,
+# DESCRIBE 8, CLUSTER_ACTION 9, DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11, IDEMPOTENT_WRITE 12.
+ALL_CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
+
+
+# --- CreateTopics ---------------------------------------------------------------------
+
+
+def _partition_count(call: KafkaCall, topic: dict[str, Any]) -> int:
+    """Partitions to create; Refused for what a single-broker Kafka refuses."""
+    partitions, factor = topic["num_partitions"], topic["replication_factor"]
+    if topic["assignments"]:
+        return _assigned_partitions(call, topic)
+    if partitions < USE_DEFAULT or partitions == 0:
+        raise Refused(
+            INVALID_PARTITIONS, "Number of partitions was set to an invalid non-positive value."
+        )
+    if factor < USE_DEFAULT or factor == 0:
+        raise Refused(
+            INVALID_REPLICATION_FACTOR,
+            "Replication factor must be larger than 0, or -1 to use the default value.",
+        )
+    if factor > 1:
+        raise Refused(
+            INVALID_REPLICATION_FACTOR,
+            f"Unable to replicate the partition {factor} time(s): The target replication "
+            f"factor of {factor} cannot be reached because only 1 broker(s) are registered.",
+        )
+    return call.ctx.config.num_partitions if partitions == USE_DEFAULT else partitions
+
+
+def _assigned_partitions(call: KafkaCall, topic: dict[str, Any]) -> int:
+    """A manual assignment: partitions 0..n-1, each on this one broker alone."""
+    if topic["num_partitions"] != USE_DEFAULT or topic["replication_factor"] != USE_DEFAULT:
+        raise Refused(
+            INVALID_REQUEST,
+            "Both numPartitions or replicationFactor and replicasAssignments were set. "
+            "Both cannot be used at the same time.",
+        )
+    me = call.ctx.config.node_id
+    assignments = topic["assignments"]
+    indexes = sorted(a["partition_index"] for a in assignments)
+    if indexes != list(range(len(assignments))):
+        raise Refused(
+            INVALID_REPLICA_ASSIGNMENT,
+            f"Partitions must be numbered 0..{len(assignments) - 1}, got {indexes}.",
+        )
+    for assignment in assignments:
+        if list(assignment["broker_ids"]) != [me]:
+            raise Refused(
+                INVALID_REPLICA_ASSIGNMENT,
+                f"Partition {assignment['partition_index']} is assigned to brokers "
+                f"{list(assignment['broker_ids'])}; the only broker is {me}.",
+            )
+    return len(assignments)
+
+
+def _topic_configs(topic: dict[str, Any]) -> dict[str, str]:
+    """The configs as a dict (a repeated key: the last wins, as in Kafka)."""
+    configs: dict[str, str] = {}
+    for entry in topic["configs"]:
+        if entry["value"] is None:
+            raise Refused(
+                INVALID_CONFIG, f"Null value not supported for topic configs: {entry['name']}"
+            )
+        configs[entry["name"]] = entry["value"]
+    return configs
+
+
+def _flat(name: str) -> str:
+    """Kafka's metric names turn '.' into '_': two topics differing only so would collide."""
+    return name.replace(".", "_")
+
+
+def _check_new_name(name: str, names: frozenset[str], flat: dict[str, str]) -> None:
+    """Kafka's name rules beyond the native legality check, against the existing
+    `names` (`flat` maps each one's flat form to it)."""
+    check_topic_name(name)
+    exists = name in names
+    if name in KAFKA_RESERVED_TOPICS or (name in INTERNAL_TOPICS and not exists):
+        raise Refused(INVALID_REQUEST, f"Creation of internal topic {name} is prohibited.")
+    if exists:
+        raise Refused(TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+    other = flat.get(_flat(name))
+    if other is not None:
+        raise Refused(INVALID_TOPIC, f"Topic '{name}' collides with existing topic: {other}")
+
+
+async def _create_one(
+    call: KafkaCall,
+    topic: dict[str, Any],
+    existing: tuple[frozenset[str], dict[str, str]],
+    validate_only: bool,
+) -> Outcome:
+    name = topic["name"]
+    try:
+        _check_new_name(name, *existing)
+        body = {
+            "topic": name,
+            "partitions": _partition_count(call, topic),
+            "configs": _topic_configs(topic),
+            "validate_only": validate_only,
+        }
+    except InvalidTopic as exc:
+        return Outcome.failed(INVALID_TOPIC, exc.message or None)
+    except Refused as exc:
+        return exc.outcome
+    return await run_native(call.ctx, "create_topic", body)
+
+
+async def create_topics(call: KafkaCall) -> KafkaAnswer:
+    """CreateTopics v2-4: one result per topic (once per name for a repeated one)."""
+    topics = call.body["topics"]
+    counts = Counter(t["name"] for t in topics)
+    results = []
+    for name in [n for n, c in counts.items() if c > 1]:
+        results.append(_topic_result(name, INVALID_REQUEST, "Duplicate topic name."))
+    # Names are checked against the topics before the request, as Kafka's controller
+    # does: two colliding names in one request are both created (seen in Kafka 4.4).
+    names = frozenset(call.ctx.manager.topics())
+    existing = (names, {_flat(n): n for n in names})
+    validate_only = call.body["validate_only"]
+    for topic in topics:
+        if counts[topic["name"]] > 1:
+            continue
+        outcome = await _create_one(call, topic, existing, validate_only)
+        results.append(_topic_result(topic["name"], outcome.error, outcome.message))
+    return {"throttle_time_ms": 0, "topics": results}
+
+
+def _topic_result(name: str, error: KafkaError, message: str | None) -> dict[str, Any]:
+    return {"name": name, "error_code": error.code, "error_message": message}
+
+
+# --- DeleteTopics ---------------------------------------------------------------------
+
+
+async def delete_topics(call: KafkaCall) -> KafkaAnswer:
+    """DeleteTopics v1-3 by name; an unknown or illegal name is UNKNOWN_TOPIC_OR_PARTITION."""
+    names = call.body["topic_names"]
+    counts = Counter(names)
+    results = [{"name": n, "error_code": INVALID_REQUEST.code} for n, c in counts.items() if c > 1]
+    known = set(call.ctx.manager.topics())
+    for name in names:
+        if counts[name] > 1:
+            continue
+        if name not in known:
+            error = UNKNOWN_TOPIC_OR_PARTITION
+        else:
+            error = (await run_native(call.ctx, "delete_topic", {"topic": name})).error
+        results.append({"name": name, "error_code": error.code})
+    return {"throttle_time_ms": 0, "responses": results}
+
+
+# --- DeleteRecords --------------------------------------------------------------------
+
+
+async def delete_records(call: KafkaCall) -> KafkaAnswer:
+    """DeleteRecords v0-1: the native per-partition answer in Kafka's shape."""
+    topics = call.body["topics"]
+    native_body = {
+        "topics": [
+            {
+                "topic": t["name"],
+                "partitions": [
+                    {"partition": p["partition_index"], "offset": p["offset"]}
+                    for p in t["partitions"]
+                ],
+            }
+            for t in topics
+        ]
+    }
+    outcome = await run_native(call.ctx, "delete_records", native_body)
+    if outcome.answer is None:  # the whole request refused: every partition says why
+        return {
+            "throttle_time_ms": 0,
+            "topics": [
+                {
+                    "name": t["name"],
+                    "partitions": [
+                        _deleted(p["partition_index"], None, outcome.error) for p in t["partitions"]
+                    ],
+                }
+                for t in topics
+            ],
+        }
+    return {
+        "throttle_time_ms": 0,
+        "topics": [
+            {
+                "name": t["topic"],
+                "partitions": [
+                    _deleted(p["partition"], p["low_watermark"], for_tidelog_code(p["error"]))
+                    for p in t["partitions"]
+                ],
+            }
+            for t in outcome.answer["topics"]
+        ],
+    }
+
+
+def _deleted(partition: int, low: int | None, error: KafkaError) -> dict[str, Any]:
+    return {
+        "partition_index": partition,
+        "low_watermark": -1 if low is None or error is not NONE else low,
+        "error_code": error.code,
+    }
+
+
+# --- DescribeCluster ------------------------------------------------------------------
+
+
+def _endpoint_error(endpoint_type: int) -> tuple[KafkaError, str | None]:
+    """v1+: this listener serves brokers (1); Kafka's answers for controllers (2) or others."""
+    if endpoint_type == BROKERS_ENDPOINT:
+        return NONE, None
+    if endpoint_type == CONTROLLERS_ENDPOINT:
+        return MISMATCHED_ENDPOINT_TYPE, (
+            "The request was sent to an endpoint of type BROKER, "
+            "but we wanted an endpoint of type CONTROLLER"
+        )
+    return UNSUPPORTED_ENDPOINT_TYPE, f"Unsupported endpoint type {endpoint_type}"
+
+
+async def describe_cluster(call: KafkaCall) -> KafkaAnswer:
+    """DescribeCluster v0-2: this broker is the cluster and its controller (the same
+    broker and cluster id Metadata names)."""
+    me = call.ctx.config.node_id
+    host, port = advertised_address(call)
+    wanted = call.body["include_cluster_authorized_operations"]
+    error, message = _endpoint_error(call.body["endpoint_type"])
+    brokers = [{"broker_id": me, "host": host, "port": port, "rack": None, "is_fenced": False}]
+    return {
+        "throttle_time_ms": 0,
+        "error_code": error.code,
+        "error_message": message,
+        "endpoint_type": call.body["endpoint_type"],
+        "cluster_id": CLUSTER_ID,
+        "controller_id": me,
+        "brokers": brokers if error is NONE else [],
+        "cluster_authorized_operations": ALL_CLUSTER_OPERATIONS
+        if wanted
+        else OPERATIONS_NOT_REQUESTED,
+    }
+
+
+HANDLERS: dict[int, KafkaHandler] = {
+    CREATE_TOPICS.key: create_topics,
+    DELETE_TOPICS.key: delete_topics,
+    DELETE_RECORDS.key: delete_records,
+    DESCRIBE_CLUSTER.key: describe_cluster,
+    **CONFIG_HANDLERS,
+}

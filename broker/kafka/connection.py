@@ -1,0 +1,286 @@
+"""Kafka's side of a connection: frames to `KafkaCall`s, adapters' answers to response frames.
+
+broker/connection.py runs the connection (reading, the memory budget, in-order
+responses, timeouts) for both protocols; this is the `WireCodec` it uses once a
+connection's first bytes look like Kafka (or on the `--kafka-listen` port):
+
+- frames are cut by `protocol.kafka.KafkaFrameDecoder` (a bad size is refused before
+  the body is buffered, and the connection closes, as Kafka's `InvalidReceiveException`);
+- each frame is decoded (`protocol.kafka.decode_request`) and handed to the adapter the
+  registry (broker.kafka.registry) has for its API key; a `Deferred` answer finishes
+  beside later requests and is written in its place, as on the msgpack path;
+- ApiVersions is answered here: it advertises exactly the registry's keys (and its
+  own) with the codec's version ranges, and a version newer than ours gets KIP-511's
+  v0 answer with UNSUPPORTED_VERSION so the client retries lower;
+- a request we cannot serve (unknown API, unadvertised API, version out of range,
+  bytes that do not parse) is answered with its error code where the response has a
+  top-level `error_code` at that version, and otherwise closes the connection, as
+  Kafka's broker does: there is no layout to answer in. Nothing a peer sends reaches
+  another connection.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import structlog
+import trio
+
+from broker.context import BrokerContext, ConnectionState, Deferred
+from broker.dispatch import failure
+from broker.kafka.call import KafkaAnswer, KafkaCall
+from broker.kafka.registry import KAFKA_HANDLERS
+from broker.logging import get_logger
+from broker.wirecodec import Close, Frame, Outcome
+from protocol.errors import TidelogError
+from protocol.framing import FrameError
+from protocol.kafka.codec import (
+    APIS_BY_KEY,
+    KafkaRequest,
+    RequestHeader,
+    UnsupportedRequest,
+    api_version_ranges,
+    decode_request,
+    decode_request_header,
+    encode_response,
+)
+from protocol.kafka.errors import (
+    KafkaCodecError,
+    KafkaError,
+    error_for_code,
+    for_tidelog_code,
+)
+from protocol.kafka.framing import KafkaFrameDecoder
+from protocol.kafka.messages import API_VERSIONS, FETCH
+from protocol.kafka.schema import Api, version_range
+
+log = get_logger(component="kafka")
+
+# A request frame starts with its int16 API key: a fetch's first two bytes.
+_FETCH_KEY_BYTES = FETCH.key.to_bytes(2, "big")
+
+
+def advertised_apis() -> list[Api]:
+    """What ApiVersions lists: every API the registry serves, and ApiVersions itself."""
+    keys = set(KAFKA_HANDLERS) | {API_VERSIONS.key}
+    return [APIS_BY_KEY[key] for key in sorted(keys)]
+
+
+# The registry is fixed at import, so the ranges are too.
+_ADVERTISED_RANGES = api_version_ranges(advertised_apis())
+
+
+def api_versions_answer() -> KafkaAnswer:
+    return {"error_code": 0, "api_keys": _ADVERTISED_RANGES, "throttle_time_ms": 0}
+
+
+class _KafkaFrames:
+    """`KafkaFrameDecoder` behind the connection's `FrameReader` interface: frame bodies
+    as bytes, and a bad size as `FrameError` (the connection then closes)."""
+
+    def __init__(self, max_frame_bytes: int) -> None:
+        self._decoder = KafkaFrameDecoder(min(max_frame_bytes, 2**31 - 1))
+
+    @property
+    def buffered_bytes(self) -> int:
+        return self._decoder.buffered_bytes
+
+    def feed(self, data: bytes | bytearray | memoryview) -> None:
+        self._decoder.feed(data)
+
+    def announced_bytes(self) -> int | None:
+        try:
+            return self._decoder.announced_bytes()
+        except KafkaCodecError as exc:
+            raise FrameError(exc.message) from exc
+
+    def next_frame_bytes(self) -> int | None:
+        try:
+            return self._decoder.next_frame_bytes()
+        except KafkaCodecError as exc:
+            raise FrameError(exc.message) from exc
+
+    def next_message(self) -> tuple[bool, Any]:
+        frame = self._decoder.next_frame()
+        return frame is not None, frame
+
+
+def _has_error_code(api: Api, version: int) -> bool:
+    """Whether `api`'s response has a top-level error_code at `version`."""
+    return any(
+        f.name == "error_code" and version in version_range(f.versions) for f in api.response
+    )
+
+
+def error_frame(header: RequestHeader, error: KafkaError) -> bytes | None:
+    """A response carrying only `error` for a request we cannot serve, or None when
+    the API has no top-level error code at that version (or is unknown to the codec)."""
+    if header.api_key == API_VERSIONS.key:
+        # KIP-511: v0's layout, which a client of any version reads, with our ranges.
+        body = {"error_code": error.code, "api_keys": _ADVERTISED_RANGES}
+        return encode_response(API_VERSIONS, 0, header.correlation_id, body)
+    api = APIS_BY_KEY.get(header.api_key)
+    if api is None or not api.min_version <= header.api_version <= api.max_version:
+        return None
+    if not _has_error_code(api, header.api_version):
+        return None
+    return encode_response(
+        api, header.api_version, header.correlation_id, {"error_code": error.code}
+    )
+
+
+def first_error(body: Any) -> str | None:
+    """The first non-zero error code anywhere in a Kafka answer, by name (metrics)."""
+    if isinstance(body, dict):
+        code = body.get("error_code")
+        if code:
+            return error_for_code(code).name
+        for key, value in body.items():
+            if key != "records" and isinstance(value, list):
+                found = first_error(value)
+                if found:
+                    return found
+    elif isinstance(body, list):
+        for item in body:
+            if isinstance(item, dict):
+                found = first_error(item)
+                if found:
+                    return found
+    return None
+
+
+def _finished(ctx: BrokerContext, api: str, error: str | None, arrived: float) -> None:
+    ctx.request_finished(api, error, time.perf_counter() - arrived, protocol="kafka")
+
+
+def _encode(
+    ctx: BrokerContext, request: KafkaRequest, answer: KafkaAnswer, arrived: float
+) -> Frame:
+    header = request.header
+    try:
+        frame = encode_response(request.api, header.api_version, header.correlation_id, answer)
+        error = first_error(answer)
+    except KafkaCodecError as exc:  # an adapter built an unencodable answer: a bug
+        log.exception("kafka_response_encode_failed", api=request.api.name)
+        fallback = error_frame(header, for_tidelog_code("UNKNOWN_SERVER_ERROR"))
+        if fallback is None:
+            raise
+        frame, error = fallback, exc.error.name
+    _finished(ctx, request.api.name, error, arrived)
+    return frame
+
+
+class _KafkaPending:
+    """A Kafka answer finished beside later requests (Produce acks=all's fsync wait)."""
+
+    def __init__(
+        self, ctx: BrokerContext, request: KafkaRequest, deferred: Deferred, arrived: float
+    ) -> None:
+        self._ctx, self._request, self._deferred, self._arrived = ctx, request, deferred, arrived
+
+    async def resolve(self) -> Frame:
+        try:
+            answer = await self._deferred.finish()
+        except Exception as exc:
+            frame = _failure_frame(self._ctx, self._request, exc, self._arrived)
+            if frame is None:
+                raise  # the connection ends (logged there)
+            return frame
+        return _encode(self._ctx, self._request, answer, self._arrived)
+
+
+def _failure_frame(
+    ctx: BrokerContext, request: KafkaRequest, exc: Exception, arrived: float
+) -> bytes | None:
+    """The answer to an adapter that raised: its code where the API has a place for it."""
+    error = for_tidelog_code(failure(request.api.name, exc).code)
+    _finished(ctx, request.api.name, error.name, arrived)
+    return error_frame(request.header, error)
+
+
+class KafkaCodec:
+    """Kafka's wire protocol in front of the registry's adapters (broker.kafka.registry)."""
+
+    name = "kafka"
+
+    def frame_reader(self, max_frame_bytes: int) -> _KafkaFrames:
+        return _KafkaFrames(max_frame_bytes)
+
+    def needs_room(self, message: Any) -> bool:
+        return message[:2] == _FETCH_KEY_BYTES
+
+    async def handle(
+        self,
+        ctx: BrokerContext,
+        state: ConnectionState,
+        message: Any,
+        arrived: float,
+        *,
+        large: bool,
+    ) -> Outcome:
+        try:
+            if large:
+                request = await trio.to_thread.run_sync(decode_request, message)
+            else:
+                request = decode_request(message)
+        except UnsupportedRequest as exc:
+            return self._refuse_request(ctx, exc.header, exc, arrived)
+        except KafkaCodecError as exc:
+            return self._refuse_request(ctx, _header_of(message), exc, arrived)
+        api = request.api
+        if api.key == API_VERSIONS.key:
+            return _encode(ctx, request, api_versions_answer(), arrived)
+        handler = KAFKA_HANDLERS.get(api.key)
+        if handler is None:  # the codec knows it, no family module serves it (yet)
+            return self._refuse_request(
+                ctx, request.header, UnsupportedRequest(request.header), arrived
+            )
+        header = request.header
+        with structlog.contextvars.bound_contextvars(
+            api=api.name, request_id=header.correlation_id, protocol="kafka"
+        ):
+            try:
+                result = await handler(KafkaCall(ctx, state, request))
+            except Exception as exc:
+                frame = _failure_frame(ctx, request, exc, arrived)
+                if frame is None:
+                    return Close(
+                        "internal_error", f"{api.name} failed: {exc}", "UNKNOWN_SERVER_ERROR", None
+                    )
+                return frame
+        if isinstance(result, Deferred):
+            return _KafkaPending(ctx, request, result, arrived)
+        if result is None:  # Produce with acks=0: Kafka sends nothing
+            _finished(ctx, api.name, None, arrived)
+            return None
+        return _encode(ctx, request, result, arrived)
+
+    def _refuse_request(
+        self,
+        ctx: BrokerContext,
+        header: RequestHeader | None,
+        exc: KafkaCodecError,
+        arrived: float,
+    ) -> Outcome:
+        api = APIS_BY_KEY.get(header.api_key) if header is not None else None
+        name = api.name if api is not None else "unknown"
+        log.info("kafka_request_refused", api=name, error=exc.error.name, reason=exc.message)
+        frame = error_frame(header, exc.error) if header is not None else None
+        if frame is None:
+            return Close("bad_request", exc.message, exc.error.name, None)
+        _finished(ctx, name, exc.error.name, arrived)
+        return frame
+
+    def refuse(self, error: TidelogError) -> Frame | None:
+        return None  # a bad frame size: Kafka closes without answering
+
+
+def _header_of(message: bytes) -> RequestHeader | None:
+    try:
+        return decode_request_header(message)[0]
+    except KafkaCodecError:
+        return None
+
+
+KAFKA = KafkaCodec()

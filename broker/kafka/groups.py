@@ -1,0 +1,367 @@
+"""Kafka's group APIs on Tidelog's group handlers (docs/groups.md).
+
+FindCoordinator names this broker; JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
+ListGroups, DescribeGroups, DeleteGroups, OffsetCommit and OffsetFetch call the
+same native handlers as the msgpack APIs (`broker.dispatch.handler_for`), so a
+Kafka consumer and a Tidelog consumer are members of the same groups, seen by the
+same coordinator. OffsetDelete has no native API and calls the coordinator
+directly. Tidelog error names become Kafka codes through `for_tidelog_code`.
+
+Version notes (Kafka's own behaviour): JoinGroup v0-v3 clients do not know
+MEMBER_ID_REQUIRED, so they are added at once; v0 has no rebalance timeout (the
+session timeout is used). LeaveGroup v0-v2 name one member and get its error at
+the top. OffsetCommit v2-v4's retention_time_ms is ignored (offsets.retention.minutes
+applies, as in Kafka 2.1+ for clients that send -1).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from broker.dispatch import handler_for
+from broker.kafka.call import KafkaAnswer, KafkaCall, KafkaHandler
+from broker.kafka.core import advertised_address
+from protocol.errors import TidelogError
+from protocol.kafka.errors import ERRORS_BY_NAME, for_tidelog_code
+from protocol.kafka.messages import (
+    DELETE_GROUPS,
+    DESCRIBE_GROUPS,
+    FIND_COORDINATOR,
+    HEARTBEAT,
+    JOIN_GROUP,
+    LEAVE_GROUP,
+    LIST_GROUPS,
+    OFFSET_COMMIT,
+    OFFSET_DELETE,
+    OFFSET_FETCH,
+    SYNC_GROUP,
+)
+from protocol.offsets_schema import MAX_METADATA_CHARS
+
+NONE = ERRORS_BY_NAME["NONE"]
+INVALID_REQUEST = ERRORS_BY_NAME["INVALID_REQUEST"]
+OFFSET_METADATA_TOO_LARGE = ERRORS_BY_NAME["OFFSET_METADATA_TOO_LARGE"]
+# FindCoordinator key types (KIP-98): only groups have a coordinator here.
+GROUP_KEY_TYPE = 0
+# JoinGroup versions whose clients know MEMBER_ID_REQUIRED (KIP-394).
+MEMBER_ID_REQUIRED_MIN_VERSION = 4
+# LeaveGroup versions that name several members (KIP-345).
+LEAVE_MEMBERS_MIN_VERSION = 3
+NO_EPOCH = -1
+# DescribeGroups' authorized_operations when the client did not ask for them.
+NO_OPERATIONS = -(2**31)
+
+
+def _code(error: str | None) -> int:
+    return for_tidelog_code(error).code
+
+
+async def _native(call: KafkaCall, api: str, body: dict[str, Any]) -> dict[str, Any]:
+    answer = await handler_for(api)(call.ctx, body)
+    assert isinstance(answer, dict), answer
+    return answer
+
+
+async def find_coordinator(call: KafkaCall) -> KafkaAnswer:
+    """This broker coordinates every group; transactions have no coordinator here."""
+    host, port = advertised_address(call)
+    if call.body.get("key_type", GROUP_KEY_TYPE) != GROUP_KEY_TYPE:
+        error, message = INVALID_REQUEST, "only group coordinators (key_type 0) are served"
+        return {
+            "throttle_time_ms": 0,
+            "error_code": error.code,
+            "error_message": message,
+            "node_id": -1,
+            "host": "",
+            "port": -1,
+        }
+    return {
+        "throttle_time_ms": 0,
+        "error_code": NONE.code,
+        "error_message": None,
+        "node_id": call.ctx.config.node_id,
+        "host": host,
+        "port": port,
+    }
+
+
+async def join_group(call: KafkaCall) -> KafkaAnswer:
+    body = call.body
+    answer = await _native(
+        call,
+        "join_group",
+        {
+            "group": body["group_id"],
+            "member_id": body["member_id"],
+            "group_instance_id": body.get("group_instance_id"),
+            "protocol_type": body["protocol_type"],
+            "protocols": [
+                {"name": p["name"], "metadata": bytes(p["metadata"])} for p in body["protocols"]
+            ],
+            "session_timeout_ms": body["session_timeout_ms"],
+            "rebalance_timeout_ms": body.get("rebalance_timeout_ms", -1),
+            "client_id": call.request.header.client_id or "",
+            "client_host": call.conn.peer.rpartition(":")[0] or call.conn.peer,
+            "require_known_member_id": call.version >= MEMBER_ID_REQUIRED_MIN_VERSION,
+        },
+    )
+    return {
+        "throttle_time_ms": 0,
+        "error_code": _code(answer["error"]),
+        "generation_id": answer["generation"],
+        "protocol_name": answer["protocol"] or "",
+        "leader": answer["leader"],
+        "member_id": answer["member_id"],
+        "members": [
+            {
+                "member_id": m["member_id"],
+                "group_instance_id": m["group_instance_id"],
+                "metadata": m["metadata"],
+            }
+            for m in answer["members"]
+        ],
+    }
+
+
+async def sync_group(call: KafkaCall) -> KafkaAnswer:
+    body = call.body
+    answer = await _native(
+        call,
+        "sync_group",
+        {
+            "group": body["group_id"],
+            "member_id": body["member_id"],
+            "generation": body["generation_id"],
+            "group_instance_id": body.get("group_instance_id"),
+            "protocol_type": None,
+            "protocol": None,
+            "assignments": [
+                {"member_id": a["member_id"], "assignment": bytes(a["assignment"])}
+                for a in body["assignments"]
+            ],
+        },
+    )
+    return {
+        "throttle_time_ms": 0,
+        "error_code": _code(answer["error"]),
+        "assignment": answer["assignment"],
+    }
+
+
+async def heartbeat(call: KafkaCall) -> KafkaAnswer:
+    body = call.body
+    answer = await _native(
+        call,
+        "heartbeat",
+        {
+            "group": body["group_id"],
+            "member_id": body["member_id"],
+            "generation": body["generation_id"],
+            "group_instance_id": body.get("group_instance_id"),
+        },
+    )
+    return {"throttle_time_ms": 0, "error_code": _code(answer["error"])}
+
+
+async def leave_group(call: KafkaCall) -> KafkaAnswer:
+    body = call.body
+    if call.version >= LEAVE_MEMBERS_MIN_VERSION:
+        members = [
+            {"member_id": m["member_id"], "group_instance_id": m["group_instance_id"]}
+            for m in body["members"]
+        ]
+    else:
+        members = [{"member_id": body["member_id"], "group_instance_id": None}]
+    answer = await _native(call, "leave_group", {"group": body["group_id"], "members": members})
+    error = answer["error"]
+    if call.version < LEAVE_MEMBERS_MIN_VERSION and error is None and answer["members"]:
+        error = answer["members"][0]["error"]  # one member: its error is the answer's
+    return {
+        "throttle_time_ms": 0,
+        "error_code": _code(error),
+        "members": [
+            {
+                "member_id": m["member_id"],
+                "group_instance_id": m["group_instance_id"],
+                "error_code": _code(m["error"]),
+            }
+            for m in answer["members"]
+        ],
+    }
+
+
+async def list_groups(call: KafkaCall) -> KafkaAnswer:
+    answer = await _native(call, "list_groups", {})
+    return {
+        "throttle_time_ms": 0,
+        "error_code": NONE.code,
+        "groups": [
+            {"group_id": g["group"], "protocol_type": g["protocol_type"] or ""}
+            for g in answer["groups"]
+        ],
+    }
+
+
+async def describe_groups(call: KafkaCall) -> KafkaAnswer:
+    answer = await _native(call, "describe_groups", {"groups": list(call.body["groups"])})
+    return {
+        "throttle_time_ms": 0,
+        "groups": [
+            {
+                "error_code": _code(g["error"]),
+                "group_id": g["group"],
+                "group_state": g["state"],
+                "protocol_type": g["protocol_type"] or "",
+                "protocol_data": g["protocol"] or "",
+                "members": [
+                    {
+                        "member_id": m["member_id"],
+                        "group_instance_id": m["group_instance_id"],
+                        "client_id": m["client_id"],
+                        "client_host": m["client_host"],
+                        "member_metadata": m["metadata"],
+                        "member_assignment": m["assignment"],
+                    }
+                    for m in g["members"]
+                ],
+                "authorized_operations": NO_OPERATIONS,
+            }
+            for g in answer["groups"]
+        ],
+    }
+
+
+async def delete_groups(call: KafkaCall) -> KafkaAnswer:
+    answer = await _native(call, "delete_groups", {"groups": list(call.body["groups_names"])})
+    return {
+        "throttle_time_ms": 0,
+        "results": [
+            {"group_id": g["group"], "error_code": _code(g["error"])} for g in answer["groups"]
+        ],
+    }
+
+
+def _partition_errors(
+    topics: list[dict[str, Any]], error_of: dict[tuple[str, int], int]
+) -> list[dict[str, Any]]:
+    return [
+        {
+            "name": t["name"],
+            "partitions": [
+                {
+                    "partition_index": p["partition_index"],
+                    "error_code": error_of.get((t["name"], p["partition_index"]), NONE.code),
+                }
+                for p in t["partitions"]
+            ],
+        }
+        for t in topics
+    ]
+
+
+async def offset_commit(call: KafkaCall) -> KafkaAnswer:
+    """Through the native commit_offsets, fenced by the member's generation; metadata
+    over 4096 characters is that partition's OFFSET_METADATA_TOO_LARGE."""
+    body = call.body
+    error_of: dict[tuple[str, int], int] = {}
+    native_topics = []
+    for t in body["topics"]:
+        parts = []
+        for p in t["partitions"]:
+            metadata = p["committed_metadata"] or ""
+            if len(metadata) > MAX_METADATA_CHARS:
+                error_of[(t["name"], p["partition_index"])] = OFFSET_METADATA_TOO_LARGE.code
+                continue
+            parts.append(
+                {
+                    "partition": p["partition_index"],
+                    "offset": p["committed_offset"],
+                    "metadata": metadata,
+                }
+            )
+        if parts:
+            native_topics.append({"topic": t["name"], "partitions": parts})
+    native = {
+        "group": body["group_id"],
+        "topics": native_topics,
+        "generation": body["generation_id_or_member_epoch"],
+        "member_id": body["member_id"],
+        "group_instance_id": body.get("group_instance_id"),
+    }
+    try:
+        answer = await _native(call, "commit_offsets", native)
+    except TidelogError:  # an empty group id, a negative offset: the whole request
+        code = ERRORS_BY_NAME["INVALID_GROUP_ID"] if not body["group_id"] else INVALID_REQUEST
+        for t in native_topics:
+            for p in t["partitions"]:
+                error_of[(t["topic"], p["partition"])] = code.code
+    else:
+        for t in answer["topics"]:
+            for p in t["partitions"]:
+                error_of[(t["topic"], p["partition"])] = _code(p["error"])
+    return {"throttle_time_ms": 0, "topics": _partition_errors(body["topics"], error_of)}
+
+
+async def offset_fetch(call: KafkaCall) -> KafkaAnswer:
+    """Committed offsets (-1 and no error where none was committed, as Kafka answers)."""
+    body = call.body
+    topics = body["topics"]
+    wanted = (
+        None
+        if topics is None
+        else [{"topic": t["name"], "partitions": list(t["partition_indexes"])} for t in topics]
+    )
+    if not body["group_id"]:
+        error = ERRORS_BY_NAME["INVALID_GROUP_ID"]
+        return {"throttle_time_ms": 0, "topics": [], "error_code": error.code}
+    answer = await _native(call, "fetch_offsets", {"group": body["group_id"], "topics": wanted})
+    return {
+        "throttle_time_ms": 0,
+        "topics": [
+            {
+                "name": t["topic"],
+                "partitions": [
+                    {
+                        "partition_index": p["partition"],
+                        "committed_offset": p["offset"],
+                        "committed_leader_epoch": NO_EPOCH,
+                        "metadata": p["metadata"],
+                        "error_code": NONE.code,
+                    }
+                    for p in t["partitions"]
+                ],
+            }
+            for t in answer["topics"]
+        ],
+        "error_code": NONE.code,
+    }
+
+
+async def offset_delete(call: KafkaCall) -> KafkaAnswer:
+    """The listed partitions' offsets of an Empty group (NON_EMPTY_GROUP otherwise)."""
+    body = call.body
+    group = body["group_id"]
+    partitions = [
+        (t["name"], p["partition_index"]) for t in body["topics"] for p in t["partitions"]
+    ]
+    response = await call.ctx.groups.call(lambda c: c.delete_offsets(group, partitions))
+    return {
+        "error_code": _code(response.error),
+        "throttle_time_ms": 0,
+        "topics": _partition_errors(body["topics"], {}),
+    }
+
+
+HANDLERS: dict[int, KafkaHandler] = {
+    FIND_COORDINATOR.key: find_coordinator,
+    JOIN_GROUP.key: join_group,
+    SYNC_GROUP.key: sync_group,
+    HEARTBEAT.key: heartbeat,
+    LEAVE_GROUP.key: leave_group,
+    LIST_GROUPS.key: list_groups,
+    DESCRIBE_GROUPS.key: describe_groups,
+    DELETE_GROUPS.key: delete_groups,
+    OFFSET_COMMIT.key: offset_commit,
+    OFFSET_FETCH.key: offset_fetch,
+    OFFSET_DELETE.key: offset_delete,
+}

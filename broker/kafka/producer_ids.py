@@ -1,0 +1,49 @@
+"""Kafka's InitProducerId (API 22, v0-1) on Tidelog's init_producer_id handler.
+
+v0-1 carry no previous producer id (that is v3+), so every answer is a fresh id at
+epoch 0, as Kafka's coordinator gives an idempotent producer. A transactional id is
+refused with INVALID_REQUEST (transactions are not served; the native handler's
+message says so), and `transaction_timeout_ms` is ignored for the same reason.
+"""
+
+from __future__ import annotations
+
+from broker.dispatch import failure, handler_for
+from broker.kafka.call import KafkaAnswer, KafkaCall, KafkaHandler
+from protocol.kafka.errors import ERRORS_BY_NAME, for_tidelog_code
+from protocol.kafka.messages import INIT_PRODUCER_ID
+
+__all__ = ["HANDLERS", "init_producer_id"]
+
+NONE = ERRORS_BY_NAME["NONE"]
+# What Kafka answers beside an error: no id.
+NO_PRODUCER_ID = -1
+NO_PRODUCER_EPOCH = -1
+
+
+async def init_producer_id(call: KafkaCall) -> KafkaAnswer:
+    body = {
+        "transactional_id": call.body["transactional_id"],
+        "producer_id": NO_PRODUCER_ID,
+        "producer_epoch": NO_PRODUCER_EPOCH,
+    }
+    try:
+        answer = await handler_for("init_producer_id")(call.ctx, body)
+    except Exception as exc:
+        error = failure("init_producer_id", exc)
+        return {
+            "throttle_time_ms": 0,
+            "error_code": for_tidelog_code(error.code).code,
+            "producer_id": NO_PRODUCER_ID,
+            "producer_epoch": NO_PRODUCER_EPOCH,
+        }
+    assert isinstance(answer, dict)
+    return {
+        "throttle_time_ms": 0,
+        "error_code": NONE.code,
+        "producer_id": answer["producer_id"],
+        "producer_epoch": answer["producer_epoch"],
+    }
+
+
+HANDLERS: dict[int, KafkaHandler] = {INIT_PRODUCER_ID.key: init_producer_id}

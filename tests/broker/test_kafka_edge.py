@@ -1,0 +1,48 @@
+"""Which Kafka produce batches are converted on the event loop (broker/kafka/edge.py):
+decided from batch headers written by kafka-python's own record builder."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+
+from broker.kafka.edge import INLINE_CONVERT_MAX_RECORDS, convert_inline, to_tidelog
+from protocol import batch as tidelog_batch
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", DeprecationWarning)
+    from kafka.record.default_records import DefaultRecordBatchBuilder
+
+# kafka-python's codec numbers: 0 none, 1 gzip.
+GZIP = 1
+
+
+def _batch(records: int, codec: int = 0, value: bytes = b"v") -> bytes:
+    builder = DefaultRecordBatchBuilder(
+        magic=2, compression_type=codec, is_transactional=False, producer_id=-1,
+        producer_epoch=-1, base_sequence=-1, batch_size=1 << 30,
+    )  # fmt: skip
+    for i in range(records):
+        builder.append(i, timestamp=1_700_000_000_000 + i, key=None, value=value, headers=[])
+    return bytes(builder.build())
+
+
+def test_small_uncompressed_batches_convert_inline() -> None:
+    assert convert_inline(_batch(10))
+    assert convert_inline(_batch(10) + _batch(20))
+
+
+def test_compressed_many_records_or_large_go_to_a_thread() -> None:
+    assert not convert_inline(_batch(10, codec=GZIP))
+    assert not convert_inline(_batch(INLINE_CONVERT_MAX_RECORDS + 1))
+    assert not convert_inline(_batch(2, value=b"x" * (1 << 20)))
+    assert not convert_inline(b"".join(_batch(1) for _ in range(17)))
+
+
+@pytest.mark.parametrize("codec", [0, GZIP])
+async def test_either_route_stores_a_whole_batch(codec: int) -> None:
+    """Inline (none) or in a worker thread (gzip), a whole Tidelog batch comes out."""
+    converted = await to_tidelog(_batch(100, codec=codec))
+    header = tidelog_batch.check_crc(converted, 0)
+    assert (header.record_count, header.compression) == (100, codec)
