@@ -36,6 +36,8 @@ def segment_headers(segments: Sequence[Segment], offset: int) -> Iterator[BatchH
     segment, as reads do. Damage the walk meets is not reported here: recovery and
     reads own that.
     """
+    if not segments or offset >= segments[-1].next_offset:
+        return  # nothing at or past the log end (a clean stop's snapshot): read nothing
     bases = [s.base_offset for s in segments]
     first = max(bisect.bisect_right(bases, offset) - 1, 0)
     for i in range(first, len(segments)):
