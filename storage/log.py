@@ -155,9 +155,12 @@ class Log:
         deletion_queue: DeletionQueue,
         fd_budget: FdBudget | None = None,
         producer_state: ProducerState | None = None,
+        dir_dirty: bool = False,
     ) -> None:
         """`producer_state`: what `storage.producer_log.rebuild_producer_state` found
-        (None: a new log, or one without idempotent batches since `log_start_offset`)."""
+        (None: a new log, or one without idempotent batches since `log_start_offset`).
+        `dir_dirty`: the directory has entries not yet fsynced (a segment created while
+        opening), so the first flush makes them durable before anything is acknowledged."""
         if not segments:
             raise ValueError("a log needs at least one segment")
         self.directory = directory
@@ -177,7 +180,7 @@ class Log:
         self._log_start_offset = log_start_offset
         self._recovery_point = recovery_point
         self._last_flush_ms = clock_ms()
-        self._dir_dirty = False
+        self._dir_dirty = dir_dirty
         self._poisoned: str | None = None
         self._deleted = False
         # Set by recovery when the log was opened: what the last start had to repair.

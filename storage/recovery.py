@@ -407,6 +407,7 @@ def _build(
     clean one: every byte is flushed).
     """
     segments = loaded.segments
+    created = not segments or loaded.fenced_last  # a new file: its entry is not durable yet
     if not segments:
         segments = [Segment.create(directory, start, io, config, now_ms=now_ms)]
     elif loaded.fenced_last:
@@ -443,6 +444,7 @@ def _build(
         deletion_queue=deletion_queue,
         fd_budget=fd_budget,
         producer_state=producers,
+        dir_dirty=created,
     )
     result_log.recovery_truncated_bytes = loaded.truncated_bytes
     result_log.quarantined_segments = loaded.quarantined
