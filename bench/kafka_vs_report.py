@@ -17,6 +17,7 @@ from typing import Any
 DPI = 110
 # Bar colours: Tidelog at or above Kafka, below it.
 AT_OR_ABOVE, BELOW = "#1b7837", "#b2182b"
+LOG_TICKS = (0.1, 0.2, 0.5, 1, 2, 5)
 
 
 def _size(value_bytes: int) -> str:
@@ -76,7 +77,8 @@ def ratio_table(summary: list[dict[str, Any]]) -> str:
 
 
 def plot(summary: list[dict[str, Any]], out: Path) -> None:
-    """Horizontal bars of Tidelog/Kafka throughput, one per phase, log scale around 1x."""
+    """Horizontal bars of Tidelog/Kafka throughput, one per phase, log scale around 1x;
+    whiskers span the runs' min and max."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -85,16 +87,21 @@ def plot(summary: list[dict[str, Any]], out: Path) -> None:
     labels = [
         f"{e['client']} {e['workload']} {_size(e['value_bytes'])} acks={e['acks']}" for e in summary
     ]
-    values = [e["records_per_s"]["median"] for e in summary]
+    spreads = [e["records_per_s"] for e in summary]
+    values = [s["median"] for s in spreads]
+    whiskers = [[v - s["min"] for v, s in zip(values, spreads, strict=True)],
+                [s["max"] - v for v, s in zip(values, spreads, strict=True)]]  # fmt: skip
     fig, ax = plt.subplots(figsize=(8, 0.35 * len(values) + 1.2), dpi=DPI)
     colours = [AT_OR_ABOVE if v >= 1 else BELOW for v in values]
-    ax.barh(range(len(values)), values, color=colours)
+    ax.barh(range(len(values)), values, color=colours, xerr=whiskers, capsize=2)
     ax.axvline(1.0, color="black", linewidth=1)
     ax.set_xscale("log")
+    ax.set_xticks(LOG_TICKS, [f"{t:g}x" for t in LOG_TICKS])
+    ax.minorticks_off()
     ax.set_yticks(range(len(values)), labels, fontsize=8)
     ax.invert_yaxis()
     for i, v in enumerate(values):
-        ax.text(v, i, f" {v:.2f}x", va="center", fontsize=8)
+        ax.text(LOG_TICKS[0], i, f"  {v:.2f}x", va="center", fontsize=8, color="white")
     ax.set_xlabel("Tidelog / Apache Kafka records/s (same run; > 1 = Tidelog faster)")
     ax.set_title("Tidelog vs Apache Kafka 4.4.0, Kafka clients, one partition", fontsize=10)
     fig.tight_layout()
