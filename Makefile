@@ -67,7 +67,7 @@ interop: install $(INTEROP_STAMP) $(INTEROP_SPARK_STAMP)
 # Tidelog against Apache Kafka 4.x, Kafka clients and Java perf tools, one run (issue 19
 # item 5, docs/benchmarks.md): ~5 min a run on the shared 2-core machine with JVM start-ups and
 # Java's tools, so not in `make bench`. Needs what `make interop` installs (Java, Maven).
-KAFKA_VS_RESULT := bench/results/kafka-vs-$(shell date -u +%Y-%m-%d).json
+KAFKA_VS_RESULT := bench/results/kafka-vs-$(shell date -u +%Y-%m-%dT%H%M).json
 
 bench-kafka: install $(INTEROP_STAMP)
 	command -v mvn >/dev/null && command -v java >/dev/null || \

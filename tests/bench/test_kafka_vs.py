@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import kafka_vs
+from bench import kafka_vs, kafka_vs_report
 
 RECORDS = 2000
 
@@ -47,6 +47,11 @@ def test_tidelog_only_run_prints_rows_ratios_and_profiles(
     for profile in result["profiles"]:
         assert set(profile) >= {"samples", "own", "inclusive"}
 
+    # The report renders the same JSON: one table line per row.
+    table = kafka_vs_report.figures_table(rows).splitlines()
+    assert len(table) == 2 + len(rows)
+    assert table[2].startswith("| confluent-kafka | produce | 100 B | 1 | tidelog |")
+
 
 def test_ratios_pair_the_two_brokers_of_one_run() -> None:
     def row(target: str, run: int, rate: int, cpu: float) -> dict[str, object]:
@@ -70,3 +75,16 @@ def test_ratios_pair_the_two_brokers_of_one_run() -> None:
     ]
     (summary,) = kafka_vs.summarise_ratios(per_run)
     assert summary["records_per_s"] == {"median": 1.0, "min": 0.5, "max": 1.5, "runs": 2}
+
+
+def test_report_plots_the_ratio_summary(tmp_path: Path) -> None:
+    summary = [
+        {"client": "confluent-kafka", "workload": w, "value_bytes": 100, "acks": "1",
+         "records_per_s": {"median": m, "min": m * 0.9, "max": m * 1.1, "runs": 2}}
+        for w, m in (("produce", 0.8), ("consume", 1.3))
+    ]  # fmt: skip
+    table = kafka_vs_report.ratio_table(summary).splitlines()
+    assert table[2].startswith("| confluent-kafka | produce | 100 B | 1 | 0.80x (0.72-0.88) |")
+    out = tmp_path / "ratios.png"
+    kafka_vs_report.plot(summary, out)
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
