@@ -11,12 +11,14 @@ For each phase: records/s, MB/s, p50/p99 producer delivery latency, broker CPU s
 per million records (/proc/<pid>/stat before and after), and the Tidelog/Kafka ratio
 of each figure taken within the run (throughput > 1 means Tidelog is faster; latency
 and CPU > 1 mean Tidelog is slower or costlier). One JSON document on stdout, one JSON
-line a phase on stderr. `--profile DIR` samples the Tidelog broker with py-spy during
-each of its phases (folded stacks in DIR, top functions in the JSON).
+line a phase on stderr. Before run 0 each broker takes and serves `--warmup` records
+unmeasured, so the JVM's compiler is not timed. `--profile DIR` samples the Tidelog
+broker with py-spy during each of its phases (folded stacks in DIR, top functions in
+the JSON).
 
     .venv/bin/python -m bench.kafka_vs [--quick] [--records N] [--runs N]
         [--targets kafka,tidelog] [--clients confluent-kafka,java-perf]
-        [--sizes 100,1024] [--acks 1,all] [--profile DIR]
+        [--sizes 100,1024] [--acks 1,all] [--warmup N] [--profile DIR]
 """
 
 from __future__ import annotations
@@ -46,6 +48,10 @@ ROW_KEYS = (
     "target", "client", "workload", "value_bytes", "acks", "run", "records",
     "elapsed_s", "records_per_s", "mb_per_s", "broker_cpu_s_per_m", "client_cpu_s_per_m",
 )  # fmt: skip
+# Untimed records each broker takes and serves before run 0 (confluent-kafka, 100 B), so
+# Kafka's JIT compiles its hot paths before it is measured (run 0 without it showed 2.8-5.5x
+# Kafka's steady CPU per record); 0 in the tests.
+WARMUP_RECORDS = 200_000
 # Fresh topics a phase pair reads and writes; the admin call waits this long at most.
 CREATE_TIMEOUT_S = 60.0
 
@@ -96,6 +102,15 @@ class Bench:
         self.rows: list[dict[str, Any]] = []
         self.profiles: list[dict[str, Any]] = []
         self._turn = 0
+
+    def warm_up(self, records: int) -> None:
+        """Produce and consume `records` on every broker, unmeasured."""
+        for target in self.targets:
+            note(f"warming up {target.name} with {records} records ...")
+            create_topics(target.bootstrap, ["vs-warmup"])
+            value = os.urandom(100)
+            kafka_peer.confluent_produce(target.bootstrap, "vs-warmup", value, records, "1")
+            kafka_peer.confluent_consume(target.bootstrap, "vs-warmup", records)
 
     def _ordered(self) -> list[Target]:
         """The targets rotated by one each phase, so neither always goes first."""
@@ -178,6 +193,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--records", type=int, help="records per phase, for every size")
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--profile", type=Path, help="py-spy the Tidelog broker into DIR")
+    parser.add_argument(
+        "--warmup", type=int, default=WARMUP_RECORDS, help="untimed records first (0: none)"
+    )
     args = parser.parse_args(argv)
     sizes = [int(s) for s in _csv(args.sizes)]
     counts = kafka_peer.QUICK_RECORDS if args.quick else kafka_peer.RECORDS
@@ -194,6 +212,8 @@ def main(argv: list[str] | None = None) -> int:
             note(f"starting {name} ...")
             targets.append(stack.enter_context(open_target(name, tmp)))
         bench = Bench(targets, clients, args.profile)
+        if args.warmup:
+            bench.warm_up(args.warmup)
         for run in range(args.runs):
             for size in sizes:
                 for acks in _csv(args.acks):
@@ -205,6 +225,7 @@ def main(argv: list[str] | None = None) -> int:
         "machine": {"before": machine_before, "after": machine()},
         "records": counts,
         "runs": args.runs,
+        "warmup_records": args.warmup,
         "wall_s": round(time.monotonic() - started, 1),
         "rows": bench.rows,
         "ratios": per_run,

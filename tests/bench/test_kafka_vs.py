@@ -20,12 +20,14 @@ def test_tidelog_only_run_prints_rows_ratios_and_profiles(
     monkeypatch.chdir(tmp_path)
     argv = ["--targets", "tidelog", "--clients", "confluent-kafka", "--sizes", "100"]
     argv += ["--acks", "1", "--records", str(RECORDS), "--profile", str(tmp_path / "spy")]
+    argv += ["--warmup", "500"]
     assert kafka_vs.main(argv) == 0
     result = json.loads(capsys.readouterr().out)
 
     assert result["benchmark"] == "kafka_vs"
     assert set(result) >= {"versions", "machine", "records", "rows", "ratios", "ratio_summary"}
     assert result["records"] == {"100": RECORDS}
+    assert result["warmup_records"] == 500
     rows = result["rows"]
     assert [(r["target"], r["client"], r["workload"]) for r in rows] == [
         ("tidelog", "confluent-kafka", "produce"),

@@ -17,7 +17,7 @@ RECORDS = 3000
 def test_both_brokers_every_phase_alternating_with_ratios(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    argv = ["--sizes", "100", "--acks", "1", "--records", str(RECORDS)]
+    argv = ["--sizes", "100", "--acks", "1", "--records", str(RECORDS), "--warmup", "0"]
     assert kafka_vs.main(argv) == 0
     result = json.loads(capsys.readouterr().out)
     assert set(result["versions"]) == {"kafka", "tidelog"}
