@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: install run test lint format bench bench-quick clean soak interop
+.PHONY: install run test lint format bench bench-quick bench-kafka clean soak interop
 
 install: $(STAMP)
 
@@ -63,6 +63,17 @@ interop: install $(INTEROP_STAMP) $(INTEROP_SPARK_STAMP)
 	command -v kcat >/dev/null && command -v mvn >/dev/null && command -v java >/dev/null || \
 		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(INTEROP_APT); }
 	$(BIN)/python -m pytest -m interop tests/interop $(PYTEST_ARGS)
+
+# Tidelog against Apache Kafka 4.x, Kafka clients and Java perf tools, one run (issue 19
+# item 5, docs/benchmarks.md): ~5 min a run on the shared 2-core machine with JVM start-ups and
+# Java's tools, so not in `make bench`. Needs what `make interop` installs (Java, Maven).
+KAFKA_VS_RESULT := bench/results/kafka-vs-$(shell date -u +%Y-%m-%dT%H%M).json
+
+bench-kafka: install $(INTEROP_STAMP)
+	command -v mvn >/dev/null && command -v java >/dev/null || \
+		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(INTEROP_APT); }
+	$(BIN)/python -m bench.kafka_vs $(KAFKA_VS_ARGS) > $(KAFKA_VS_RESULT)
+	$(BIN)/python -m bench.kafka_vs_report $(KAFKA_VS_RESULT) --plot docs/bench-kafka-vs.png
 
 lint: install
 	$(BIN)/ruff check .

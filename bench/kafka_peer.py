@@ -121,7 +121,9 @@ def confluent_consume(bootstrap: str, topic: str, records: int) -> dict[str, Any
         started = time.perf_counter()
         deadline = started + PHASE_TIMEOUT_S
         while got < records and time.perf_counter() < deadline:
-            for msg in consumer.consume(CONSUME_BATCH, timeout=1.0):
+            # Never ask for more than is left: consume() waits its whole timeout for a
+            # batch it cannot fill, which would add up to 1 s to the phase.
+            for msg in consumer.consume(min(CONSUME_BATCH, records - got), timeout=1.0):
                 if msg.error() is not None:
                     raise RuntimeError(f"confluent consumer: {msg.error()}")
                 got += 1
@@ -211,20 +213,23 @@ def bench_target(target: Target, counts: dict[int, int], run: int) -> list[dict[
     return rows
 
 
-def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+FIGURES = ("records_per_s", "mb_per_s", "p50_ms", "p99_ms", "broker_cpu_s_per_m")
+PHASE_FIELDS = ("client", "workload", "value_bytes", "acks")
+
+
+def summarise(
+    rows: list[dict[str, Any]],
+    fields: tuple[str, ...] = ("target", *PHASE_FIELDS),
+    figures: tuple[str, ...] = FIGURES,
+) -> list[dict[str, Any]]:
     """Median (min, max) of each figure over the runs of one (target, client, workload,
     size, acks); consume rows carry the acks their records were produced with."""
     groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
     for row in rows:
-        key = (row["target"], row["client"], row["workload"], row["value_bytes"], row["acks"])
-        groups.setdefault(key, []).append(row)
-    figures = ("records_per_s", "mb_per_s", "p50_ms", "p99_ms", "broker_cpu_s_per_m")
+        groups.setdefault(tuple(row[f] for f in fields), []).append(row)
     summary = []
-    for (target, client, workload, size, acks), runs in groups.items():
-        entry: dict[str, Any] = {
-            "target": target, "client": client, "workload": workload,
-            "value_bytes": size, "acks": acks,
-        }  # fmt: skip
+    for key, runs in groups.items():
+        entry: dict[str, Any] = dict(zip(fields, key, strict=True))
         for name in figures:
             values = [r[name] for r in runs if name in r]
             if values:
