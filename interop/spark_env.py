@@ -15,6 +15,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -57,9 +58,26 @@ def ensure_package_in_local_repo() -> None:
     )
 
 
-def read_topic(bootstrap: str, topic: str) -> list[dict[str, Any]]:
-    """Every record of `topic` as `spark.read.format("kafka")` returns it."""
-    return _run_reader(["batch", bootstrap, topic, spark_kafka_version()])
+def read_topic(
+    bootstrap: str,
+    topic: str,
+    starting: Mapping[int, int] | None = None,
+    ending: Mapping[int, int] | None = None,
+) -> list[dict[str, Any]]:
+    """The records of `topic` as `spark.read.format("kafka")` returns them: from
+    `starting` to `ending` (partition -> offset; Spark's -2 earliest, -1 latest), or
+    the whole topic."""
+    args = ["batch", bootstrap, topic, spark_kafka_version()]
+    if starting is not None or ending is not None:
+        args += [_offsets_json(topic, starting, "earliest"), _offsets_json(topic, ending, "latest")]
+    return _run_reader(args)
+
+
+def _offsets_json(topic: str, offsets: Mapping[int, int] | None, default: str) -> str:
+    """Spark's `startingOffsets` / `endingOffsets` option value."""
+    if offsets is None:
+        return default
+    return json.dumps({topic: {str(p): o for p, o in offsets.items()}})
 
 
 def stream_topic(bootstrap: str, topic: str, checkpoint: Path, out: Path) -> list[dict[str, Any]]:

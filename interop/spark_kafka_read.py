@@ -4,10 +4,12 @@ Runs in the interop Spark venv (`spark_env.spark_python()`): only the standard l
 pyspark, so it can run under a pyspark other than the project's. The package comes from
 `spark.jars.packages`, whose version must equal the running pyspark's.
 
-    python interop/spark_kafka_read.py batch BOOTSTRAP TOPIC PACKAGE_VERSION
+    python interop/spark_kafka_read.py batch BOOTSTRAP TOPIC PACKAGE_VERSION [START END]
     python interop/spark_kafka_read.py stream BOOTSTRAP TOPIC PACKAGE_VERSION CHECKPOINT OUT
 
-`batch` prints every record (`spark.read`, earliest to latest). `stream` runs one
+`batch` prints the records `spark.read` returns between START and END (its
+`startingOffsets` / `endingOffsets`: `earliest`, `latest` or Spark's per-partition
+JSON; earliest to latest by default). `stream` runs one
 `readStream` query with `trigger(availableNow=True)` and a checkpoint, appending JSON
 files under OUT, then prints every row OUT holds: run it twice on one checkpoint and the
 second run must add only what was produced in between.
@@ -65,7 +67,8 @@ def main(argv: list[str]) -> int:
     )
     try:
         if mode == "batch":
-            rows = read_batch(spark, bootstrap, topic)
+            starting, ending = paths or ("earliest", "latest")
+            rows = read_batch(spark, bootstrap, topic, starting, ending)
         else:
             checkpoint, out = paths
             rows = read_stream(spark, bootstrap, topic, checkpoint, out)
@@ -76,13 +79,15 @@ def main(argv: list[str]) -> int:
     return 0
 
 
-def read_batch(spark: Any, bootstrap: str, topic: str) -> list[dict[str, Any]]:
+def read_batch(
+    spark: Any, bootstrap: str, topic: str, starting: str, ending: str
+) -> list[dict[str, Any]]:
     rows = (
         spark.read.format("kafka")
         .option("kafka.bootstrap.servers", bootstrap)
         .option("subscribe", topic)
-        .option("startingOffsets", "earliest")
-        .option("endingOffsets", "latest")
+        .option("startingOffsets", starting)
+        .option("endingOffsets", ending)
         .option("includeHeaders", "true")
         .load()
         .selectExpr(*COLUMNS, "headers")
