@@ -1,4 +1,6 @@
-"""Kafka's own Java tools against a bootstrap address (the real Kafka here), parsed."""
+"""Kafka's own Java tools against a bootstrap address, parsed: the real Kafka, and the
+console and consumer-group tools and the perf tools against Tidelog too (issue 19 item 5;
+kafka-topics.sh and kafka-configs.sh against Tidelog are in test_admin_java_tools.py)."""
 
 from __future__ import annotations
 
@@ -13,6 +15,8 @@ from interop.targets import Target
 pytestmark = pytest.mark.interop
 
 PERF_RECORDS = 20_000
+# Against Tidelog the perf tools only have to work (bench/ measures throughput).
+TIDELOG_PERF_RECORDS = 500
 RETENTION_MS = "3600000"
 
 
@@ -43,22 +47,66 @@ def test_topics_and_configs(kafka: Target, unique: Callable[[str], str]) -> None
     assert topic not in tools.list_topics(kafka.bootstrap)
 
 
+@pytest.fixture(params=["kafka", "tidelog"])
+def target(request: pytest.FixtureRequest) -> Target:
+    """The same tool steps against Apache Kafka and against Tidelog."""
+    return request.getfixturevalue(request.param)
+
+
 def test_console_producer_consumer_and_consumer_groups(
-    kafka: Target, unique: Callable[[str], str]
+    target: Target, unique: Callable[[str], str]
 ) -> None:
+    bootstrap = target.bootstrap
     topic, group = unique("jconsole"), unique("jgroup")
-    tools.create_topic(kafka.bootstrap, topic, 1)
+    tools.create_topic(bootstrap, topic, 1)
     sent = [("k1", "one"), ("k2", "two words"), ("k1", "three")]
-    tools.console_produce(kafka.bootstrap, topic, sent)
-    got = tools.console_consume(kafka.bootstrap, topic, len(sent), group=group)
+    tools.console_produce(bootstrap, topic, sent)
+    got = tools.console_consume(bootstrap, topic, len(sent), group=group)
     assert [(r["key"], r["value"]) for r in got] == sent
     assert [(r["partition"], r["offset"]) for r in got] == [(0, 0), (0, 1), (0, 2)]
     assert {r["timestamp_type"] for r in got} == {"CreateTime"}
 
-    assert group in tools.list_groups(kafka.bootstrap)
-    (row,) = tools.describe_group(kafka.bootstrap, group)
+    assert group in tools.list_groups(bootstrap)
+    (row,) = tools.describe_group(bootstrap, group)
     assert (row["group"], row["topic"], row["partition"]) == (group, topic, 0)
     assert (row["current_offset"], row["log_end_offset"], row["lag"]) == (3, 3, 0)
+
+
+def test_console_tools_with_headers_and_a_group_reset_and_deleted(
+    target: Target, unique: Callable[[str], str]
+) -> None:
+    """Headers through both console tools; a group's lag, its reset to the earliest
+    offsets while empty (the consumer reads everything again), then its deletion."""
+    bootstrap = target.bootstrap
+    topic, group = unique("jheaders"), unique("jreset")
+    tools.create_topic(bootstrap, topic, 1)
+    headers = [[("h1", "v1"), ("h2", "v2")], [("h1", "second")], [("h3", "x")]]
+    sent = [("k1", "one"), ("k2", "two"), ("k3", "three")]
+    tools.console_produce(bootstrap, topic, sent, headers=headers)
+
+    first = tools.console_consume(bootstrap, topic, 2, group=group, headers=True)
+    assert [(r["key"], r["value"], r["headers"]) for r in first] == [
+        (k, v, h) for (k, v), h in list(zip(sent, headers, strict=True))[:2]
+    ]
+    (row,) = tools.describe_group(bootstrap, group)
+    assert (row["current_offset"], row["log_end_offset"], row["lag"]) == (2, 3, 1)
+    state = tools.group_state(bootstrap, group)
+    assert (state["state"], state["members"]) == ("Empty", "0")
+
+    # Without --from-beginning the group's committed offset is where it resumes.
+    (rest,) = tools.console_consume(bootstrap, topic, 1, group=group, from_beginning=False)
+    assert (rest["offset"], rest["key"]) == (2, "k3")
+
+    assert tools.reset_offsets_to_earliest(bootstrap, group, topic) == [
+        {"topic": topic, "partition": 0, "offset": 0}
+    ]
+    (row,) = tools.describe_group(bootstrap, group)
+    assert (row["current_offset"], row["lag"]) == (0, 3)
+    again = tools.console_consume(bootstrap, topic, 3, group=group, from_beginning=False)
+    assert [r["offset"] for r in again] == [0, 1, 2]
+
+    assert "was successful" in tools.delete_group(bootstrap, group)
+    assert group not in tools.list_groups(bootstrap)
 
 
 @pytest.mark.parametrize("acks", ["1", "all"])
@@ -78,3 +126,17 @@ def test_perf_tools(kafka: Target, unique: Callable[[str], str], acks: str) -> N
 def test_a_failing_tool_reports_its_stderr(kafka: Target) -> None:
     with pytest.raises(tools.ToolError, match="does not exist"):
         tools.describe_topic(kafka.bootstrap, "no-such-topic-anywhere")
+
+
+def test_perf_tools_against_tidelog(tidelog: Target, unique: Callable[[str], str]) -> None:
+    """kafka-producer-perf-test and kafka-consumer-perf-test complete against Tidelog
+    (a few records: that they work; bench/ measures throughput)."""
+    topic = unique("jperf-tidelog")
+    tools.create_topic(tidelog.bootstrap, topic, 1)
+    produced = tools.producer_perf(tidelog.bootstrap, topic, TIDELOG_PERF_RECORDS, 100, "all")
+    assert produced.records == TIDELOG_PERF_RECORDS
+    consumed = tools.consumer_perf(tidelog.bootstrap, topic, TIDELOG_PERF_RECORDS)
+    assert consumed["data.consumed.in.nMsg"] == TIDELOG_PERF_RECORDS
+    assert consumed["data.consumed.in.MB"] == pytest.approx(
+        TIDELOG_PERF_RECORDS * 100 / 2**20, rel=1e-2
+    )
