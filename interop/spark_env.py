@@ -28,6 +28,8 @@ PYTHON_ENV = "TIDELOG_INTEROP_SPARK_PYTHON"
 DEFAULT_VENV = ROOT / ".venv-interop-spark"
 # A cold Spark start plus the Ivy resolution of the package from the local Maven repo.
 READ_TIMEOUT_S = 600.0
+# bench.spark_bench's rounds of millions of rows through the Kafka source.
+BENCH_TIMEOUT_S = 3600.0
 MVN_TIMEOUT_S = 900.0
 # Spark's Kafka source: timestampType 0 = CreateTime, 1 = LogAppendTime.
 SPARK_LOG_APPEND_TIME = 1
@@ -87,7 +89,17 @@ def stream_topic(bootstrap: str, topic: str, checkpoint: Path, out: Path) -> lis
     return _run_reader(args)
 
 
-def _run_reader(args: list[str]) -> list[dict[str, Any]]:
+def time_kafka_source(
+    bootstrap: str, topic: str, parquet: Path, rows: int, warmup: int, repeat: int
+) -> dict[str, list[float]]:
+    """Wall seconds of whole `spark.read.format("kafka")` reads of `topic` and of reads of
+    its Parquet copy, alternately in one Spark session (for bench.spark_bench)."""
+    args = ["bench", bootstrap, topic, spark_kafka_version(), str(parquet), str(rows)]
+    return json.loads(_run_spark([*args, str(warmup), str(repeat)], BENCH_TIMEOUT_S))
+
+
+def _run_spark(args: list[str], timeout_s: float = READ_TIMEOUT_S) -> str:
+    """The reader's stdout."""
     ensure_package_in_local_repo()
     # Spark may leave spark-warehouse/ or derby files in its working directory.
     with tempfile.TemporaryDirectory(prefix="spark-kafka-") as cwd:
@@ -95,14 +107,18 @@ def _run_reader(args: list[str]) -> list[dict[str, Any]]:
             [str(spark_python()), str(READER), *args],
             capture_output=True,
             text=True,
-            timeout=READ_TIMEOUT_S,
+            timeout=timeout_s,
             check=False,
             cwd=cwd,
         )
     if result.returncode != 0:
         raise RuntimeError(f"Spark's Kafka source failed ({result.returncode}): {result.stderr}")
+    return result.stdout
+
+
+def _run_reader(args: list[str]) -> list[dict[str, Any]]:
     records = []
-    for line in result.stdout.splitlines():
+    for line in _run_spark(args).splitlines():
         row = json.loads(line)
         records.append(
             observed_record(
