@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import re
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -211,6 +212,23 @@ def console_consume(
     if group is not None:
         args += ["--group", group]
     return parse_console_records(run_tool(CONSOLE_CONSUMER, args).stdout, headers=headers)
+
+
+@contextmanager
+def running_console_consumer(bootstrap: str, topic: str, group: str) -> Iterator[None]:
+    """A kafka-console-consumer of `group` reading `topic` from the beginning until the
+    block ends (then killed: the group keeps its member until the session times out)."""
+    args = [
+        *("--bootstrap-server", bootstrap, "--topic", topic, "--group", group),
+        *("--from-beginning", "--timeout-ms", str(int(TOOL_TIMEOUT_S * 1000))),
+    ]
+    argv = java_argv(CONSOLE_CONSUMER, args, heap_mb=TOOLS_HEAP_MB, log4j=TOOLS_LOG4J)
+    process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        yield
+    finally:
+        process.kill()
+        process.wait()
 
 
 def parse_console_records(out: str, *, headers: bool = False) -> list[dict[str, Any]]:

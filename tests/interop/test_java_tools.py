@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import TypeVar
 
 import pytest
 
@@ -13,10 +14,13 @@ from interop import java_tools as tools
 from interop.targets import Target
 
 pytestmark = pytest.mark.interop
+T = TypeVar("T")
 
 PERF_RECORDS = 20_000
 # Against Tidelog the perf tools only have to work (bench/ measures throughput).
 TIDELOG_PERF_RECORDS = 500
+# A console consumer joins its group and commits within seconds on either broker.
+LIVE_GROUP_TIMEOUT_S = 60.0
 RETENTION_MS = "3600000"
 
 
@@ -140,3 +144,48 @@ def test_perf_tools_against_tidelog(tidelog: Target, unique: Callable[[str], str
     assert consumed["data.consumed.in.MB"] == pytest.approx(
         TIDELOG_PERF_RECORDS * 100 / 2**20, rel=1e-2
     )
+
+
+def test_consumer_groups_on_a_live_group(target: Target, unique: Callable[[str], str]) -> None:
+    """kafka-consumer-groups on a group with a running console consumer: its member
+    (consumer id, host as Kafka writes it, client id) on every partition, state Stable,
+    and --delete refused while it is not empty."""
+    bootstrap = target.bootstrap
+    topic, group = unique("jlive"), unique("jlivegroup")
+    tools.create_topic(bootstrap, topic, 2)
+    tools.console_produce(bootstrap, topic, [("a", "1"), ("b", "2"), ("c", "3")])
+    with tools.running_console_consumer(bootstrap, topic, group):
+        state = _wait_for(
+            lambda: tools.group_state(bootstrap, group), lambda s: s["state"] == "Stable"
+        )
+        assert (state["assignment_strategy"], state["members"]) == ("range", "1")
+        rows = _wait_for(
+            lambda: tools.describe_group(bootstrap, group),
+            lambda rows: sum(r["current_offset"] or 0 for r in rows) == 3,
+        )
+        assert [r["partition"] for r in rows] == [0, 1]
+        assert {r["client_id"] for r in rows} == {"console-consumer"}
+        assert {r["host"] for r in rows} == {"/127.0.0.1"}  # Java's InetAddress.toString
+        assert len({r["consumer_id"] for r in rows}) == 1
+        assert sum(r["log_end_offset"] for r in rows) == 3
+        assert {r["lag"] for r in rows} == {0}
+        # The tool reports the refusal on stdout and exits 0, against both brokers.
+        refused = tools.delete_group(bootstrap, group)
+        assert "GroupNotEmptyException: The group is not empty." in refused
+        assert group in tools.list_groups(bootstrap)
+
+
+def _wait_for(probe: Callable[[], T], done: Callable[[T], bool]) -> T:
+    """Poll a tool until the group reaches what `done` checks (a join takes seconds; until
+    the consumer's first join the tools say the group does not exist)."""
+    deadline = time.monotonic() + LIVE_GROUP_TIMEOUT_S
+    while True:
+        try:
+            value = probe()
+        except tools.ToolError:
+            if time.monotonic() > deadline:
+                raise
+        else:
+            if done(value) or time.monotonic() > deadline:
+                return value
+        time.sleep(1)
