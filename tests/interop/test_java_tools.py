@@ -13,7 +13,9 @@ import pytest
 from interop import java_tools as tools
 from interop.targets import Target
 
-pytestmark = pytest.mark.interop
+# Every tool is a JVM start (1-3 s, far more on a loaded machine); a test runs up to eight.
+JAVA_TOOLS_TEST_TIMEOUT_S = 600
+pytestmark = [pytest.mark.interop, pytest.mark.timeout(JAVA_TOOLS_TEST_TIMEOUT_S)]
 T = TypeVar("T")
 
 PERF_RECORDS = 20_000

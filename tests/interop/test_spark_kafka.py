@@ -21,7 +21,10 @@ from tests.interop import expected
 from tidelog.client import Client
 from tidelog.producer import Producer
 
-pytestmark = [pytest.mark.interop, pytest.mark.spark]
+# Each Spark run is a cold JVM plus Ivy's resolution (~40 s, minutes on a loaded machine);
+# several tests run Spark twice, beyond the suite's 120 s default.
+SPARK_TEST_TIMEOUT_S = 900
+pytestmark = [pytest.mark.interop, pytest.mark.spark, pytest.mark.timeout(SPARK_TEST_TIMEOUT_S)]
 
 # Spark's endingOffsets: -1 is the partition's latest offset.
 SPARK_LATEST = -1
