@@ -16,8 +16,12 @@ reads run in the same session with the same settings (`local[2]`, 2 GiB of drive
 memory). Reported: best and median seconds, and the CPU seconds each read cost, split
 into the Spark JVM, its Python workers and the broker (on a shared machine, CPU time is
 steadier than wall time); then the executor's read code alone, outside Spark
-(`direct_read_min`: its CPU and the broker's, best of 3). Prints one JSON document on
-stdout; progress goes to stderr.
+(`direct_read_min`: its CPU and the broker's, best of 3); then Spark's own Kafka source
+(`spark.read.format("kafka")`, spark-sql-kafka) reading the same topic from the same
+broker through Tidelog's Kafka protocol, timed against the same Parquet files in its own
+session (`kafka_source`): that package must match its Spark runtime, so it runs in the
+interop venv's pyspark (interop/spark_env.py; `make interop` creates it), with the same
+rounds and `local[2]`. Prints one JSON document on stdout; progress goes to stderr.
 
     .venv/bin/python -m bench.spark_bench [--quick] [--records N] [--repeat R]
         [--warmup W] [--settings spark_defaults,unix_socket] [--ceiling] [--conf K=V]
@@ -402,6 +406,30 @@ def measure(
     }
 
 
+def measure_kafka_source(
+    bootstrap: str, parquet_path: str, records: int, repeat: int, warmup: int
+) -> dict[str, Any]:
+    """Spark's Kafka source on the bench topic and Parquet, alternately, in one session of
+    the interop venv's Spark; the reason instead when that venv is missing."""
+    from interop import spark_env
+
+    if not spark_env.spark_python().exists():
+        return {"not_measured": f"no {spark_env.spark_python()}: run `make interop`"}
+    walls = spark_env.time_kafka_source(
+        bootstrap, "bench", Path(parquet_path), records, warmup, repeat
+    )
+    results: dict[str, Any] = {
+        read: summary(records, [(wall, {}) for wall in runs]) for read, runs in walls.items()
+    }
+    kafka, parquet = results["kafka_source"], results["parquet"]
+    return {
+        "pyspark": spark_env.spark_kafka_version(),
+        **results,
+        "parquet_ratio": round(kafka["rows_per_s"] / parquet["rows_per_s"], 3),
+        "median_parquet_ratio": round(kafka["median_rows_per_s"] / parquet["median_rows_per_s"], 3),
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="1,000,000 records, 3 rounds")
@@ -474,6 +502,8 @@ def main(argv: list[str] | None = None) -> int:
             }
             log("the executor's read path alone, no Spark ...")
             direct = [direct_read(bootstrap, "bench", records, proc.pid, extra) for _ in range(3)]
+            log("Spark's own Kafka source through the Kafka protocol ...")
+            kafka_source = measure_kafka_source(bootstrap, parquet_path, records, repeat, warmup)
         finally:
             proc.terminate()
             proc.wait(timeout=30)
@@ -493,6 +523,9 @@ def main(argv: list[str] | None = None) -> int:
                 # Fetch + conversion to Arrow in this process (no Spark): the share of
                 # the Python workers' CPU that is ours, and the broker's.
                 "direct_read_min": {k: min(d[k] for d in direct) for k in direct[0]},
+                # spark.read.format("kafka") of the same topic, and Parquet, in pyspark
+                # of the served spark-sql-kafka version (its own session).
+                "kafka_source": kafka_source,
                 "load_average_1m": round(os.getloadavg()[0], 2),
                 "goal_rows_per_s": GOAL_ROWS_PER_S,
                 "goal_parquet_ratio": GOAL_PARQUET_RATIO,

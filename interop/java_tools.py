@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import re
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -152,52 +153,107 @@ def parse_config_description(out: str) -> dict[str, str]:
 
 
 def console_produce(
-    bootstrap: str, topic: str, records: Sequence[tuple[str | None, str]], acks: str = "all"
+    bootstrap: str,
+    topic: str,
+    records: Sequence[tuple[str | None, str]],
+    acks: str = "all",
+    headers: Sequence[Sequence[tuple[str, str]]] | None = None,
 ) -> None:
-    """Send `(key, value)` lines through kafka-console-producer (keys split on a tab)."""
-    lines = "".join(f"{key}\t{value}\n" for key, value in records)
-    run_tool(
-        CONSOLE_PRODUCER,
-        [
-            *("--bootstrap-server", bootstrap, "--topic", topic),
-            *("--producer-property", f"acks={acks}"),
-            *("--reader-property", "parse.key=true", "--reader-property", "key.separator=\t"),
-        ],
-        stdin=lines,
+    """Send `(key, value)` lines through kafka-console-producer (keys split on a tab);
+    with `headers` (one list per record), each line starts with `h1:v1,h2:v2` and a tab."""
+    prefixes = [_header_text(h) + "\t" for h in headers] if headers is not None else None
+    lines = "".join(
+        f"{prefixes[i] if prefixes else ''}{key}\t{value}\n"
+        for i, (key, value) in enumerate(records)
     )
+    args = [
+        *("--bootstrap-server", bootstrap, "--topic", topic),
+        *("--producer-property", f"acks={acks}"),
+        *("--reader-property", "parse.key=true", "--reader-property", "key.separator=\t"),
+    ]
+    if headers is not None:
+        args += ["--reader-property", "parse.headers=true"]
+    run_tool(CONSOLE_PRODUCER, args, stdin=lines)
+
+
+def _header_text(headers: Sequence[tuple[str, str]]) -> str:
+    """The console producer's header syntax (`h1:v1,h2:v2`): it has none for "no
+    headers" (the consumer prints NO_HEADERS, which the producer refuses)."""
+    if not headers:
+        raise ValueError("with parse.headers every line needs at least one header")
+    return ",".join(f"{name}:{value}" for name, value in headers)
+
+
+NO_HEADERS = "NO_HEADERS"
 
 
 def console_consume(
-    bootstrap: str, topic: str, max_messages: int, group: str | None = None
+    bootstrap: str,
+    topic: str,
+    max_messages: int,
+    group: str | None = None,
+    *,
+    from_beginning: bool = True,
+    headers: bool = False,
 ) -> list[dict[str, Any]]:
-    """Read `max_messages` from the beginning with kafka-console-consumer."""
+    """Read `max_messages` (from the beginning, or from the group's committed offsets)
+    with kafka-console-consumer; `headers` prints and parses each record's headers."""
     args = [
-        *("--bootstrap-server", bootstrap, "--topic", topic, "--from-beginning"),
+        *("--bootstrap-server", bootstrap, "--topic", topic),
         *("--max-messages", str(max_messages), "--timeout-ms", str(CONSOLE_CONSUMER_IDLE_MS)),
     ]
-    for prop in ("print.timestamp", "print.partition", "print.offset", "print.key"):
+    if from_beginning:
+        args.append("--from-beginning")
+    props = ["print.timestamp", "print.partition", "print.offset", "print.key"]
+    if headers:
+        props.append("print.headers")
+    for prop in props:
         args += ["--formatter-property", f"{prop}=true"]
     if group is not None:
         args += ["--group", group]
-    return parse_console_records(run_tool(CONSOLE_CONSUMER, args).stdout)
+    return parse_console_records(run_tool(CONSOLE_CONSUMER, args).stdout, headers=headers)
 
 
-def parse_console_records(out: str) -> list[dict[str, Any]]:
-    """`CreateTime:<ms>\\tPartition:<p>\\tOffset:<o>\\t<key>\\t<value>` lines."""
+@contextmanager
+def running_console_consumer(bootstrap: str, topic: str, group: str) -> Iterator[None]:
+    """A kafka-console-consumer of `group` reading `topic` from the beginning until the
+    block ends (then killed: the group keeps its member until the session times out)."""
+    args = [
+        *("--bootstrap-server", bootstrap, "--topic", topic, "--group", group),
+        *("--from-beginning", "--timeout-ms", str(int(TOOL_TIMEOUT_S * 1000))),
+    ]
+    argv = java_argv(CONSOLE_CONSUMER, args, heap_mb=TOOLS_HEAP_MB, log4j=TOOLS_LOG4J)
+    process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        yield
+    finally:
+        process.kill()
+        process.wait()
+
+
+def parse_console_records(out: str, *, headers: bool = False) -> list[dict[str, Any]]:
+    """`CreateTime:<ms>\\tPartition:<p>\\tOffset:<o>[\\t<headers>]\\t<key>\\t<value>` lines."""
     records = []
     for line in out.splitlines():
-        stamp, partition, offset, key, value = line.split("\t", 4)
+        stamp, partition, offset, *rest = line.split("\t", 5 if headers else 4)
+        header_text = rest.pop(0) if headers else NO_HEADERS
+        key, value = rest
         ts_type, _, ts = stamp.partition(":")
-        records.append(
-            {
-                "partition": int(partition.removeprefix("Partition:")),
-                "offset": int(offset.removeprefix("Offset:")),
-                "key": None if key == "null" else key,
-                "value": value,
-                "timestamp_type": ts_type,
-                "timestamp_ms": int(ts),
-            }
-        )
+        record = {
+            "partition": int(partition.removeprefix("Partition:")),
+            "offset": int(offset.removeprefix("Offset:")),
+            "key": None if key == "null" else key,
+            "value": value,
+            "timestamp_type": ts_type,
+            "timestamp_ms": int(ts),
+        }
+        if headers:
+            record["headers"] = (
+                []
+                if header_text == NO_HEADERS
+                else [tuple(h.split(":", 1)) for h in header_text.split(",")]
+            )
+        records.append(record)
     return records
 
 
@@ -233,6 +289,55 @@ def parse_group_description(out: str) -> list[dict[str, Any]]:
                 row[key] = None if row[key] == "-" else int(row[key])
             rows.append(row)
     return sorted(rows, key=lambda r: (r["topic"], r["partition"]))
+
+
+def group_state(bootstrap: str, group: str) -> dict[str, str]:
+    """`--describe --state`: the group's coordinator, assignor, state and member count."""
+    out = run_tool(
+        CONSUMER_GROUPS,
+        ["--bootstrap-server", bootstrap, "--describe", "--group", group, "--state"],
+    ).stdout
+    return parse_group_state(out)
+
+
+GROUP_STATE_LINE = re.compile(r"^(\S+)\s+(\S+)\s+\((\d+)\)\s+(\S+)\s+(\S+)\s+(\d+)\s*$")
+
+
+def parse_group_state(out: str) -> dict[str, str]:
+    for match in map(GROUP_STATE_LINE.match, out.splitlines()):
+        if match and match.group(1) != "GROUP":
+            group, coordinator, node, assignor, state, members = match.groups()
+            return {
+                "group": group,
+                "coordinator": coordinator,
+                "coordinator_id": node,
+                "assignment_strategy": assignor,
+                "state": state,
+                "members": members,
+            }
+    raise ToolError(f"no group state in: {out[-500:]!r}")
+
+
+def reset_offsets_to_earliest(bootstrap: str, group: str, topic: str) -> list[dict[str, Any]]:
+    """`--reset-offsets --to-earliest --execute`: the NEW-OFFSET table it prints."""
+    out = run_tool(
+        CONSUMER_GROUPS,
+        [
+            *("--bootstrap-server", bootstrap, "--reset-offsets", "--to-earliest"),
+            *("--group", group, "--topic", topic, "--execute"),
+        ],
+    ).stdout
+    rows = []
+    for line in out.splitlines():
+        cells = line.split()
+        if len(cells) == 4 and cells[0] != "GROUP":
+            rows.append({"topic": cells[1], "partition": int(cells[2]), "offset": int(cells[3])})
+    return rows
+
+
+def delete_group(bootstrap: str, group: str) -> str:
+    args = ["--bootstrap-server", bootstrap, "--delete", "--group", group]
+    return run_tool(CONSUMER_GROUPS, args).stdout.strip()
 
 
 # perf tools

@@ -15,6 +15,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,8 @@ PYTHON_ENV = "TIDELOG_INTEROP_SPARK_PYTHON"
 DEFAULT_VENV = ROOT / ".venv-interop-spark"
 # A cold Spark start plus the Ivy resolution of the package from the local Maven repo.
 READ_TIMEOUT_S = 600.0
+# bench.spark_bench's rounds of millions of rows through the Kafka source.
+BENCH_TIMEOUT_S = 3600.0
 MVN_TIMEOUT_S = 900.0
 # Spark's Kafka source: timestampType 0 = CreateTime, 1 = LogAppendTime.
 SPARK_LOG_APPEND_TIME = 1
@@ -57,9 +60,26 @@ def ensure_package_in_local_repo() -> None:
     )
 
 
-def read_topic(bootstrap: str, topic: str) -> list[dict[str, Any]]:
-    """Every record of `topic` as `spark.read.format("kafka")` returns it."""
-    return _run_reader(["batch", bootstrap, topic, spark_kafka_version()])
+def read_topic(
+    bootstrap: str,
+    topic: str,
+    starting: Mapping[int, int] | None = None,
+    ending: Mapping[int, int] | None = None,
+) -> list[dict[str, Any]]:
+    """The records of `topic` as `spark.read.format("kafka")` returns them: from
+    `starting` to `ending` (partition -> offset; Spark's -2 earliest, -1 latest), or
+    the whole topic."""
+    args = ["batch", bootstrap, topic, spark_kafka_version()]
+    if starting is not None or ending is not None:
+        args += [_offsets_json(topic, starting, "earliest"), _offsets_json(topic, ending, "latest")]
+    return _run_reader(args)
+
+
+def _offsets_json(topic: str, offsets: Mapping[int, int] | None, default: str) -> str:
+    """Spark's `startingOffsets` / `endingOffsets` option value."""
+    if offsets is None:
+        return default
+    return json.dumps({topic: {str(p): o for p, o in offsets.items()}})
 
 
 def stream_topic(bootstrap: str, topic: str, checkpoint: Path, out: Path) -> list[dict[str, Any]]:
@@ -69,7 +89,17 @@ def stream_topic(bootstrap: str, topic: str, checkpoint: Path, out: Path) -> lis
     return _run_reader(args)
 
 
-def _run_reader(args: list[str]) -> list[dict[str, Any]]:
+def time_kafka_source(
+    bootstrap: str, topic: str, parquet: Path, rows: int, warmup: int, repeat: int
+) -> dict[str, list[float]]:
+    """Wall seconds of whole `spark.read.format("kafka")` reads of `topic` and of reads of
+    its Parquet copy, alternately in one Spark session (for bench.spark_bench)."""
+    args = ["bench", bootstrap, topic, spark_kafka_version(), str(parquet), str(rows)]
+    return json.loads(_run_spark([*args, str(warmup), str(repeat)], BENCH_TIMEOUT_S))
+
+
+def _run_spark(args: list[str], timeout_s: float = READ_TIMEOUT_S) -> str:
+    """The reader's stdout."""
     ensure_package_in_local_repo()
     # Spark may leave spark-warehouse/ or derby files in its working directory.
     with tempfile.TemporaryDirectory(prefix="spark-kafka-") as cwd:
@@ -77,14 +107,18 @@ def _run_reader(args: list[str]) -> list[dict[str, Any]]:
             [str(spark_python()), str(READER), *args],
             capture_output=True,
             text=True,
-            timeout=READ_TIMEOUT_S,
+            timeout=timeout_s,
             check=False,
             cwd=cwd,
         )
     if result.returncode != 0:
         raise RuntimeError(f"Spark's Kafka source failed ({result.returncode}): {result.stderr}")
+    return result.stdout
+
+
+def _run_reader(args: list[str]) -> list[dict[str, Any]]:
     records = []
-    for line in result.stdout.splitlines():
+    for line in _run_spark(args).splitlines():
         row = json.loads(line)
         records.append(
             observed_record(

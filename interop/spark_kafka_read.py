@@ -4,13 +4,19 @@ Runs in the interop Spark venv (`spark_env.spark_python()`): only the standard l
 pyspark, so it can run under a pyspark other than the project's. The package comes from
 `spark.jars.packages`, whose version must equal the running pyspark's.
 
-    python interop/spark_kafka_read.py batch BOOTSTRAP TOPIC PACKAGE_VERSION
+    python interop/spark_kafka_read.py batch BOOTSTRAP TOPIC PACKAGE_VERSION [START END]
     python interop/spark_kafka_read.py stream BOOTSTRAP TOPIC PACKAGE_VERSION CHECKPOINT OUT
+    python interop/spark_kafka_read.py bench BOOTSTRAP TOPIC PACKAGE_VERSION PARQUET ROWS \
+        WARMUP REPEAT
 
-`batch` prints every record (`spark.read`, earliest to latest). `stream` runs one
+`batch` prints the records `spark.read` returns between START and END (its
+`startingOffsets` / `endingOffsets`: `earliest`, `latest` or Spark's per-partition
+JSON; earliest to latest by default). `stream` runs one
 `readStream` query with `trigger(availableNow=True)` and a checkpoint, appending JSON
 files under OUT, then prints every row OUT holds: run it twice on one checkpoint and the
-second run must add only what was produced in between.
+second run must add only what was produced in between. `bench` (for bench.spark_bench)
+times whole reads of TOPIC and of the Parquet copy PARQUET into Spark's `noop` sink,
+alternately, on `local[2]` as that bench does, and prints their wall seconds as JSON.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from __future__ import annotations
 import base64
 import json
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -51,8 +58,9 @@ def main(argv: list[str]) -> int:
             file=sys.stderr,
         )
         return 2
+    benching = mode == "bench"
     spark = (
-        SparkSession.builder.master("local[1]")
+        SparkSession.builder.master("local[2]" if benching else "local[1]")
         .appName("tidelog-interop-kafka-source")
         .config(
             "spark.jars.packages", f"org.apache.spark:spark-sql-kafka-0-10_2.13:{package_version}"
@@ -60,12 +68,23 @@ def main(argv: list[str]) -> int:
         .config("spark.jars.excludes", ",".join(RUNTIME_PROVIDED))
         .config("spark.ui.enabled", "false")
         .config("spark.sql.shuffle.partitions", "1")
-        .config("spark.driver.memory", "512m")
+        .config("spark.driver.memory", "2g" if benching else "512m")
         .getOrCreate()
     )
     try:
+        if benching:
+            parquet, rows, warmup, repeat = paths
+            print(
+                json.dumps(
+                    time_reads(
+                        spark, bootstrap, topic, parquet, int(rows), int(warmup), int(repeat)
+                    )
+                )
+            )
+            return 0
         if mode == "batch":
-            rows = read_batch(spark, bootstrap, topic)
+            starting, ending = paths or ("earliest", "latest")
+            rows = read_batch(spark, bootstrap, topic, starting, ending)
         else:
             checkpoint, out = paths
             rows = read_stream(spark, bootstrap, topic, checkpoint, out)
@@ -76,13 +95,15 @@ def main(argv: list[str]) -> int:
     return 0
 
 
-def read_batch(spark: Any, bootstrap: str, topic: str) -> list[dict[str, Any]]:
+def read_batch(
+    spark: Any, bootstrap: str, topic: str, starting: str, ending: str
+) -> list[dict[str, Any]]:
     rows = (
         spark.read.format("kafka")
         .option("kafka.bootstrap.servers", bootstrap)
         .option("subscribe", topic)
-        .option("startingOffsets", "earliest")
-        .option("endingOffsets", "latest")
+        .option("startingOffsets", starting)
+        .option("endingOffsets", ending)
         .option("includeHeaders", "true")
         .load()
         .selectExpr(*COLUMNS, "headers")
@@ -122,6 +143,40 @@ def read_stream(
         row.setdefault("value", None)
         row["headers"] = []
     return rows
+
+
+def time_reads(
+    spark: Any, bootstrap: str, topic: str, parquet: str, rows: int, warmup: int, repeat: int
+) -> dict[str, list[float]]:
+    """Wall seconds of `repeat` reads of the topic and of its Parquet copy, alternately
+    (so both see the same load), after `warmup` untimed rounds of each."""
+    kafka = (
+        spark.read.format("kafka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+        .option("endingOffsets", "latest")
+        .load()
+    )
+    counted = kafka.count()
+    if counted != rows:
+        raise RuntimeError(f"the Kafka source read {counted} rows, not {rows}")
+    reads = {
+        "kafka_source": lambda: kafka.write.format("noop").mode("overwrite").save(),
+        "parquet": lambda: (
+            spark.read.parquet(parquet).write.format("noop").mode("overwrite").save()
+        ),
+    }
+    for _ in range(warmup):
+        for run in reads.values():
+            run()
+    walls: dict[str, list[float]] = {name: [] for name in reads}
+    for _ in range(repeat):
+        for name, run in reads.items():
+            started = time.perf_counter()
+            run()
+            walls[name].append(time.perf_counter() - started)
+    return walls
 
 
 def _b64(data: bytes | bytearray | None) -> str | None:

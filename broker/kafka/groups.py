@@ -11,11 +11,13 @@ Version notes (Kafka's own behaviour): JoinGroup v0-v3 clients do not know
 MEMBER_ID_REQUIRED, so they are added at once; v0 has no rebalance timeout (the
 session timeout is used). LeaveGroup v0-v2 name one member and get its error at
 the top. OffsetCommit v2-v4's retention_time_ms is ignored (offsets.retention.minutes
-applies, as in Kafka 2.1+ for clients that send -1).
+applies, as in Kafka 2.1+ for clients that send -1). DescribeGroups gives a member's
+host as Kafka's broker does (`kafka_client_host`), which kafka-consumer-groups prints.
 """
 
 from __future__ import annotations
 
+import ipaddress
 from typing import Any
 
 from broker.dispatch import handler_for
@@ -202,6 +204,19 @@ async def list_groups(call: KafkaCall) -> KafkaAnswer:
     }
 
 
+def kafka_client_host(host: str) -> str:
+    """A member's host as Kafka's DescribeGroups gives it: Java's InetAddress.toString()
+    of the client's address, "/127.0.0.1" (IPv6 written out in full, "/0:0:0:0:0:0:0:1").
+    Members keep the plain address (`tidelog groups describe` shows that)."""
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return host  # not an address (an in-memory connection): nothing to format
+    if address.version == 6:
+        return "/" + ":".join(f"{int(group, 16):x}" for group in address.exploded.split(":"))
+    return f"/{address}"
+
+
 async def describe_groups(call: KafkaCall) -> KafkaAnswer:
     answer = await _native(call, "describe_groups", {"groups": list(call.body["groups"])})
     return {
@@ -218,7 +233,7 @@ async def describe_groups(call: KafkaCall) -> KafkaAnswer:
                         "member_id": m["member_id"],
                         "group_instance_id": m["group_instance_id"],
                         "client_id": m["client_id"],
-                        "client_host": m["client_host"],
+                        "client_host": kafka_client_host(m["client_host"]),
                         "member_metadata": m["metadata"],
                         "member_assignment": m["assignment"],
                     }

@@ -1,5 +1,6 @@
 """bench/spark_bench end to end on a tiny workload: a real broker, two Spark sessions
-(each in its own JVM), both reads timed under each setting, one JSON document out.
+(each in its own JVM), both reads timed under each setting, then Spark's own Kafka
+source in the interop venv's Spark when `make interop` created it, one JSON document out.
 
 Timings are not asserted (shared machine); what is checked is that every setting was
 measured in its own session with its own configuration and that the report is whole.
@@ -15,13 +16,14 @@ from pathlib import Path
 import pytest
 
 from bench.spark_bench import SETTINGS
+from interop import spark_env
 
 ROOT = Path(__file__).resolve().parents[2]
 RECORDS = 4_000
 
 
 @pytest.mark.spark
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(480)
 def test_spark_bench_measures_each_setting_in_a_fresh_session() -> None:
     proc = subprocess.run(
         [
@@ -39,7 +41,7 @@ def test_spark_bench_measures_each_setting_in_a_fresh_session() -> None:
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=280,
+        timeout=460,
         check=False,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -60,3 +62,12 @@ def test_spark_bench_measures_each_setting_in_a_fresh_session() -> None:
     # A fresh JVM per setting: no JIT state carried from one setting into the next.
     pids = [session["jvm_pid"] for session in sessions.values()]
     assert None not in pids and len(set(pids)) == len(pids)
+    # Spark's Kafka source: measured whenever its Spark (the interop venv) is installed.
+    kafka_source = report["kafka_source"]
+    if spark_env.spark_python().exists():
+        assert kafka_source["pyspark"] == spark_env.spark_kafka_version()
+        for read in ("kafka_source", "parquet"):
+            assert len(kafka_source[read]["runs_s"]) == 2
+            assert kafka_source[read]["rows_per_s"] > 0
+    else:
+        assert "make interop" in kafka_source["not_measured"]

@@ -17,6 +17,7 @@ from broker.context import BrokerContext, ConnectionState
 from broker.dispatch import handler_for
 from broker.groupcommit import GroupCommitter
 from broker.kafka.call import KafkaCall
+from broker.kafka.groups import kafka_client_host
 from broker.kafka.registry import KAFKA_HANDLERS
 from broker.longpoll import AppendNotifier
 from broker.metrics import BrokerMetrics
@@ -146,7 +147,9 @@ async def test_join_sync_heartbeat_and_describe(ctx: BrokerContext) -> None:
         "range",
     )
     [m] = described.members
-    assert (m.member_id, m.client_id, m.client_host) == (member, "kafka-python", "127.0.0.1")
+    # Kafka's broker answers Java's InetAddress.toString() of the client's address, and
+    # kafka-consumer-groups.sh prints it as is (tests/interop/test_java_tools.py).
+    assert (m.member_id, m.client_id, m.client_host) == (member, "kafka-python", "/127.0.0.1")
     assert (m.member_metadata, m.member_assignment) == (b"sub", b"plan")
     listed = await run(ctx, kp(LIST, 2))
     assert [(g.group_id, g.protocol_type) for g in listed.groups] == [("g", "consumer")]
@@ -271,3 +274,17 @@ async def test_leave_v3_by_several_members(ctx: BrokerContext) -> None:
         (member, 0),
         ("x", CODE["UNKNOWN_MEMBER_ID"]),
     ]
+
+
+@pytest.mark.parametrize(
+    ("host", "kafka"),
+    [
+        ("127.0.0.1", "/127.0.0.1"),
+        ("10.1.2.3", "/10.1.2.3"),
+        ("::1", "/0:0:0:0:0:0:0:1"),
+        ("fe80::ab:1", "/fe80:0:0:0:0:0:ab:1"),
+        ("memory", "memory"),
+    ],
+)
+def test_member_hosts_are_written_as_javas_inetaddress(host: str, kafka: str) -> None:
+    assert kafka_client_host(host) == kafka
