@@ -41,10 +41,9 @@ def derive_producer_id(write_id: str, batch_id: int, partition_id: int) -> int:
 
 @dataclass(frozen=True)
 class TaskIdentity:
-    """Who a write task is: its derived producer and, for the failpoint, its attempt."""
+    """The derived producer a write task stamps on its batches."""
 
     producer_id: int
-    attempt: int
 
 
 def task_identity(write_id: str | None) -> TaskIdentity:
@@ -69,6 +68,4 @@ def task_identity(write_id: str | None) -> TaskIdentity:
         raise RuntimeError(
             "exactlyOnce: no streaming query id in the task and no writeId; set the writeId option"
         )
-    return TaskIdentity(
-        derive_producer_id(base, batch_id, context.partitionId()), context.attemptNumber()
-    )
+    return TaskIdentity(derive_producer_id(base, batch_id, context.partitionId()))

@@ -226,9 +226,11 @@ _CANONICAL.update({f"{KAFKA_PREFIX}{name}": f"{KAFKA_PREFIX}{name}" for name in 
 
 # Options Spark itself adds to a data source's options (streaming writes get the checkpoint).
 SPARK_OWNED_OPTIONS = frozenset({"checkpointlocation"})
-# Tests only (undocumented): the sink's first task attempt fails after this many batches.
+# Tests only (undocumented): a sink task's attempts numbered below failAttempts (default
+# 1: the first) fail after sending failAfterBatches batches.
 TEST_FAIL_AFTER_BATCHES = "tidelog.test.failafterbatches"
-_TEST_ONLY_OPTIONS = frozenset({TEST_FAIL_AFTER_BATCHES})
+TEST_FAIL_ATTEMPTS = "tidelog.test.failattempts"
+_TEST_ONLY_OPTIONS = frozenset({TEST_FAIL_AFTER_BATCHES, TEST_FAIL_ATTEMPTS})
 
 STRATEGY_KEYS = ("subscribe", "subscribepattern", "assign")
 _STRATEGY_LIST = ", ".join(STRATEGY_KEYS)
@@ -387,6 +389,7 @@ class SinkOptions:
     exactly_once: bool = False
     write_id: str | None = None
     fail_after_batches: int | None = None  # TEST_FAIL_AFTER_BATCHES
+    fail_attempts: int = 1  # TEST_FAIL_ATTEMPTS
 
 
 # --- generic helpers -------------------------------------------------------------------------
@@ -847,6 +850,7 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
             if TEST_FAIL_AFTER_BATCHES in opts
             else None
         ),
+        fail_attempts=parse_long(TEST_FAIL_ATTEMPTS, opts.get(TEST_FAIL_ATTEMPTS, "1"), minimum=0),
     )
 
 

@@ -121,7 +121,7 @@ def _binary(column: pa.Array | pa.ChunkedArray) -> list[bytes | None]:
 
 
 class InjectedTaskFailure(RuntimeError):
-    """The tests' failpoint (`tidelog.test.failAfterBatches`) on a task's first attempt."""
+    """The tests' failpoint (`tidelog.test.failAfterBatches`, options.TEST_FAIL_*)."""
 
 
 class _Producer:
@@ -263,9 +263,12 @@ class _Producer:
         limit = self.opts.fail_after_batches
         if limit is None or self.sent_batches < limit:
             return
-        attempt = self.identity.attempt if self.identity is not None else 0
-        if attempt == 0:
-            raise InjectedTaskFailure(f"injected failure after {limit} batches (attempt 0)")
+        from pyspark import TaskContext  # executor side, tests only
+
+        context = TaskContext.get()
+        attempt = context.attemptNumber() if context is not None else 0
+        if attempt < self.opts.fail_attempts:
+            raise InjectedTaskFailure(f"injected failure after {limit} batches (attempt {attempt})")
 
     def close(self) -> None:
         self.client.close()
