@@ -101,19 +101,20 @@ def test_streaming_write_failed_attempts_and_restart_mid_batch_store_each_row_on
             writer = writer.option(key, value)
         query = writer.start()
         query.awaitTermination(180)
-        return query
+        assert not query.isActive
 
     # Both attempts of micro-batch 0's tasks write 80 of their 100 rows and fail: the
     # query stops with batch 0 planned (offset log) but not committed.
-    first = run(**{TEST_FAIL_AFTER_BATCHES: "80", TEST_FAIL_ATTEMPTS: "2"})
-    assert first.exception() is not None
-    assert "injected failure after 80 batches" in str(first.exception())
+    with pytest.raises(Exception, match="injected failure after 80 batches"):
+        run(**{TEST_FAIL_AFTER_BATCHES: "80", TEST_FAIL_ATTEMPTS: "2"})
     partial = stored_values(spark, broker, sink)
-    assert sum(partial.values()) == 2 * 80
+    # Each task's attempts wrote the same first 80 rows (a second attempt may be cancelled
+    # when the other task fails the job); batch 0 holds 200 rows.
+    assert 2 * 80 <= sum(partial.values()) < 200
+    assert all(n == 1 for n in partial.values())
     # Restarted from the checkpoint, batch 0 runs again with the same query id; its
     # first attempts fail once more after 80 batches, the retries complete it.
-    second = run(**{TEST_FAIL_AFTER_BATCHES: "80"})
-    assert second.exception() is None
+    run(**{TEST_FAIL_AFTER_BATCHES: "80"})
     stored = stored_values(spark, broker, sink)
     expected = stored_values(spark, broker, source)
     assert stored == expected
