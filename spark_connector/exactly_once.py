@@ -20,6 +20,8 @@ from typing import Final
 DERIVED_PRODUCER_IDS_START: Final = 2**62
 # Producer ids are int64 on the wire: derived ids fill [2**62, 2**63).
 DERIVED_PRODUCER_IDS_END: Final = 2**63
+# Sequences are int32 and wrap to 0 after the largest one, as the broker's do.
+SEQUENCE_MODULUS: Final = 2**31
 # Derived producers never bump their epoch: a retry must present the same epoch.
 DERIVED_PRODUCER_EPOCH: Final = 0
 # Spark's local properties (set by StreamExecution / MicroBatchExecution on the driver and

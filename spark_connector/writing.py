@@ -40,7 +40,12 @@ from pyspark.sql.types import (
 from protocol.batch import encode_batch
 from protocol.compression import Compression
 from protocol.errors import OutOfOrderSequenceNumber
-from spark_connector.exactly_once import DERIVED_PRODUCER_EPOCH, TaskIdentity, task_identity
+from spark_connector.exactly_once import (
+    DERIVED_PRODUCER_EPOCH,
+    SEQUENCE_MODULUS,
+    TaskIdentity,
+    task_identity,
+)
 from spark_connector.options import SinkOptions
 from spark_connector.worker_gc import freeze_long_lived_objects
 from tidelog.client import Client
@@ -233,7 +238,7 @@ class _Producer:
             records = encode_batch(rows, compression=self.compression, now_ms=now_ms)
         else:
             sequence = self.sequences.get(key, 0)
-            self.sequences[key] = sequence + len(rows)
+            self.sequences[key] = (sequence + len(rows)) % SEQUENCE_MODULUS
             records = encode_batch(
                 rows,
                 compression=self.compression,
@@ -309,7 +314,8 @@ class TidelogArrowWriter(DataSourceArrowWriter):
         records, failed = _summarize(messages)
         log.warning(
             "tidelog write aborted: %d tasks failed; %d records from successful tasks are "
-            "already in the log (the sink is at least once, not transactional)",
+            "already in the log (not transactional; with exactlyOnce and the same writeId, "
+            "a re-run of this save() does not duplicate them)",
             failed,
             records,
         )
