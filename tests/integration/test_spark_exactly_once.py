@@ -120,3 +120,28 @@ def test_streaming_write_failed_attempts_and_restart_mid_batch_store_each_row_on
     assert stored == expected
     assert all(n == 1 for n in stored.values())
     assert sum(stored.values()) == 300
+
+
+def test_a_save_rerun_with_the_same_write_id_appends_nothing(spark, broker) -> None:
+    topic = new_topic(broker, 2)
+    df = spark.createDataFrame([(f"v{i}",) for i in range(100)], "value string")
+
+    def save(write_id: str) -> None:
+        (
+            df.write.format("tidelog")
+            .mode("append")
+            .option("bootstrap.servers", broker.bootstrap)
+            .option("topic", topic)
+            .option("exactlyOnce", "true")
+            .option("writeId", write_id)
+            .option("batch.size", "7")
+            .save()
+        )
+
+    save("nightly-1")
+    save("nightly-1")  # the same write again: every batch is a duplicate
+    assert sum(stored_values(spark, broker, topic).values()) == 100
+    save("nightly-2")  # another write id is another write
+    stored = stored_values(spark, broker, topic)
+    assert sum(stored.values()) == 200
+    assert set(stored.values()) == {2}
