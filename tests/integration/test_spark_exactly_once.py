@@ -145,3 +145,46 @@ def test_a_save_rerun_with_the_same_write_id_appends_nothing(spark, broker) -> N
     stored = stored_values(spark, broker, topic)
     assert sum(stored.values()) == 200
     assert set(stored.values()) == {2}
+
+
+def test_duplicates_are_recognised_after_a_kill_9_and_after_a_clean_restart(
+    spark, tmp_path: Path
+) -> None:
+    """kill -9: producer state rebuilt from the log; clean stop: from the snapshot."""
+    from tests.spark_connector.spark_support import start_broker  # the plugin, imported
+
+    data = tmp_path / "data"
+    broker = start_broker(data, "log.retention.ms=-1")
+    df = spark.createDataFrame(
+        [(f"v{i}", i % 2) for i in range(100)], "value string, partition int"
+    )
+
+    def save(b: Broker) -> None:
+        (
+            df.write.format("tidelog")
+            .mode("append")
+            .option("bootstrap.servers", b.bootstrap)
+            .option("topic", "t")
+            .option("exactlyOnce", "true")
+            .option("writeId", "restart")
+            .option("batch.size", "1")
+            .save()
+        )
+
+    try:
+        with broker.client() as client:
+            client.create_topic("t", 2)
+        save(broker)
+        broker.proc.kill()  # kill -9: no snapshot of the last segment's producers
+        broker.stop()
+        broker = start_broker(data, "log.retention.ms=-1")
+        save(broker)
+        broker.stop()  # clean: writes producer snapshots
+        assert list(data.rglob("*.snapshot"))
+        broker = start_broker(data, "log.retention.ms=-1")
+        save(broker)
+        stored = stored_values(spark, broker, "t")
+    finally:
+        broker.stop()
+    assert sum(stored.values()) == 100
+    assert set(stored.values()) == {1}
