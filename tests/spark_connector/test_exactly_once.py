@@ -6,6 +6,7 @@ import itertools
 
 import pytest
 
+from protocol.errors import OutOfOrderSequenceNumber, UnknownProducerId
 from spark_connector.exactly_once import (
     DERIVED_PRODUCER_IDS_END,
     DERIVED_PRODUCER_IDS_START,
@@ -13,6 +14,7 @@ from spark_connector.exactly_once import (
 )
 from spark_connector.options import OptionError, parse_sink_options
 from storage.producer_ids import PRODUCER_ID_MAX, RESERVED_PRODUCER_IDS_START
+from storage.producer_state import Accepted, Duplicate, ProducerState
 
 
 def test_the_derived_range_is_the_range_the_broker_never_allocates() -> None:
@@ -46,3 +48,20 @@ def test_sink_options_exactly_once_and_write_id() -> None:
     assert (on.exactly_once, on.write_id) == (True, "nightly-2026-11-26")
     with pytest.raises(OptionError, match="exactlyOnce"):
         parse_sink_options({**base, "exactlyOnce": "yes"})
+
+
+def test_the_broker_takes_a_derived_id_it_never_allocated_and_dedupes_its_retries() -> None:
+    """The partition's rules, as the sink relies on them (storage.producer_state)."""
+    pid = derive_producer_id("query", 3, 1)
+    state = ProducerState("t-0")
+    with pytest.raises(UnknownProducerId):  # an unknown producer must start at 0
+        state.begin_append().check(pid, 0, 5, 4, 1_000, 0)
+    pending = state.begin_append()
+    assert isinstance(pending.check(pid, 0, 0, 4, 1_000, 0), Accepted)
+    assert isinstance(pending.check(pid, 0, 5, 4, 1_000, 5), Accepted)
+    state.commit(pending, 10)
+    retry = state.begin_append()
+    duplicate = retry.check(pid, 0, 0, 4, 1_000, 10)
+    assert isinstance(duplicate, Duplicate)
+    with pytest.raises(OutOfOrderSequenceNumber):  # a batch beyond the next one
+        retry.check(pid, 0, 20, 4, 1_000, 10)
