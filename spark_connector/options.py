@@ -193,6 +193,14 @@ SINK_SETTINGS: tuple[Setting, ...] = (
        "Records per produced batch.", low=1, section=_SINK),
     _S("includeHeaders", "", bool, False,
        "Accepted as in Kafka; a `headers` column is written whenever present.", section=_SINK),
+    _S("exactlyOnce", "exactly_once", bool, False,
+       "Each task writes as a producer derived from (query or write id, batch, partition): "
+       "a retried task or replayed micro-batch is deduplicated. Needs deterministic input "
+       "(see Writes).", section=_SINK),
+    _S("writeId", "write_id", str, None,
+       "With exactlyOnce: the id producers derive from (default: the streaming query id; "
+       "for a batch write, a fresh one per save()). Reuse it to make a whole save() "
+       "idempotent.", section=_SINK),
     *_security_rows(_SINK),
 )  # fmt: skip
 SOURCE_OPTIONS = tuple(s.name for s in SOURCE_SETTINGS)
@@ -218,6 +226,11 @@ _CANONICAL.update({f"{KAFKA_PREFIX}{name}": f"{KAFKA_PREFIX}{name}" for name in 
 
 # Options Spark itself adds to a data source's options (streaming writes get the checkpoint).
 SPARK_OWNED_OPTIONS = frozenset({"checkpointlocation"})
+# Tests only (undocumented): a sink task's attempts numbered below failAttempts (default
+# 1: the first) fail after sending failAfterBatches batches.
+TEST_FAIL_AFTER_BATCHES = "tidelog.test.failafterbatches"
+TEST_FAIL_ATTEMPTS = "tidelog.test.failattempts"
+_TEST_ONLY_OPTIONS = frozenset({TEST_FAIL_AFTER_BATCHES, TEST_FAIL_ATTEMPTS})
 
 STRATEGY_KEYS = ("subscribe", "subscribepattern", "assign")
 _STRATEGY_LIST = ", ".join(STRATEGY_KEYS)
@@ -373,6 +386,10 @@ class SinkOptions:
     request_timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS
     client_id: str = "tidelog-spark-sink"
     security: Security = PLAINTEXT
+    exactly_once: bool = False
+    write_id: str | None = None
+    fail_after_batches: int | None = None  # TEST_FAIL_AFTER_BATCHES
+    fail_attempts: int = 1  # TEST_FAIL_ATTEMPTS
 
 
 # --- generic helpers -------------------------------------------------------------------------
@@ -388,7 +405,7 @@ def check_known(options: Mapping[str, str]) -> None:
     for key in lower_keys(options):
         if key in _KAFKA_REJECTED:
             raise OptionError(_KAFKA_REJECTED[key])
-        if key in _CANONICAL or key in SPARK_OWNED_OPTIONS:
+        if key in _CANONICAL or key in SPARK_OWNED_OPTIONS or key in _TEST_ONLY_OPTIONS:
             continue
         candidates = difflib.get_close_matches(key, list(_CANONICAL), n=1, cutoff=0.6)
         hint = f"; did you mean '{_CANONICAL[candidates[0]]}'?" if candidates else ""
@@ -826,6 +843,14 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
         ),
         client_id=_get(opts, "client.id") or _SINK_BY_NAME["client.id"].default,
         security=security_option(opts),
+        exactly_once=parse_bool("exactlyOnce", opts.get("exactlyonce", "false")),
+        write_id=opts.get("writeid"),
+        fail_after_batches=(
+            parse_long(TEST_FAIL_AFTER_BATCHES, opts[TEST_FAIL_AFTER_BATCHES], minimum=0)
+            if TEST_FAIL_AFTER_BATCHES in opts
+            else None
+        ),
+        fail_attempts=parse_long(TEST_FAIL_ATTEMPTS, opts.get(TEST_FAIL_ATTEMPTS, "1"), minimum=0),
     )
 
 

@@ -7,6 +7,9 @@ options are refused here with the closest valid name.
 
 from __future__ import annotations
 
+import dataclasses
+import uuid
+
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
@@ -80,6 +83,9 @@ class TidelogDataSource(DataSource):
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         opts = self._sink_options(schema, overwrite)
+        if opts.exactly_once and opts.write_id is None:
+            # Every attempt of this save()'s tasks shares the pickled writer, so its id.
+            opts = dataclasses.replace(opts, write_id=str(uuid.uuid4()))
         return TidelogArrowWriter(opts)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:

@@ -6,7 +6,9 @@ the partitioner choose), `headers` (array<struct<key:string,value:binary>>) and,
 Kafka, `timestamp` (timestamp; the record's CreateTime). Other columns are ignored, as
 Kafka does. Every produce is acknowledged before `write()` returns its commit message,
 so a task that succeeded has all its rows in the log (at least once: a retried task can
-duplicate rows).
+duplicate rows). With `exactlyOnce` each task stamps its batches with a derived producer
+(spark_connector.exactly_once) and per-partition sequences, so the broker stores each
+row once across task retries and micro-batch replays.
 """
 
 from __future__ import annotations
@@ -37,6 +39,13 @@ from pyspark.sql.types import (
 
 from protocol.batch import encode_batch
 from protocol.compression import Compression
+from protocol.errors import OutOfOrderSequenceNumber
+from spark_connector.exactly_once import (
+    DERIVED_PRODUCER_EPOCH,
+    SEQUENCE_MODULUS,
+    TaskIdentity,
+    task_identity,
+)
 from spark_connector.options import SinkOptions
 from spark_connector.worker_gc import freeze_long_lived_objects
 from tidelog.client import Client
@@ -116,6 +125,10 @@ def _binary(column: pa.Array | pa.ChunkedArray) -> list[bytes | None]:
     return column.to_pylist()
 
 
+class InjectedTaskFailure(RuntimeError):
+    """The tests' failpoint (`tidelog.test.failAfterBatches`, options.TEST_FAIL_*)."""
+
+
 class _Producer:
     """Encodes rows into batches per (topic, partition) and produces them synchronously."""
 
@@ -131,6 +144,14 @@ class _Producer:
         self.partition_counts: dict[str, int] = {}
         self.round_robin = itertools.count()
         self.message = TidelogCommitMessage()
+        self.identity: TaskIdentity | None = (
+            task_identity(opts.write_id) if opts.exactly_once else None
+        )
+        # Exactly once: the next sequence per (topic, partition), and the partitions where
+        # the broker has taken or recognised a batch of this attempt (see _send).
+        self.sequences: dict[tuple[str, int], int] = {}
+        self.caught_up: set[tuple[str, int]] = set()
+        self.sent_batches = 0
 
     def partition_count(self, topic: str) -> int:
         if topic not in self.partition_counts:
@@ -199,14 +220,60 @@ class _Producer:
             else:
                 targets = [(partition, chunk)]
             for target, part_rows in targets:
-                records = encode_batch(part_rows, compression=self.compression, now_ms=now_ms)
-                result = self.client.produce(topic, target, records, acks=self.opts.acks)
-                assert result is not None  # acks is -1 or 1, so there is always an answer
-                self.message.records += len(part_rows)
-                self.message.batches += 1
-                self.message.appended.setdefault(f"{topic}-{target}", []).append(
-                    (result.base_offset, len(part_rows))
-                )
+                self._send(topic, target, part_rows, now_ms)
+
+    def _send(self, topic: str, partition: int, rows: list[tuple], now_ms: int) -> None:
+        """Produce one batch; with exactly once, stamped with the task's next sequence.
+
+        A retried attempt re-sends the first attempt's batches: the broker answers the
+        ones it still remembers (its last 64 per producer and partition) as duplicates.
+        Older ones get OUT_OF_ORDER_SEQUENCE_NUMBER; before the broker has taken or
+        recognised any batch of this partition in this attempt, that can only mean the
+        batch precedes its window, i.e. the first attempt wrote it (it wrote them in
+        order, one at a time): it is skipped. Afterwards the error is real and raised.
+        """
+        self._failpoint()
+        key, sequence = (topic, partition), -1
+        if self.identity is None:
+            records = encode_batch(rows, compression=self.compression, now_ms=now_ms)
+        else:
+            sequence = self.sequences.get(key, 0)
+            self.sequences[key] = (sequence + len(rows)) % SEQUENCE_MODULUS
+            records = encode_batch(
+                rows,
+                compression=self.compression,
+                now_ms=now_ms,
+                producer_id=self.identity.producer_id,
+                producer_epoch=DERIVED_PRODUCER_EPOCH,
+                base_sequence=sequence,
+            )
+        try:
+            result = self.client.produce(topic, partition, records, acks=self.opts.acks)
+        except OutOfOrderSequenceNumber:
+            if self.identity is None or key in self.caught_up:
+                raise
+            log.info("%s-%d: batch at sequence %d written by an earlier attempt", *key, sequence)
+            self.message.records += len(rows)
+            return
+        assert result is not None  # acks is -1 or 1, so there is always an answer
+        self.caught_up.add(key)
+        self.sent_batches += 1
+        self.message.records += len(rows)
+        self.message.batches += 1
+        self.message.appended.setdefault(f"{topic}-{partition}", []).append(
+            (result.base_offset, len(rows))
+        )
+
+    def _failpoint(self) -> None:
+        limit = self.opts.fail_after_batches
+        if limit is None or self.sent_batches < limit:
+            return
+        from pyspark import TaskContext  # executor side, tests only
+
+        context = TaskContext.get()
+        attempt = context.attemptNumber() if context is not None else 0
+        if attempt < self.opts.fail_attempts:
+            raise InjectedTaskFailure(f"injected failure after {limit} batches (attempt {attempt})")
 
     def close(self) -> None:
         self.client.close()
@@ -247,7 +314,8 @@ class TidelogArrowWriter(DataSourceArrowWriter):
         records, failed = _summarize(messages)
         log.warning(
             "tidelog write aborted: %d tasks failed; %d records from successful tasks are "
-            "already in the log (the sink is at least once, not transactional)",
+            "already in the log (not transactional; with exactlyOnce and the same writeId, "
+            "a re-run of this save() does not duplicate them)",
             failed,
             records,
         )

@@ -145,7 +145,11 @@ def produce(
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[object]:
-    """A local[2] Spark session (UI off, 2 shuffle partitions) for the whole test run."""
+    """A local[2,2] Spark session (UI off, 2 shuffle partitions) for the whole test run.
+
+    Two task attempts, as a cluster retries a failed task (local[2] never retries):
+    the exactly-once sink's tests fail a first attempt on purpose.
+    """
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     path = os.environ.get("PYTHONPATH", "")
@@ -154,7 +158,7 @@ def spark() -> Iterator[object]:
     from pyspark.sql import SparkSession
 
     session = (
-        SparkSession.builder.master("local[2]")
+        SparkSession.builder.master("local[2,2]")
         .appName("tidelog-tests")
         .config("spark.ui.enabled", "false")
         .config("spark.sql.shuffle.partitions", "2")
