@@ -179,7 +179,7 @@ ROWS = [
         lambda a: _part(a, "responses", "partition_responses"),
         OK,
         TOPIC_DENIED,
-    ),  # fmt: skip
+    ),
     Row(
         "Fetch",
         1,
@@ -202,7 +202,7 @@ ROWS = [
         lambda a: _part(a, "responses"),
         OK,
         TOPIC_DENIED,
-    ),  # fmt: skip
+    ),
     Row(
         "ListOffsets",
         2,
@@ -214,7 +214,7 @@ ROWS = [
         lambda a: _part(a, "topics"),
         OK,
         TOPIC_DENIED,
-    ),  # fmt: skip
+    ),
     Row(
         "Metadata",
         3,
@@ -223,7 +223,7 @@ ROWS = [
         lambda a: a.topics[0].error_code,
         OK,
         TOPIC_DENIED,
-    ),  # fmt: skip
+    ),
     Row(
         "OffsetCommit",
         8,
@@ -245,7 +245,7 @@ ROWS = [
         lambda a: _part(a, "topics"),
         OK,
         GROUP_DENIED,
-    ),  # fmt: skip
+    ),
     Row(
         "OffsetFetch",
         9,
@@ -257,7 +257,7 @@ ROWS = [
         lambda a: a.error_code or _part(a, "topics"),
         OK,
         GROUP_DENIED,
-    ),  # fmt: skip
+    ),
     Row(
         "FindCoordinator",
         10,
@@ -266,7 +266,7 @@ ROWS = [
         lambda a: a.error_code,
         OK,
         GROUP_DENIED,
-    ),  # fmt: skip
+    ),
     Row("JoinGroup", 11, 4, JOIN, lambda a: a.error_code, MEMBER_ID_REQUIRED, GROUP_DENIED),
     Row(
         "Heartbeat",
@@ -276,7 +276,7 @@ ROWS = [
         lambda a: a.error_code,
         UNKNOWN_MEMBER_ID,
         GROUP_DENIED,
-    ),  # fmt: skip
+    ),
     Row(
         "LeaveGroup",
         13,
@@ -285,7 +285,7 @@ ROWS = [
         lambda a: a.error_code,
         UNKNOWN_MEMBER_ID,
         GROUP_DENIED,
-    ),  # fmt: skip
+    ),
     Row(
         "SyncGroup",
         14,
@@ -299,7 +299,7 @@ ROWS = [
         lambda a: a.error_code,
         UNKNOWN_MEMBER_ID,
         GROUP_DENIED,
-    ),  # fmt: skip
+    ),
     Row(
         "DescribeGroups",
         15,
@@ -308,7 +308,7 @@ ROWS = [
         lambda a: a.groups[0].error_code,
         OK,
         GROUP_DENIED,
-    ),  # fmt: skip
+    ),
     Row("ApiVersions", API_VERSIONS.key, 1, {}, lambda a: a.error_code, OK, OK),
     Row(
         "CreateTopics",
@@ -330,7 +330,7 @@ ROWS = [
         lambda a: a.topics[0].error_code,
         OK,
         TOPIC_DENIED,
-    ),  # fmt: skip
+    ),
     Row(
         "DeleteTopics",
         20,
@@ -339,7 +339,7 @@ ROWS = [
         lambda a: a.responses[0].error_code,
         OK,
         TOPIC_DENIED,
-    ),  # fmt: skip
+    ),
     Row(
         "DeleteRecords",
         21,
@@ -351,7 +351,7 @@ ROWS = [
         lambda a: _part(a, "topics"),
         OK,
         TOPIC_DENIED,
-    ),  # fmt: skip
+    ),
     # Tidelog gives any login an id (Kafka: IdempotentWrite on the cluster or Write on
     # some topic, else CLUSTER_AUTHORIZATION_FAILED); every produce is still checked.
     Row(
@@ -362,7 +362,7 @@ ROWS = [
         lambda a: a.error_code,
         OK,
         OK,
-    ),  # fmt: skip
+    ),
     Row(
         "DescribeConfigs",
         32,
@@ -374,7 +374,7 @@ ROWS = [
         lambda a: a.results[0].error_code,
         OK,
         TOPIC_DENIED,
-    ),  # fmt: skip
+    ),
     Row(
         "DescribeConfigs(broker)",
         32,
@@ -386,7 +386,7 @@ ROWS = [
         lambda a: a.results[0].error_code,
         OK,
         CLUSTER_DENIED,
-    ),  # fmt: skip
+    ),
     Row(
         "AlterConfigs",
         33,
@@ -400,7 +400,7 @@ ROWS = [
         lambda a: a.responses[0].error_code,
         OK,
         TOPIC_DENIED,
-    ),  # fmt: skip
+    ),
     Row(
         "DeleteGroups",
         42,
@@ -409,7 +409,7 @@ ROWS = [
         lambda a: a.results[0].error_code,
         OK,
         GROUP_DENIED,
-    ),  # fmt: skip
+    ),
     Row(
         "IncrementalAlterConfigs",
         44,
@@ -426,7 +426,7 @@ ROWS = [
         lambda a: a.responses[0].error_code,
         OK,
         TOPIC_DENIED,
-    ),  # fmt: skip
+    ),
     Row(
         "OffsetDelete",
         47,
@@ -438,7 +438,7 @@ ROWS = [
         lambda a: a.error_code or _part(a, "topics"),
         OK,
         GROUP_DENIED,
-    ),  # fmt: skip
+    ),
     Row(
         "DescribeCluster",
         60,
@@ -447,7 +447,7 @@ ROWS = [
         lambda a: a.error_code,
         OK,
         CLUSTER_DENIED,
-    ),  # fmt: skip
+    ),
     Row(
         "CreateAcls",
         30,
@@ -468,7 +468,7 @@ ROWS = [
         lambda a: a.results[0].error_code,
         OK,
         CLUSTER_DENIED,
-    ),  # fmt: skip
+    ),
     Row("DescribeAcls", 29, 1, _acl_filter(), lambda a: a.error_code, OK, CLUSTER_DENIED),
     Row(
         "DeleteAcls",
@@ -478,7 +478,7 @@ ROWS = [
         lambda a: a.filter_results[0].error_code,
         OK,
         CLUSTER_DENIED,
-    ),  # fmt: skip
+    ),
 ]
 
 
