@@ -21,6 +21,8 @@ from broker.kafka.admin_configs import CONFIG_HANDLERS
 from broker.kafka.call import KafkaAnswer, KafkaCall, KafkaHandler
 from broker.kafka.core import CLUSTER_ID, advertised_address
 from broker.kafka.native_call import Outcome, Refused, run_native
+from broker.security.acl import CLUSTER_NAME, Operation, ResourceType
+from broker.security.gate import permits
 from protocol.errors import InvalidTopic
 from protocol.kafka.errors import ERRORS_BY_NAME, NONE, KafkaError, for_tidelog_code
 from protocol.kafka.messages import CREATE_TOPICS, DELETE_RECORDS, DELETE_TOPICS, DESCRIBE_CLUSTER
@@ -36,6 +38,7 @@ TOPIC_ALREADY_EXISTS = ERRORS_BY_NAME["TOPIC_ALREADY_EXISTS"]
 UNKNOWN_TOPIC_OR_PARTITION = ERRORS_BY_NAME["UNKNOWN_TOPIC_OR_PARTITION"]
 MISMATCHED_ENDPOINT_TYPE = ERRORS_BY_NAME["MISMATCHED_ENDPOINT_TYPE"]
 UNSUPPORTED_ENDPOINT_TYPE = ERRORS_BY_NAME["UNSUPPORTED_ENDPOINT_TYPE"]
+CLUSTER_AUTHORIZATION_FAILED = ERRORS_BY_NAME["CLUSTER_AUTHORIZATION_FAILED"]
 
 # Kafka's "use the broker's default" for num_partitions and replication_factor.
 USE_DEFAULT = -1
@@ -276,6 +279,10 @@ async def describe_cluster(call: KafkaCall) -> KafkaAnswer:
     host, port = advertised_address(call)
     wanted = call.body["include_cluster_authorized_operations"]
     error, message = _endpoint_error(call.body["endpoint_type"])
+    if error is NONE and not permits(
+        call.ctx, "describe_cluster", Operation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME
+    ):
+        error, message = CLUSTER_AUTHORIZATION_FAILED, "not authorized to Describe the cluster"
     brokers = [{"broker_id": me, "host": host, "port": port, "rack": None, "is_fenced": False}]
     return {
         "throttle_time_ms": 0,
