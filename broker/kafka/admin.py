@@ -22,7 +22,7 @@ from broker.kafka.call import KafkaAnswer, KafkaCall, KafkaHandler
 from broker.kafka.core import CLUSTER_ID, advertised_address
 from broker.kafka.native_call import Outcome, Refused, run_native
 from broker.security.acl import CLUSTER_NAME, Operation, ResourceType
-from broker.security.gate import permits
+from broker.security.gate import allows, permits
 from protocol.errors import InvalidTopic
 from protocol.kafka.errors import ERRORS_BY_NAME, NONE, KafkaError, for_tidelog_code
 from protocol.kafka.messages import CREATE_TOPICS, DELETE_RECORDS, DELETE_TOPICS, DESCRIBE_CLUSTER
@@ -39,6 +39,7 @@ UNKNOWN_TOPIC_OR_PARTITION = ERRORS_BY_NAME["UNKNOWN_TOPIC_OR_PARTITION"]
 MISMATCHED_ENDPOINT_TYPE = ERRORS_BY_NAME["MISMATCHED_ENDPOINT_TYPE"]
 UNSUPPORTED_ENDPOINT_TYPE = ERRORS_BY_NAME["UNSUPPORTED_ENDPOINT_TYPE"]
 CLUSTER_AUTHORIZATION_FAILED = ERRORS_BY_NAME["CLUSTER_AUTHORIZATION_FAILED"]
+TOPIC_AUTHORIZATION_FAILED = ERRORS_BY_NAME["TOPIC_AUTHORIZATION_FAILED"]
 
 # Kafka's "use the broker's default" for num_partitions and replication_factor.
 USE_DEFAULT = -1
@@ -143,6 +144,10 @@ async def _create_one(
     validate_only: bool,
 ) -> Outcome:
     name = topic["name"]
+    if not _may_create(call, name):  # before the name checks, which would tell it exists
+        return Outcome.failed(
+            TOPIC_AUTHORIZATION_FAILED, f"not authorized to Create topic {name!r}"
+        )
     try:
         _check_new_name(name, *existing)
         body = {
@@ -156,6 +161,12 @@ async def _create_one(
     except Refused as exc:
         return exc.outcome
     return await run_native(call.ctx, "create_topic", body)
+
+
+def _may_create(call: KafkaCall, name: str) -> bool:
+    """Kafka's rule: Create on the cluster, else on the topic (that denial is audited)."""
+    cluster = allows(call.ctx, Operation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME)
+    return cluster or permits(call.ctx, "create_topic", Operation.CREATE, ResourceType.TOPIC, name)
 
 
 async def create_topics(call: KafkaCall) -> KafkaAnswer:
@@ -194,8 +205,9 @@ async def delete_topics(call: KafkaCall) -> KafkaAnswer:
     for name in names:
         if counts[name] > 1:
             continue
-        if name not in known:
-            error = UNKNOWN_TOPIC_OR_PARTITION
+        if name not in known:  # Kafka says so only to who may describe it
+            seen = permits(call.ctx, "delete_topic", Operation.DESCRIBE, ResourceType.TOPIC, name)
+            error = UNKNOWN_TOPIC_OR_PARTITION if seen else TOPIC_AUTHORIZATION_FAILED
         else:
             error = (await run_native(call.ctx, "delete_topic", {"topic": name})).error
         results.append({"name": name, "error_code": error.code})

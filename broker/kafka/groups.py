@@ -350,7 +350,21 @@ async def offset_fetch(call: KafkaCall) -> KafkaAnswer:
     if not body["group_id"]:
         error = ERRORS_BY_NAME["INVALID_GROUP_ID"]
         return {"throttle_time_ms": 0, "topics": [], "error_code": error.code}
-    answer = await _native(call, "fetch_offsets", {"group": body["group_id"], "topics": wanted})
+    try:
+        answer = await _native(call, "fetch_offsets", {"group": body["group_id"], "topics": wanted})
+    except GroupAuthorizationFailed:  # v2+ read the top-level code, v0-1 each partition's
+        denied = GroupAuthorizationFailed.code
+        refused = [
+            {
+                "topic": t["topic"],
+                "partitions": [
+                    {"partition": p, "offset": -1, "metadata": "", "error": denied}
+                    for p in t["partitions"]
+                ],
+            }
+            for t in wanted or []
+        ]
+        answer = {"topics": refused, "error": denied}
     return {
         "throttle_time_ms": 0,
         "topics": [
@@ -362,14 +376,15 @@ async def offset_fetch(call: KafkaCall) -> KafkaAnswer:
                         "committed_offset": p["offset"],
                         "committed_leader_epoch": NO_EPOCH,
                         "metadata": p["metadata"],
-                        "error_code": NONE.code,
+                        # a topic the principal may not describe: TOPIC_AUTHORIZATION_FAILED
+                        "error_code": _code(p.get("error")),
                     }
                     for p in t["partitions"]
                 ],
             }
             for t in answer["topics"]
         ],
-        "error_code": NONE.code,
+        "error_code": _code(answer.get("error")),
     }
 
 

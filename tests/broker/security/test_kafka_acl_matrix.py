@@ -59,7 +59,7 @@ ALICE_ACLS = (
     "Allow User:alice Read Group Literal billing",
     "Allow User:alice Delete Group Literal billing",
     "Allow User:alice Alter Cluster Literal kafka-cluster",
-    "Allow User:alice DescribeConfigs Cluster Literal kafka-cluster",
+    "Allow User:alice AlterConfigs Cluster Literal kafka-cluster",
 )
 
 
@@ -151,6 +151,9 @@ class Row:
     code: Callable[[Any], int]
     allowed: int
     denied: int
+    # Who asks: by default alice (granted) and bob (nothing); rows about a topic alice
+    # may not touch inside a group she may use are asked by admin and alice.
+    users: tuple[str, str] = ("alice", "bob")
 
 
 def _part(answer: Any, topics: str, parts: str = "partitions") -> int:
@@ -162,6 +165,49 @@ JOIN = {
     "member_id": "", "group_instance_id": None, "protocol_type": "consumer",
     "protocols": [{"name": "range", "metadata": b""}],
 }  # fmt: skip
+
+
+RENAMED = {"orders": "payments", "orders-new": "payments"}
+
+
+def _renamed(value: Any) -> Any:
+    """`value` with topic orders (and orders-new) renamed payments."""
+    if isinstance(value, dict):
+        return {k: _renamed(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_renamed(v) for v in value]
+    return RENAMED.get(value, value) if isinstance(value, str) else value
+
+
+def _topic_rows() -> list[Row]:
+    """Rows about topic payments, which alice may not touch: denied per topic or
+    partition while her group and cluster rights hold (admin, a super user, succeeds)."""
+    rows = []
+    for row in ROWS:
+        if row.users != ("alice", "bob"):
+            continue
+        if row.denied != TOPIC_DENIED and row.api not in TOPIC_ALSO:
+            continue
+        fields = _renamed(row.fields)
+        allowed = (
+            ERRORS_BY_NAME["TOPIC_ALREADY_EXISTS"].code
+            if row.api == "CreateTopics"
+            else row.allowed
+        )
+        rows.append(
+            Row(
+                f"{row.api}(topic)",
+                row.key,
+                row.version,
+                fields,
+                row.code,
+                allowed,
+                TOPIC_DENIED,
+                ("admin", "alice"),
+            )
+        )
+    return rows
+
 
 ROWS = [
     Row(
@@ -341,6 +387,16 @@ ROWS = [
         TOPIC_DENIED,
     ),
     Row(
+        "DeleteTopics(unknown)",
+        20,
+        1,
+        {"topic_names": ["nowhere"], "timeout_ms": 5000},
+        lambda a: a.responses[0].error_code,
+        ERRORS_BY_NAME["UNKNOWN_TOPIC_OR_PARTITION"].code,  # told only who may describe it
+        TOPIC_DENIED,
+        ("admin", "bob"),
+    ),
+    Row(
         "DeleteRecords",
         21,
         0,
@@ -469,6 +525,24 @@ ROWS = [
         OK,
         CLUSTER_DENIED,
     ),
+    Row(
+        "AlterConfigs(broker)",
+        33,
+        0,
+        {
+            "resources": [
+                {
+                    "resource_type": 4,
+                    "resource_name": "1",
+                    "configs": [{"name": "log.retention.ms", "value": "1"}],
+                }
+            ],
+            "validate_only": False,
+        },
+        lambda a: a.responses[0].error_code,
+        ERRORS_BY_NAME["INVALID_REQUEST"].code,  # no broker key is dynamic here
+        CLUSTER_DENIED,
+    ),
     Row("DescribeAcls", 29, 1, _acl_filter(), lambda a: a.error_code, OK, CLUSTER_DENIED),
     Row(
         "DeleteAcls",
@@ -482,13 +556,19 @@ ROWS = [
 ]
 
 
+# Group APIs that also check each topic (Read, or Describe for OffsetFetch).
+TOPIC_ALSO = frozenset({"OffsetCommit", "OffsetFetch", "OffsetDelete"})
+ROWS += _topic_rows()
+
+
 async def _prepare(handle: Any) -> None:
     """As admin: topic orders with one record, group billing with a committed offset."""
     address = f"{handle.host}:{handle.port}"
     async with open_client(address, security=user("admin", "pw-admin", "PLAIN")) as admin:
         await admin.create_topic("orders")
+        await admin.create_topic("payments")
         await admin.produce("orders", 0, _records())
-        await admin.call(commit_offsets("billing", {("orders", 0): 1}))
+        await admin.call(commit_offsets("billing", {("orders", 0): 1, ("payments", 0): 1}))
 
 
 async def _login(handle: Any, name: str) -> KafkaWire:
@@ -513,11 +593,12 @@ async def test_kafka_api_allowed_and_denied(secured_broker: Any, tmp_path: Path,
     _users(tmp_path / "data")
     async with secured_broker(*SETTINGS) as handle:
         await _prepare(handle)
-        async with await _login(handle, "bob") as bob:
-            denied = await bob.ask(row.key, row.version, **row.fields)
+        granted, refused = row.users
+        async with await _login(handle, refused) as wire:
+            denied = await wire.ask(row.key, row.version, **row.fields)
         assert row.code(denied) == row.denied, denied
-        async with await _login(handle, "alice") as alice:
-            allowed = await alice.ask(row.key, row.version, **row.fields)
+        async with await _login(handle, granted) as wire:
+            allowed = await wire.ask(row.key, row.version, **row.fields)
         assert row.code(allowed) == row.allowed, allowed
 
 
