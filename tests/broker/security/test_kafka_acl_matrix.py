@@ -648,3 +648,28 @@ async def _everything_and_groups(bob: KafkaWire, alice: KafkaWire) -> None:
     assert (groups.error_code, groups.groups) == (OK, [])  # ListGroups: filtered
     listed = await alice.ask(16, 1)
     assert [g.group_id for g in listed.groups] == ["billing"]
+
+
+@pytest.mark.parametrize(
+    ("key", "version", "fields"),
+    [
+        (10, 1, {"key": "billing", "key_type": 0}),  # FindCoordinator
+        (60, 0, {"include_cluster_authorized_operations": False}),  # DescribeCluster
+        (47, 0, {"group_id": "billing", "topics": []}),  # OffsetDelete
+    ],
+    ids=["FindCoordinator", "DescribeCluster", "OffsetDelete"],
+)
+async def test_apis_without_a_native_handler_are_refused_before_login(
+    secured_broker: Any, tmp_path: Path, key: int, version: int, fields: dict[str, Any]
+) -> None:
+    """The adapters that check the ACLs themselves keep the login gate: refused with
+    SASL_AUTHENTICATION_FAILED, then the broker closes the connection."""
+    _users(tmp_path / "data")
+    async with (
+        secured_broker(*SETTINGS) as handle,
+        KafkaWire(await trio.open_tcp_stream(handle.host, handle.port)) as wire,
+    ):
+        answer = await wire.ask(key, version, **fields)
+        assert answer.error_code == SASL_FAILED
+        with trio.fail_after(5):
+            assert await wire.stream.receive_some(100) == b""
