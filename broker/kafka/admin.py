@@ -49,9 +49,14 @@ KAFKA_RESERVED_TOPICS = frozenset({"__cluster_metadata"})
 BROKERS_ENDPOINT, CONTROLLERS_ENDPOINT = 1, 2
 # DescribeCluster: "authorized operations not requested" (Kafka's Integer.MIN_VALUE).
 OPERATIONS_NOT_REQUESTED = -(2**31)
-# Without an authorizer a Kafka cluster allows every cluster operation: CREATE 5, ALTER 7,
-# DESCRIBE 8, CLUSTER_ACTION 9, DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11, IDEMPOTENT_WRITE 12.
-ALL_CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
+# The cluster's operations by Kafka's AclOperation codes (the bits of
+# cluster_authorized_operations); without an authorizer every one is allowed.
+CLUSTER_OPERATIONS = {
+    Operation.CREATE: 5, Operation.ALTER: 7, Operation.DESCRIBE: 8,
+    Operation.CLUSTER_ACTION: 9, Operation.DESCRIBE_CONFIGS: 10,
+    Operation.ALTER_CONFIGS: 11, Operation.IDEMPOTENT_WRITE: 12,
+}  # fmt: skip
+ALL_CLUSTER_OPERATIONS = sum(1 << code for code in CLUSTER_OPERATIONS.values())
 
 
 # --- CreateTopics ---------------------------------------------------------------------
@@ -284,6 +289,15 @@ def _endpoint_error(endpoint_type: int) -> tuple[KafkaError, str | None]:
     return UNSUPPORTED_ENDPOINT_TYPE, f"Unsupported endpoint type {endpoint_type}"
 
 
+def _cluster_operations(call: KafkaCall) -> int:
+    """The cluster operations the principal may perform, as Kafka's bit field."""
+    return sum(
+        1 << code
+        for op, code in CLUSTER_OPERATIONS.items()
+        if allows(call.ctx, op, ResourceType.CLUSTER, CLUSTER_NAME)
+    )
+
+
 async def describe_cluster(call: KafkaCall) -> KafkaAnswer:
     """DescribeCluster v0-2: this broker is the cluster and its controller (the same
     broker and cluster id Metadata names)."""
@@ -304,7 +318,7 @@ async def describe_cluster(call: KafkaCall) -> KafkaAnswer:
         "cluster_id": CLUSTER_ID,
         "controller_id": me,
         "brokers": brokers if error is NONE else [],
-        "cluster_authorized_operations": ALL_CLUSTER_OPERATIONS
+        "cluster_authorized_operations": _cluster_operations(call)
         if wanted
         else OPERATIONS_NOT_REQUESTED,
     }

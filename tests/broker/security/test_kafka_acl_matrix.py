@@ -673,3 +673,18 @@ async def test_apis_without_a_native_handler_are_refused_before_login(
         assert answer.error_code == SASL_FAILED
         with trio.fail_after(5):
             assert await wire.stream.receive_some(100) == b""
+
+
+async def test_describe_cluster_reports_the_principals_own_cluster_operations(
+    secured_broker: Any, tmp_path: Path
+) -> None:
+    _users(tmp_path / "data")
+    async with secured_broker(*SETTINGS) as handle:
+        async with await _login(handle, "alice") as alice:
+            answer = await alice.ask(60, 0, include_cluster_authorized_operations=True)
+        # Alter (7) grants Describe (8); AlterConfigs (11) grants DescribeConfigs (10)
+        assert answer.error_code == OK
+        assert set(answer.authorized_operations) == {7, 8, 10, 11}
+        async with await _login(handle, "admin") as admin:
+            answer = await admin.ask(60, 0, include_cluster_authorized_operations=True)
+        assert set(answer.authorized_operations) == {5, 7, 8, 9, 10, 11, 12}
