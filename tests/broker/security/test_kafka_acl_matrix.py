@@ -648,6 +648,11 @@ async def _everything_and_groups(bob: KafkaWire, alice: KafkaWire) -> None:
     assert (groups.error_code, groups.groups) == (OK, [])  # ListGroups: filtered
     listed = await alice.ask(16, 1)
     assert [g.group_id for g in listed.groups] == ["billing"]
+    # DescribeGroups answers per group: the one alice may not describe fails alone
+    described = await alice.ask(15, 1, groups=["billing", "payroll"])
+    codes = [(g.group_id, g.error_code) for g in described.groups]
+    assert codes == [("billing", OK), ("payroll", GROUP_DENIED)]
+    assert described.groups[0].group_state == "Empty"
 
 
 @pytest.mark.parametrize(
