@@ -21,6 +21,8 @@ from broker.kafka.admin_configs import CONFIG_HANDLERS
 from broker.kafka.call import KafkaAnswer, KafkaCall, KafkaHandler
 from broker.kafka.core import CLUSTER_ID, advertised_address
 from broker.kafka.native_call import Outcome, Refused, run_native
+from broker.security.acl import CLUSTER_NAME, Operation, ResourceType
+from broker.security.gate import allows, permits
 from protocol.errors import InvalidTopic
 from protocol.kafka.errors import ERRORS_BY_NAME, NONE, KafkaError, for_tidelog_code
 from protocol.kafka.messages import CREATE_TOPICS, DELETE_RECORDS, DELETE_TOPICS, DESCRIBE_CLUSTER
@@ -36,6 +38,8 @@ TOPIC_ALREADY_EXISTS = ERRORS_BY_NAME["TOPIC_ALREADY_EXISTS"]
 UNKNOWN_TOPIC_OR_PARTITION = ERRORS_BY_NAME["UNKNOWN_TOPIC_OR_PARTITION"]
 MISMATCHED_ENDPOINT_TYPE = ERRORS_BY_NAME["MISMATCHED_ENDPOINT_TYPE"]
 UNSUPPORTED_ENDPOINT_TYPE = ERRORS_BY_NAME["UNSUPPORTED_ENDPOINT_TYPE"]
+CLUSTER_AUTHORIZATION_FAILED = ERRORS_BY_NAME["CLUSTER_AUTHORIZATION_FAILED"]
+TOPIC_AUTHORIZATION_FAILED = ERRORS_BY_NAME["TOPIC_AUTHORIZATION_FAILED"]
 
 # Kafka's "use the broker's default" for num_partitions and replication_factor.
 USE_DEFAULT = -1
@@ -45,9 +49,14 @@ KAFKA_RESERVED_TOPICS = frozenset({"__cluster_metadata"})
 BROKERS_ENDPOINT, CONTROLLERS_ENDPOINT = 1, 2
 # DescribeCluster: "authorized operations not requested" (Kafka's Integer.MIN_VALUE).
 OPERATIONS_NOT_REQUESTED = -(2**31)
-# Without an authorizer a Kafka cluster allows every cluster operation: CREATE 5, ALTER 7,
-# DESCRIBE 8, CLUSTER_ACTION 9, DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11, IDEMPOTENT_WRITE 12.
-ALL_CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
+# The cluster's operations by Kafka's AclOperation codes (the bits of
+# cluster_authorized_operations); without an authorizer every one is allowed.
+CLUSTER_OPERATIONS = {
+    Operation.CREATE: 5, Operation.ALTER: 7, Operation.DESCRIBE: 8,
+    Operation.CLUSTER_ACTION: 9, Operation.DESCRIBE_CONFIGS: 10,
+    Operation.ALTER_CONFIGS: 11, Operation.IDEMPOTENT_WRITE: 12,
+}  # fmt: skip
+ALL_CLUSTER_OPERATIONS = sum(1 << code for code in CLUSTER_OPERATIONS.values())
 
 
 # --- CreateTopics ---------------------------------------------------------------------
@@ -140,6 +149,10 @@ async def _create_one(
     validate_only: bool,
 ) -> Outcome:
     name = topic["name"]
+    if not _may_create(call, name):  # before the name checks, which would tell it exists
+        return Outcome.failed(
+            TOPIC_AUTHORIZATION_FAILED, f"not authorized to Create topic {name!r}"
+        )
     try:
         _check_new_name(name, *existing)
         body = {
@@ -153,6 +166,12 @@ async def _create_one(
     except Refused as exc:
         return exc.outcome
     return await run_native(call.ctx, "create_topic", body)
+
+
+def _may_create(call: KafkaCall, name: str) -> bool:
+    """Kafka's rule: Create on the cluster, else on the topic (that denial is audited)."""
+    cluster = allows(call.ctx, Operation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME)
+    return cluster or permits(call.ctx, "create_topic", Operation.CREATE, ResourceType.TOPIC, name)
 
 
 async def create_topics(call: KafkaCall) -> KafkaAnswer:
@@ -191,8 +210,9 @@ async def delete_topics(call: KafkaCall) -> KafkaAnswer:
     for name in names:
         if counts[name] > 1:
             continue
-        if name not in known:
-            error = UNKNOWN_TOPIC_OR_PARTITION
+        if name not in known:  # Kafka says so only to who may describe it
+            seen = permits(call.ctx, "delete_topic", Operation.DESCRIBE, ResourceType.TOPIC, name)
+            error = UNKNOWN_TOPIC_OR_PARTITION if seen else TOPIC_AUTHORIZATION_FAILED
         else:
             error = (await run_native(call.ctx, "delete_topic", {"topic": name})).error
         results.append({"name": name, "error_code": error.code})
@@ -269,6 +289,15 @@ def _endpoint_error(endpoint_type: int) -> tuple[KafkaError, str | None]:
     return UNSUPPORTED_ENDPOINT_TYPE, f"Unsupported endpoint type {endpoint_type}"
 
 
+def _cluster_operations(call: KafkaCall) -> int:
+    """The cluster operations the principal may perform, as Kafka's bit field."""
+    return sum(
+        1 << code
+        for op, code in CLUSTER_OPERATIONS.items()
+        if allows(call.ctx, op, ResourceType.CLUSTER, CLUSTER_NAME)
+    )
+
+
 async def describe_cluster(call: KafkaCall) -> KafkaAnswer:
     """DescribeCluster v0-2: this broker is the cluster and its controller (the same
     broker and cluster id Metadata names)."""
@@ -276,6 +305,10 @@ async def describe_cluster(call: KafkaCall) -> KafkaAnswer:
     host, port = advertised_address(call)
     wanted = call.body["include_cluster_authorized_operations"]
     error, message = _endpoint_error(call.body["endpoint_type"])
+    if error is NONE and not permits(
+        call.ctx, "describe_cluster", Operation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME
+    ):
+        error, message = CLUSTER_AUTHORIZATION_FAILED, "not authorized to Describe the cluster"
     brokers = [{"broker_id": me, "host": host, "port": port, "rack": None, "is_fenced": False}]
     return {
         "throttle_time_ms": 0,
@@ -285,7 +318,7 @@ async def describe_cluster(call: KafkaCall) -> KafkaAnswer:
         "cluster_id": CLUSTER_ID,
         "controller_id": me,
         "brokers": brokers if error is NONE else [],
-        "cluster_authorized_operations": ALL_CLUSTER_OPERATIONS
+        "cluster_authorized_operations": _cluster_operations(call)
         if wanted
         else OPERATIONS_NOT_REQUESTED,
     }

@@ -22,12 +22,15 @@ from broker.config import BrokerConfig
 from broker.kafka.call import KafkaAnswer, KafkaCall, KafkaHandler
 from broker.kafka.config_view import broker_entries, topic_entries
 from broker.kafka.native_call import Outcome, Refused, failed_outcome, run_native
+from broker.security.acl import CLUSTER_NAME, Operation, ResourceType
+from broker.security.gate import permits
 from protocol.kafka.errors import ERRORS_BY_NAME, UNKNOWN_SERVER_ERROR
 from protocol.kafka.messages import ALTER_CONFIGS, DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS
 from storage.config import TOPIC_CONFIG_DEFS
 
 INVALID_REQUEST = ERRORS_BY_NAME["INVALID_REQUEST"]
 INVALID_CONFIG = ERRORS_BY_NAME["INVALID_CONFIG"]
+CLUSTER_AUTHORIZATION_FAILED = ERRORS_BY_NAME["CLUSTER_AUTHORIZATION_FAILED"]
 
 # ConfigResource.Type ids.
 TOPIC, BROKER = 2, 4
@@ -39,6 +42,14 @@ _MALFORMED = (
     "This most likely occurs because of a request being malformed by the client library or "
     "the message was sent to an incompatible broker. See the broker logs for more details."
 )
+
+
+def _check_cluster(call: KafkaCall, api: str, op: Operation) -> None:
+    """A broker resource's configs need `op` on the cluster (Kafka's rule)."""
+    if not permits(call.ctx, api, op, ResourceType.CLUSTER, CLUSTER_NAME):
+        raise Refused(
+            CLUSTER_AUTHORIZATION_FAILED, f"not authorized to {op.value} the cluster's configs"
+        )
 
 
 def _check_broker_name(config: BrokerConfig, name: str) -> None:
@@ -98,6 +109,7 @@ async def _describe_one(
             config, outcome.answer["configs"], keys, include_synonyms=synonyms
         )
     if kind == BROKER:
+        _check_cluster(call, "describe_configs", Operation.DESCRIBE_CONFIGS)
         _check_broker_name(config, name)
         entries = broker_entries(config, keys, include_synonyms=synonyms) if name else []
         return Outcome({}), entries
@@ -123,6 +135,7 @@ def _not_topic(call: KafkaCall, resource: dict[str, Any], keys: list[str]) -> Ou
     if kind == TOPIC:
         return None
     if kind == BROKER:
+        _check_cluster(call, "alter_configs", Operation.ALTER_CONFIGS)
         return _broker_refusal(call.ctx.config, resource["resource_name"], keys)
     return Outcome.failed(INVALID_REQUEST, f"Unknown resource type {kind}")
 

@@ -23,7 +23,9 @@ from typing import Any
 from broker.dispatch import handler_for
 from broker.kafka.call import KafkaAnswer, KafkaCall, KafkaHandler
 from broker.kafka.core import advertised_address
-from protocol.errors import TidelogError
+from broker.security.acl import Operation, ResourceType
+from broker.security.gate import permits
+from protocol.errors import GroupAuthorizationFailed, TidelogError
 from protocol.kafka.errors import ERRORS_BY_NAME, for_tidelog_code
 from protocol.kafka.messages import (
     DELETE_GROUPS,
@@ -42,6 +44,8 @@ from protocol.offsets_schema import MAX_METADATA_CHARS
 
 NONE = ERRORS_BY_NAME["NONE"]
 INVALID_REQUEST = ERRORS_BY_NAME["INVALID_REQUEST"]
+GROUP_AUTHORIZATION_FAILED = ERRORS_BY_NAME["GROUP_AUTHORIZATION_FAILED"]
+TOPIC_AUTHORIZATION_FAILED = ERRORS_BY_NAME["TOPIC_AUTHORIZATION_FAILED"]
 OFFSET_METADATA_TOO_LARGE = ERRORS_BY_NAME["OFFSET_METADATA_TOO_LARGE"]
 # FindCoordinator key types (KIP-98): only groups have a coordinator here.
 GROUP_KEY_TYPE = 0
@@ -67,8 +71,13 @@ async def _native(call: KafkaCall, api: str, body: dict[str, Any]) -> dict[str, 
 async def find_coordinator(call: KafkaCall) -> KafkaAnswer:
     """This broker coordinates every group; transactions have no coordinator here."""
     host, port = advertised_address(call)
+    key = call.body["key"]
+    error = None
     if call.body.get("key_type", GROUP_KEY_TYPE) != GROUP_KEY_TYPE:
         error, message = INVALID_REQUEST, "only group coordinators (key_type 0) are served"
+    elif not permits(call.ctx, "find_coordinator", Operation.DESCRIBE, ResourceType.GROUP, key):
+        error, message = GROUP_AUTHORIZATION_FAILED, f"not authorized to Describe group {key!r}"
+    if error is not None:
         return {
             "throttle_time_ms": 0,
             "error_code": error.code,
@@ -217,8 +226,32 @@ def kafka_client_host(host: str) -> str:
     return f"/{address}"
 
 
+async def _each_group(call: KafkaCall, api: str, names: list[str]) -> list[dict[str, Any]]:
+    """The native answer's entries, one call per group, so that a group the principal
+    may not see is its own GROUP_AUTHORIZATION_FAILED, as Kafka answers, not the
+    whole request's (the native policy refuses the request)."""
+    entries = []
+    for name in names:
+        try:
+            entries.extend((await _native(call, api, {"groups": [name]}))["groups"])
+        except GroupAuthorizationFailed:
+            entries.append(_denied_group(name))
+    return entries
+
+
+def _denied_group(name: str) -> dict[str, Any]:
+    return {
+        "group": name,
+        "error": GroupAuthorizationFailed.code,
+        "state": "",
+        "protocol_type": None,
+        "protocol": None,
+        "members": [],
+    }
+
+
 async def describe_groups(call: KafkaCall) -> KafkaAnswer:
-    answer = await _native(call, "describe_groups", {"groups": list(call.body["groups"])})
+    groups = await _each_group(call, "describe_groups", list(call.body["groups"]))
     return {
         "throttle_time_ms": 0,
         "groups": [
@@ -241,18 +274,16 @@ async def describe_groups(call: KafkaCall) -> KafkaAnswer:
                 ],
                 "authorized_operations": NO_OPERATIONS,
             }
-            for g in answer["groups"]
+            for g in groups
         ],
     }
 
 
 async def delete_groups(call: KafkaCall) -> KafkaAnswer:
-    answer = await _native(call, "delete_groups", {"groups": list(call.body["groups_names"])})
+    groups = await _each_group(call, "delete_groups", list(call.body["groups_names"]))
     return {
         "throttle_time_ms": 0,
-        "results": [
-            {"group_id": g["group"], "error_code": _code(g["error"])} for g in answer["groups"]
-        ],
+        "results": [{"group_id": g["group"], "error_code": _code(g["error"])} for g in groups],
     }
 
 
@@ -305,8 +336,13 @@ async def offset_commit(call: KafkaCall) -> KafkaAnswer:
     }
     try:
         answer = await _native(call, "commit_offsets", native)
-    except TidelogError:  # an empty group id, a negative offset: the whole request
-        code = ERRORS_BY_NAME["INVALID_GROUP_ID"] if not body["group_id"] else INVALID_REQUEST
+    except TidelogError as exc:  # not authorized, an empty group id, a negative offset
+        if isinstance(exc, GroupAuthorizationFailed):
+            code = GROUP_AUTHORIZATION_FAILED  # Kafka puts it on every partition
+        elif not body["group_id"]:
+            code = ERRORS_BY_NAME["INVALID_GROUP_ID"]
+        else:
+            code = INVALID_REQUEST
         for t in native_topics:
             for p in t["partitions"]:
                 error_of[(t["topic"], p["partition"])] = code.code
@@ -329,7 +365,21 @@ async def offset_fetch(call: KafkaCall) -> KafkaAnswer:
     if not body["group_id"]:
         error = ERRORS_BY_NAME["INVALID_GROUP_ID"]
         return {"throttle_time_ms": 0, "topics": [], "error_code": error.code}
-    answer = await _native(call, "fetch_offsets", {"group": body["group_id"], "topics": wanted})
+    try:
+        answer = await _native(call, "fetch_offsets", {"group": body["group_id"], "topics": wanted})
+    except GroupAuthorizationFailed:  # v2+ read the top-level code, v0-1 each partition's
+        denied = GroupAuthorizationFailed.code
+        refused = [
+            {
+                "topic": t["topic"],
+                "partitions": [
+                    {"partition": p, "offset": -1, "metadata": "", "error": denied}
+                    for p in t["partitions"]
+                ],
+            }
+            for t in wanted or []
+        ]
+        answer = {"topics": refused, "error": denied}
     return {
         "throttle_time_ms": 0,
         "topics": [
@@ -341,14 +391,15 @@ async def offset_fetch(call: KafkaCall) -> KafkaAnswer:
                         "committed_offset": p["offset"],
                         "committed_leader_epoch": NO_EPOCH,
                         "metadata": p["metadata"],
-                        "error_code": NONE.code,
+                        # a topic the principal may not describe: TOPIC_AUTHORIZATION_FAILED
+                        "error_code": _code(p.get("error")),
                     }
                     for p in t["partitions"]
                 ],
             }
             for t in answer["topics"]
         ],
-        "error_code": NONE.code,
+        "error_code": _code(answer.get("error")),
     }
 
 
@@ -356,14 +407,27 @@ async def offset_delete(call: KafkaCall) -> KafkaAnswer:
     """The listed partitions' offsets of an Empty group (NON_EMPTY_GROUP otherwise)."""
     body = call.body
     group = body["group_id"]
-    partitions = [
-        (t["name"], p["partition_index"]) for t in body["topics"] for p in t["partitions"]
-    ]
+    if not permits(call.ctx, "offset_delete", Operation.DELETE, ResourceType.GROUP, group):
+        return {
+            "error_code": GROUP_AUTHORIZATION_FAILED.code,
+            "throttle_time_ms": 0,
+            "topics": [],
+        }
+    error_of: dict[tuple[str, int], int] = {}
+    partitions = []
+    for t in body["topics"]:  # Kafka: Read on each topic, else its partitions are refused
+        allowed = permits(call.ctx, "offset_delete", Operation.READ, ResourceType.TOPIC, t["name"])
+        for p in t["partitions"]:
+            key = (t["name"], p["partition_index"])
+            if allowed:
+                partitions.append(key)
+            else:
+                error_of[key] = TOPIC_AUTHORIZATION_FAILED.code
     response = await call.ctx.groups.call(lambda c: c.delete_offsets(group, partitions))
     return {
         "error_code": _code(response.error),
         "throttle_time_ms": 0,
-        "topics": _partition_errors(body["topics"], {}),
+        "topics": _partition_errors(body["topics"], error_of),
     }
 
 

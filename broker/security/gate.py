@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from broker.context import Answer, Body, BrokerContext, Deferred, Handler
 from broker.security import audit
-from broker.security.acl import ANONYMOUS
+from broker.security.acl import ANONYMOUS, Operation, ResourceType
 from broker.security.policy import Access, policy_for
 from broker.security.session import current_session
 from protocol.errors import SaslAuthenticationFailed
@@ -34,23 +34,58 @@ def guard(api: str, handler: Handler) -> Handler:
         security = ctx.security
         if security is None:
             return await handler(ctx, body)
-        session = current_session()
-        if session is not None and not session.authenticated and api not in BEFORE_AUTHENTICATION:
-            audit.request_denied(ANONYMOUS, session.client_host, api, "Cluster", "-", "Any")
-            ctx.metrics.get("tidelog_authorization_denied").labels(api).inc()
-            session.request_close()
-            raise SaslAuthenticationFailed(
-                f"{api}: this listener requires SASL authentication first (authenticate)"
-            )
+        if api not in BEFORE_AUTHENTICATION:
+            _require_login(ctx, api)
         if not security.authorizer_enabled:
             return await handler(ctx, body)
-        access = Access(
-            ctx,
-            security.acls.authorizer(),
-            session.principal if session is not None else ANONYMOUS,
-            session.client_host if session is not None else "memory",
-            api,
-        )
-        return await policy(access, handler, ctx, body)
+        return await policy(_access(ctx, api), handler, ctx, body)
 
     return guarded
+
+
+def permits(ctx: BrokerContext, api: str, op: Operation, rtype: ResourceType, name: str) -> bool:
+    """The authorizer's answer for a check with no native handler to guard (Kafka's
+    FindCoordinator, DescribeCluster, OffsetDelete, a broker's configs): True when no
+    authorizer runs; a denial is audited and counted as the policies' are. Before a
+    SASL login it raises, as a guarded handler does."""
+    security = ctx.security
+    if security is None:
+        return True
+    _require_login(ctx, api)
+    return not security.authorizer_enabled or _access(ctx, api).require(op, rtype, name)
+
+
+def allows(ctx: BrokerContext, op: Operation, rtype: ResourceType, name: str) -> bool:
+    """`permits` without the audit: for a right that is one of two ways in (Create on
+    the cluster, else on the topic), whose absence alone is no denial."""
+    security = ctx.security
+    if security is None:
+        return True
+    _require_login(ctx, "-")
+    return not security.authorizer_enabled or _access(ctx, "-").allowed(op, rtype, name)
+
+
+def _require_login(ctx: BrokerContext, api: str) -> None:
+    """Before a SASL login only the exchange itself is served: the rest is refused,
+    audited, and the connection closes."""
+    session = current_session()
+    if session is not None and not session.authenticated:
+        audit.request_denied(ANONYMOUS, session.client_host, api, "Cluster", "-", "Any")
+        ctx.metrics.get("tidelog_authorization_denied").labels(api).inc()
+        session.request_close()
+        raise SaslAuthenticationFailed(
+            f"{api}: this listener requires SASL authentication first (authenticate)"
+        )
+
+
+def _access(ctx: BrokerContext, api: str) -> Access:
+    """The current session's view of the authorizer (`ctx.security` is set)."""
+    assert ctx.security is not None
+    session = current_session()
+    return Access(
+        ctx,
+        ctx.security.acls.authorizer(),
+        session.principal if session is not None else ANONYMOUS,
+        session.client_host if session is not None else "memory",
+        api,
+    )
