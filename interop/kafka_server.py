@@ -128,7 +128,8 @@ class KafkaServer:
     def _format_storage(self) -> None:
         argv = java_argv(
             STORAGE_TOOL_MAIN,
-            ["format", "-t", new_cluster_id(), "-c", str(self.properties_path)],
+            # `--cluster-id=`: an id may start with "-", which argparse would read as a flag
+            ["format", f"--cluster-id={new_cluster_id()}", "-c", str(self.properties_path)],
             heap_mb=TOOLS_HEAP_MB,
             log4j=TOOLS_LOG4J,
         )
