@@ -162,6 +162,11 @@ def test_kafka_acls_against_tidelog(broker_factory, tmp_path: Path) -> None:
     assert tools.parse_acl_listing(acls("--list", "--topic", "orders")) == {
         ORDERS: EXPECTED[ORDERS]
     }
+    match = ["--resource-pattern-type", "match"]  # what applies to the topic
+    assert tools.parse_acl_listing(acls("--list", "--topic", "orders-secret", *match)) == {
+        PREFIXED: EXPECTED[PREFIXED],
+        SECRET: EXPECTED[SECRET],
+    }
 
     assert _read(bootstrap, "orders") == ([b"first", b"second"], None)
     assert _read(bootstrap, "orders-eu") == ([b"first", b"second"], None)

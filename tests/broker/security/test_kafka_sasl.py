@@ -158,3 +158,47 @@ async def test_kafka_acl_apis_with_kafka_python_classes(secured_broker: Any) -> 
             principal_filter=None, host_filter=None, operation=1, permission_type=1,
         )  # fmt: skip
         assert denied.error_code == 31  # CLUSTER_AUTHORIZATION_FAILED
+
+
+async def test_kafka_acls_list_with_pattern_type_match(secured_broker: Any) -> None:
+    """`kafka-acls --list --topic orders-eu --resource-pattern-type match` sends a
+    DescribeAcls filter with MATCH (2): every ACL that applies to the topic, i.e. its
+    literal name, the literal wildcard and each prefix of it (was INVALID_REQUEST)."""
+    async with secured_broker("authorizer=on", "super.users=User:ANONYMOUS") as handle:
+        ctx = handle.context
+        set_session(Session(SecurityProtocol.PLAINTEXT, "127.0.0.1"))
+        patterns = [("orders-eu", 3), ("orders-", 4), ("*", 3), ("orders", 3), ("other-", 4)]
+        as_struct = kp_class(30, True)[1].AclCreation
+        created = await _ask(
+            ctx, 30, 1,
+            creations=[
+                as_struct(
+                    resource_type=2, resource_name=name, resource_pattern_type=pattern,
+                    principal="User:alice", host="*", operation=3, permission_type=3,
+                )
+                for name, pattern in patterns
+            ],
+        )  # fmt: skip
+        assert [r.error_code for r in created.results] == [0] * len(patterns)
+        match = {"resource_type_filter": 2, "resource_name_filter": "orders-eu"}
+        match |= {"pattern_type_filter": 2, "principal_filter": None, "host_filter": None}
+        match |= {"operation": 1, "permission_type": 1}
+        found = await _ask(ctx, 29, 1, **match)
+        assert found.error_code == 0
+        assert sorted((r.resource_name, r.pattern_type) for r in found.resources) == [
+            ("*", 3),
+            ("orders-", 4),
+            ("orders-eu", 3),
+        ]
+        deleted = await _ask(ctx, 31, 1, filters=[kp_class(31, True)[1].DeleteAclsFilter(**match)])
+        (result,) = deleted.filter_results
+        assert result.error_code == 0
+        assert sorted(m.resource_name for m in result.matching_acls) == [
+            "*",
+            "orders-",
+            "orders-eu",
+        ]
+        left = await _ask(
+            ctx, 29, 1, **{**match, "resource_name_filter": None, "pattern_type_filter": 1}
+        )
+        assert sorted(r.resource_name for r in left.resources) == ["orders", "other-"]
