@@ -25,6 +25,7 @@ CONSOLE_CONSUMER = "org.apache.kafka.tools.consumer.ConsoleConsumer"
 PRODUCER_PERF = "org.apache.kafka.tools.ProducerPerformance"
 CONSUMER_PERF = "org.apache.kafka.tools.ConsumerPerformance"
 DUMP_LOG_SEGMENTS = "org.apache.kafka.tools.DumpLogSegments"  # kafka-dump-log.sh
+ACLS = "org.apache.kafka.tools.AclCommand"  # kafka-acls.sh
 # A tool that has not finished by then is stuck (a JVM start is ~1-3 s here).
 TOOL_TIMEOUT_S = 300.0
 # kafka-producer-perf-test.sh and kafka-consumer-perf-test.sh give their JVM 512 MB
@@ -431,3 +432,22 @@ def stored_batch_codecs(log_dir: Path) -> list[tuple[int, str]]:
     if not files:
         raise ToolError(f"no segment files in {log_dir}")
     return parse_batch_codecs(run_tool(DUMP_LOG_SEGMENTS, ["--files", ",".join(files)]).stdout)
+
+
+# kafka-acls
+
+ACL_RESOURCE_LINE = re.compile(r"^Current ACLs for resource `(.+)`:\s*$")
+
+
+def parse_acl_listing(out: str) -> dict[str, set[str]]:
+    """`--list`: per resource pattern (`ResourcePattern(...)` text), its entries
+    (`(principal=..., host=..., operation=..., permissionType=...)` text)."""
+    listing: dict[str, set[str]] = {}
+    entries: set[str] | None = None
+    for line in out.splitlines():
+        match = ACL_RESOURCE_LINE.match(line)
+        if match:
+            entries = listing.setdefault(match.group(1), set())
+        elif line.strip().startswith("(principal=") and entries is not None:
+            entries.add(line.strip())
+    return listing

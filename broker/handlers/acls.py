@@ -9,12 +9,14 @@ to change, Describe to list: broker/security/policy.py).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import trio
 
 from broker.context import Answer, Body, BrokerContext
 from broker.security.acl import (
+    MATCH,
     AclBinding,
     AclFilter,
     Operation,
@@ -35,7 +37,12 @@ def _store(ctx: BrokerContext) -> AclStore:
 
 
 def acl_filter(entry: dict[str, Any]) -> AclFilter:
-    """A wire filter (nil = any) as an AclFilter; InvalidRequest naming a bad value."""
+    """A wire filter (nil = any) as an AclFilter; InvalidRequest naming a bad value.
+    `pattern_type` `Match` selects what applies to `resource_name`, as Kafka's MATCH."""
+    if str(entry.get("pattern_type")).lower() == MATCH.lower():
+        name = entry.get("resource_name")
+        unnamed = acl_filter({**entry, "pattern_type": None, "resource_name": None})
+        return replace(unnamed, applies_to=name)
     kinds = {
         "resource_type": ResourceType,
         "pattern_type": PatternType,

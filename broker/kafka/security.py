@@ -12,8 +12,10 @@
 - CreateAcls, DescribeAcls, DeleteAcls v1 (keys 30, 29, 31): Kafka's numbered
   enumerations to the native `create_acls`, `describe_acls`, `delete_acls` and back,
   so `kafka-acls` and admin clients manage the same `acls.json` as `tidelog acls`.
-  Kafka's ANY is a filter's "any"; MATCH patterns and resource types Tidelog does not
-  have (transactional ids, tokens, users) are INVALID_REQUEST for that entry.
+  Kafka's ANY is a filter's "any", its MATCH the native filter's `Match` (every ACL
+  that applies to the name: `kafka-acls --list --resource-pattern-type match`);
+  resource types Tidelog does not have (transactional ids, tokens, users) are
+  INVALID_REQUEST for that entry.
 
 The authentication gate and the authorizer sit in `broker.dispatch.handler_for`, so
 every other Kafka adapter that calls a native handler is refused before login on a
@@ -26,6 +28,7 @@ from typing import Any
 
 from broker.dispatch import failure, handler_for
 from broker.kafka.call import KafkaAnswer, KafkaCall, KafkaHandler
+from broker.security.acl import MATCH
 from broker.security.session import current_session
 from protocol.errors import IllegalSaslState, UnsupportedSaslMechanism
 from protocol.kafka.errors import INVALID_REQUEST, NONE, for_tidelog_code
@@ -79,9 +82,10 @@ async def sasl_authenticate(call: KafkaCall) -> KafkaAnswer:
 
 
 # Kafka's enumeration numbers (org.apache.kafka.common.acl / resource) -> our names;
-# ANY (1) is None, "any" in a filter.
+# ANY (1) is None, "any" in a filter; MATCH (2) is a filter's only (a creation with it
+# is refused by the native handler, INVALID_REQUEST, as Kafka refuses it).
 _RESOURCE_TYPES = {1: None, 2: "Topic", 3: "Group", 4: "Cluster"}
-_PATTERN_TYPES = {1: None, 3: "Literal", 4: "Prefixed"}
+_PATTERN_TYPES = {1: None, 2: MATCH, 3: "Literal", 4: "Prefixed"}
 _OPERATIONS = {
     1: None, 2: "All", 3: "Read", 4: "Write", 5: "Create", 6: "Delete", 7: "Alter",
     8: "Describe", 9: "ClusterAction", 10: "DescribeConfigs", 11: "AlterConfigs",

@@ -48,6 +48,10 @@ class PatternType(StrEnum):
     PREFIXED = "Prefixed"
 
 
+# A filter's pattern type only (Kafka's MATCH): every binding that applies to the name.
+MATCH = "Match"
+
+
 class Operation(StrEnum):
     ALL = "All"
     READ = "Read"
@@ -184,8 +188,14 @@ class AclFilter:
     pattern_type: PatternType | None = None
     operation: Operation | None = None
     permission: Permission | None = None
+    # MATCH: only bindings that apply to this resource name (literal, wildcard, prefix).
+    applies_to: str | None = None
 
     def matches(self, binding: AclBinding) -> bool:
+        if self.applies_to is not None and not binding.covers(
+            binding.resource_type, self.applies_to
+        ):
+            return False
         return all(
             wanted is None or wanted == getattr(binding, name)
             for name, wanted in (

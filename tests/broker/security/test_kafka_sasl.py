@@ -33,8 +33,13 @@ async def _ask(ctx: Any, api_key: int, version: int, **fields: Any) -> Any:
     """Encode with kafka-python, run our adapter, decode our answer with kafka-python."""
     message = kp_class(api_key, True)[version](**fields)
     message.with_header(correlation_id=7, client_id="kafka-python")
+    return await _answer(ctx, bytes(message.encode(header=True, framed=True)), api_key, version)
+
+
+async def _answer(ctx: Any, framed: bytes, api_key: int, version: int) -> Any:
+    """Run our adapter on one framed request; its answer decoded with kafka-python."""
     decoder = KafkaFrameDecoder()
-    decoder.feed(bytes(message.encode(header=True, framed=True)))
+    decoder.feed(framed)
     request = decode_request(next(iter(decoder)))
     conn = ConnectionState(conn_id=1, peer="127.0.0.1:1")
     answer = await KAFKA_HANDLERS[api_key](KafkaCall(ctx, conn, request))
@@ -158,3 +163,62 @@ async def test_kafka_acl_apis_with_kafka_python_classes(secured_broker: Any) -> 
             principal_filter=None, host_filter=None, operation=1, permission_type=1,
         )  # fmt: skip
         assert denied.error_code == 31  # CLUSTER_AUTHORIZATION_FAILED
+
+
+# What kafka-acls.sh 4.4.0 sent for `--list --topic orders-eu --resource-pattern-type
+# match` (captured through a relay): DescribeAcls v1, correlation id 5, client id
+# adminclient-1; Topic, "orders-eu", MATCH, any principal, host, operation, permission.
+JAVA_DESCRIBE_ACLS_MATCH = bytes.fromhex(
+    "0000002a001d000100000005000d61646d696e636c69656e742d310200096f72646572732d657502ffffffff0101"
+)
+
+
+async def test_kafka_acls_list_with_pattern_type_match(secured_broker: Any) -> None:
+    """`kafka-acls --list --topic orders-eu --resource-pattern-type match` sends a
+    DescribeAcls filter with MATCH (2): every ACL that applies to the topic, i.e. its
+    literal name, the literal wildcard and each prefix of it (was INVALID_REQUEST)."""
+    async with secured_broker("authorizer=on", "super.users=User:ANONYMOUS") as handle:
+        ctx = handle.context
+        set_session(Session(SecurityProtocol.PLAINTEXT, "127.0.0.1"))
+        patterns = [("orders-eu", 3), ("orders-", 4), ("*", 3), ("orders", 3), ("other-", 4)]
+        as_struct = kp_class(30, True)[1].AclCreation
+        created = await _ask(
+            ctx, 30, 1,
+            creations=[
+                as_struct(
+                    resource_type=2, resource_name=name, resource_pattern_type=pattern,
+                    principal="User:alice", host="*", operation=3, permission_type=3,
+                )
+                for name, pattern in patterns
+            ],
+        )  # fmt: skip
+        assert [r.error_code for r in created.results] == [0] * len(patterns)
+        java = await _answer(ctx, JAVA_DESCRIBE_ACLS_MATCH, 29, 1)
+        assert java.error_code == 0
+        assert sorted((r.resource_name, r.pattern_type) for r in java.resources) == [
+            ("*", 3),
+            ("orders-", 4),
+            ("orders-eu", 3),
+        ]
+        match = {"resource_type_filter": 2, "resource_name_filter": "orders-eu"}
+        match |= {"pattern_type_filter": 2, "principal_filter": None, "host_filter": None}
+        match |= {"operation": 1, "permission_type": 1}
+        found = await _ask(ctx, 29, 1, **match)
+        assert found.error_code == 0
+        assert sorted((r.resource_name, r.pattern_type) for r in found.resources) == [
+            ("*", 3),
+            ("orders-", 4),
+            ("orders-eu", 3),
+        ]
+        deleted = await _ask(ctx, 31, 1, filters=[kp_class(31, True)[1].DeleteAclsFilter(**match)])
+        (result,) = deleted.filter_results
+        assert result.error_code == 0
+        assert sorted(m.resource_name for m in result.matching_acls) == [
+            "*",
+            "orders-",
+            "orders-eu",
+        ]
+        left = await _ask(
+            ctx, 29, 1, **{**match, "resource_name_filter": None, "pattern_type_filter": 1}
+        )
+        assert sorted(r.resource_name for r in left.resources) == ["orders", "other-"]
