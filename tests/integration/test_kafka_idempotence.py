@@ -8,7 +8,7 @@ from __future__ import annotations
 import functools
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 import confluent_kafka
@@ -98,38 +98,107 @@ def test_confluent_kafka_idempotent_producer(broker: BrokerProcess) -> None:
     assert [r.value for r in _stored(broker, "ck-idem")] == [b"%03d" % i for i in range(50)]
 
 
-def test_kafka_python_retries_through_drops_and_kill_9_store_each_record_once(
-    tmp_path: Path, broker_factory: BrokerFactory
+# Records each chaos test sends: enough batches to be in flight across drops and the kill.
+CHAOS_RECORDS = 2000
+# Seconds a producer may take to deliver everything through the drops and the restart.
+CHAOS_DELIVERY_S = 120.0
+
+# Sends the values, paced as they are iterated, to partition 0 of the topic through the
+# bootstrap address and returns the offset each was acknowledged at, in send order.
+ChaosSend = Callable[[str, str, Iterable[bytes]], list[int]]
+
+
+def _paced(values: list[bytes], happened: list[str], seen: list[str]) -> Iterator[bytes]:
+    """Yield the values spread over the chaos (a pause every 100); once the last one is
+    handed to the producer, copy what had happened into `seen`."""
+    for i, value in enumerate(values):
+        yield value
+        if i % 100 == 99:
+            time.sleep(0.05)
+    seen += happened
+
+
+def _produce_through_chaos(
+    tmp_path: Path, broker_factory: BrokerFactory, topic: str, send: ChaosSend
 ) -> None:
-    """kafka-python's default producer behind a proxy that drops its connections and
-    a broker killed with kill -9 and restarted: every record acknowledged, stored once."""
+    """Run `send` behind a proxy that drops its connections, with the broker killed
+    with kill -9 and restarted meanwhile; every record acknowledged in order, stored once."""
     proxy = ChaosProxy(("127.0.0.1", 1))  # upstream set once the broker runs
     advertised = f"advertised.listeners=PLAINTEXT://{proxy.address}"
     data = tmp_path / "data"
     broker = broker_factory(advertised, data_dir=data)
     proxy.upstream = broker.address
     with WireClient(broker.address) as c:
-        c.create_topic("kp-chaos", 1)
-    total = 2000
-    producer = kafka.KafkaProducer(bootstrap_servers=proxy.address, linger_ms=2, batch_size=800)
+        c.create_topic(topic, 1)
+    sent = [b"%05d" % i for i in range(CHAOS_RECORDS)]
     restarted = functools.partial(broker_factory, advertised)
+    before_last_send: list[str] = []
     with chaos(proxy, broker, restarted, data) as happened:
-        futures = []
-        for i in range(total):
-            futures.append(producer.send("kp-chaos", value=b"%05d" % i, partition=0))
-            if i % 100 == 99:
-                time.sleep(0.05)
-        producer.flush(timeout=120)
-    offsets = [f.get(timeout=CLIENT_TIMEOUT_S).offset for f in futures]
-    producer.close()
+        offsets = send(proxy.address, topic, _paced(sent, happened, before_last_send))
     proxy.close()
-    assert "kill -9" in happened, happened
-    assert offsets == list(range(total))  # acknowledged in order, no offset twice
+    # The kill came before the last send, so at least that record went to the restarted broker.
+    assert "kill -9" in before_last_send and happened.count("drop") >= 3, happened
+    assert offsets == list(range(CHAOS_RECORDS))  # acknowledged in order, no offset twice
     with WireClient(proxy.upstream) as c:
         values: list[bytes | None] = []
-        while len(values) < total + 1:
-            got = values_of(c.fetch("kp-chaos", len(values))["records"])
+        while len(values) < CHAOS_RECORDS + 1:
+            got = values_of(c.fetch(topic, len(values))["records"])
             if not got:
                 break
             values += got
-    assert values == [b"%05d" % i for i in range(total)]
+    assert values == sent
+
+
+def _send_kafka_python(bootstrap: str, topic: str, values: Iterable[bytes]) -> list[int]:
+    producer = kafka.KafkaProducer(bootstrap_servers=bootstrap, linger_ms=2, batch_size=800)
+    futures = [producer.send(topic, value=value, partition=0) for value in values]
+    producer.flush(timeout=CHAOS_DELIVERY_S)
+    offsets = [f.get(timeout=CLIENT_TIMEOUT_S).offset for f in futures]
+    producer.close()
+    return offsets
+
+
+def _send_confluent_kafka(bootstrap: str, topic: str, values: Iterable[bytes]) -> list[int]:
+    producer = confluent_kafka.Producer({
+        "bootstrap.servers": bootstrap,
+        "enable.idempotence": True,
+        "message.timeout.ms": int(CHAOS_DELIVERY_S * 1000),  # outlives the restart
+        "linger.ms": 2,
+        "batch.num.messages": 20,  # many small batches in flight at each drop
+    })  # fmt: skip
+    delivered: dict[int, int] = {}
+    errors: list[str] = []
+
+    def on_delivery(
+        i: int, err: confluent_kafka.KafkaError | None, msg: confluent_kafka.Message
+    ) -> None:
+        if err is not None:
+            errors.append(f"record {i}: {err}")
+        else:
+            delivered[i] = msg.offset()
+
+    count = 0
+    for i, value in enumerate(values):
+        report = functools.partial(on_delivery, i)
+        producer.produce(topic, value=value, partition=0, on_delivery=report)
+        producer.poll(0)
+        count += 1
+    assert producer.flush(CHAOS_DELIVERY_S) == 0
+    assert errors == []  # every record delivered without error
+    assert sorted(delivered) == list(range(count))  # each reported once
+    return [delivered[i] for i in range(count)]
+
+
+def test_kafka_python_retries_through_drops_and_kill_9_store_each_record_once(
+    tmp_path: Path, broker_factory: BrokerFactory
+) -> None:
+    """kafka-python's default producer (idempotence on) through drops and a kill -9."""
+    _produce_through_chaos(tmp_path, broker_factory, "kp-chaos", _send_kafka_python)
+
+
+def test_confluent_kafka_retries_through_drops_and_kill_9_store_each_record_once(
+    tmp_path: Path, broker_factory: BrokerFactory
+) -> None:
+    """librdkafka's idempotent producer through drops and a kill -9: its retries after
+    the restart must not store a record twice nor leave a gap."""
+    _produce_through_chaos(tmp_path, broker_factory, "ck-chaos", _send_confluent_kafka)
