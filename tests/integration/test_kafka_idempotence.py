@@ -165,6 +165,9 @@ def _send_confluent_kafka(bootstrap: str, topic: str, values: Iterable[bytes]) -
         "message.timeout.ms": int(CHAOS_DELIVERY_S * 1000),  # outlives the restart
         "linger.ms": 2,
         "batch.num.messages": 20,  # many small batches in flight at each drop
+        # librdkafka >= 2.8 forgets every broker and bootstraps again whenever all its
+        # connections are down; under drops every few 100 ms that loop never produces.
+        "metadata.recovery.strategy": "none",
     })  # fmt: skip
     delivered: dict[int, int] = {}
     errors: list[str] = []
