@@ -92,10 +92,15 @@ class FileIO:
         finally:
             self.close(fd)
 
-    def write_atomic(self, path: Path, data: bytes, *, failpoint: str = "checkpoint") -> None:
+    def write_atomic(
+        self, path: Path, data: bytes, *, failpoint: str = "checkpoint", sync: bool = True
+    ) -> None:
         """Replace `path` with `data`: write a temp file, fsync, rename, fsync the directory.
 
         A crash at any step leaves either the old or the new content under `path`.
+        `sync=False` skips both fsyncs, for a file whose loss or tearing by a power
+        cut its reader detects and survives (a producer snapshot: CRC, then an older
+        one); the caller makes it durable later with `fsync_file` and `fsync_dir`.
         """
         temp = path.with_name(capped_name(path.name, TEMP_SUFFIX))
         failpoints.hit(f"{failpoint}.before_write")
@@ -104,7 +109,8 @@ class FileIO:
             try:
                 self.ftruncate(fd, 0)
                 self.write_all(fd, data, 0)
-                self.fsync(fd)
+                if sync:
+                    self.fsync(fd)
             finally:
                 self.close(fd)
             failpoints.hit(f"{failpoint}.before_rename")
@@ -115,4 +121,13 @@ class FileIO:
                 self.unlink(temp)
             raise
         failpoints.hit(f"{failpoint}.after_rename")
-        self.fsync_dir(path.parent)
+        if sync:
+            self.fsync_dir(path.parent)
+
+    def fsync_file(self, path: Path) -> None:
+        """fsync a file by name (one written earlier with `write_atomic(sync=False)`)."""
+        fd = self.open(path, writable=False)
+        try:
+            self.fsync(fd)
+        finally:
+            self.close(fd)

@@ -181,6 +181,8 @@ class Log:
         self._recovery_point = recovery_point
         self._last_flush_ms = clock_ms()
         self._dir_dirty = dir_dirty
+        # Snapshots written at rolls without their fsyncs: the next flush makes them durable.
+        self._unsynced_snapshots: list[Path] = []
         self._poisoned: str | None = None
         self._deleted = False
         # Set by recovery when the log was opened: what the last start had to repair.
@@ -474,7 +476,7 @@ class Log:
         self._dir_dirty = True
         self._roll_deferred = False
         self._assert_invariants()
-        self._snapshot_producers("roll")
+        self._snapshot_producers("roll", sync=False)
         self._log.info(
             "segment_rolled",
             reason=reason,
@@ -485,14 +487,22 @@ class Log:
         )
         return segment
 
-    def _snapshot_producers(self, when: str) -> None:
+    def _snapshot_producers(self, when: str, *, sync: bool = True) -> None:
         """Write `<log end>.snapshot` (under `_lock`). A failure is logged, not raised: the
         state is still in memory, and a restart rebuilds it from an older snapshot and
-        the log, only with a longer scan."""
+        the log, only with a longer scan. `sync=False` leaves its fsyncs to the next flush
+        (a roll: Kafka's `takeSnapshot(sync = false)`)."""
         try:
-            write_snapshot(
-                self._io, self.directory, self._producers.map_end_offset, self._producers.entries()
+            path = write_snapshot(
+                self._io,
+                self.directory,
+                self._producers.map_end_offset,
+                self._producers.entries(),
+                sync=sync,
             )
+            if not sync:
+                self._unsynced_snapshots.append(path)
+                self._dir_dirty = True
         except OSError as exc:
             self._log.warning(
                 "producer_snapshot_failed",
@@ -553,10 +563,12 @@ class Log:
                     if s.next_offset > self._recovery_point and s.base_offset < target
                 ]
                 dir_dirty, self._dir_dirty = self._dir_dirty, False
+                snapshots, self._unsynced_snapshots = self._unsynced_snapshots, []
             try:
                 failpoints.hit("log.flush.before_fsync")
                 for segment in segments:
                     segment.flush()
+                self._sync_snapshots(snapshots)
                 if dir_dirty:
                     self._io.fsync_dir(self.directory)
                 failpoints.hit("log.flush.after_fsync")
@@ -766,6 +778,7 @@ class Log:
             infos = [s.info(is_active=False) for s in victims]
             self._schedule_deletion(victims)
             self._producers.truncate_head(self._log_start_offset)
+            self._sync_snapshots_before_deletion()
             self._delete_snapshots_below(new_start)
             for info in infos:
                 self._log.info(
@@ -777,6 +790,33 @@ class Log:
                     log_start_offset=self._log_start_offset,
                 )
             return infos
+
+    def _sync_snapshots(self, paths: list[Path]) -> None:
+        """fsync snapshots written at rolls (their directory entries: the caller's
+        directory fsync). A failure is logged: a torn snapshot costs a longer scan."""
+        for path in paths:
+            try:
+                self._io.fsync_file(path)
+            except FileNotFoundError:
+                pass  # deleted since (retention, a newer snapshot at the same offset)
+            except OSError as exc:
+                self._log.warning("producer_snapshot_fsync_failed", path=str(path), errno=exc.errno)
+
+    def _sync_snapshots_before_deletion(self) -> None:
+        """Under `_lock`, before segments go: the newest snapshots must survive a power
+        cut, for the older ones are deleted with the segments and a restart would
+        otherwise forget producers whose batches lived only there."""
+        if not self._unsynced_snapshots:
+            return
+        snapshots, self._unsynced_snapshots = self._unsynced_snapshots, []
+        self._sync_snapshots(snapshots)
+        try:
+            self._io.fsync_dir(self.directory)
+        except OSError as exc:
+            self._unsynced_snapshots = snapshots + self._unsynced_snapshots
+            self._log.warning(
+                "producer_snapshot_fsync_failed", path=str(self.directory), errno=exc.errno
+            )
 
     def _delete_snapshots_below(self, offset: int) -> None:
         """The producer snapshots of deleted segments go with them (Kafka's

@@ -19,10 +19,11 @@ Unlike Kafka's (one batch per producer), all retained batches are kept, so a
 retry of any of the last `BATCHES_RETAINED` batches is still a duplicate after a restart.
 
 Crash safety: written to a temp file, fsynced, renamed, directory fsynced
-(`FileIO.write_atomic`). A torn or corrupt file (length, version, CRC, offset
-or structure wrong) raises CorruptSnapshotError; `restore` then deletes it and
-falls back to an older snapshot or to the log itself, so damage costs a longer
-scan, never wrong state.
+(`FileIO.write_atomic`); at a roll the two fsyncs wait for the log's next flush,
+as Kafka defers them (a roll stays as cheap as creating three files). A torn or
+corrupt file (length, version, CRC, offset or structure wrong) raises
+CorruptSnapshotError; `restore` then deletes it and falls back to an older snapshot
+or to the log itself, so damage costs a longer scan, never wrong state.
 """
 
 from __future__ import annotations
@@ -136,11 +137,22 @@ def decode_snapshot(data: bytes, expected_offset: int | None = None) -> dict[int
 
 
 def write_snapshot(
-    io: FileIO, directory: Path, offset: int, entries: Mapping[int, ProducerEntry]
+    io: FileIO,
+    directory: Path,
+    offset: int,
+    entries: Mapping[int, ProducerEntry],
+    *,
+    sync: bool = True,
 ) -> Path:
-    """Write the snapshot at `offset` atomically, replacing one already there."""
+    """Write the snapshot at `offset` atomically, replacing one already there.
+
+    `sync=False` (a roll, as Kafka's `takeSnapshot(sync = false)`) leaves the fsyncs
+    to the log's next flush: a power cut before it costs a longer scan, never state.
+    """
     path = snapshot_path(directory, offset)
-    io.write_atomic(path, encode_snapshot(offset, entries), failpoint="producer_snapshot")
+    io.write_atomic(
+        path, encode_snapshot(offset, entries), failpoint="producer_snapshot", sync=sync
+    )
     return path
 
 
