@@ -97,15 +97,32 @@ async def find_coordinator(call: KafkaCall) -> KafkaAnswer:
     }
 
 
+def _member_fields(body: dict[str, Any]) -> dict[str, Any]:
+    """The native fields that say which member of which group is asking."""
+    return {
+        "group": body["group_id"],
+        "member_id": body["member_id"],
+        "group_instance_id": body.get("group_instance_id"),
+    }
+
+
+async def _member_call(
+    call: KafkaCall, api: str, fields: dict[str, Any]
+) -> tuple[KafkaAnswer, dict[str, Any]]:
+    """A member's request (JoinGroup, SyncGroup, Heartbeat) on the native `api`, with
+    the member's fields and the API's own `fields`: the Kafka response's head
+    (throttle and error code, first, as every one of these answers starts) and the
+    native answer, whose other fields each adapter maps itself."""
+    answer = await _native(call, api, {**_member_fields(call.body), **fields})
+    return {"throttle_time_ms": 0, "error_code": _code(answer["error"])}, answer
+
+
 async def join_group(call: KafkaCall) -> KafkaAnswer:
     body = call.body
-    answer = await _native(
+    head, answer = await _member_call(
         call,
         "join_group",
         {
-            "group": body["group_id"],
-            "member_id": body["member_id"],
-            "group_instance_id": body.get("group_instance_id"),
             "protocol_type": body["protocol_type"],
             "protocols": [
                 {"name": p["name"], "metadata": bytes(p["metadata"])} for p in body["protocols"]
@@ -118,8 +135,7 @@ async def join_group(call: KafkaCall) -> KafkaAnswer:
         },
     )
     return {
-        "throttle_time_ms": 0,
-        "error_code": _code(answer["error"]),
+        **head,
         "generation_id": answer["generation"],
         "protocol_name": answer["protocol"] or "",
         "leader": answer["leader"],
@@ -137,14 +153,11 @@ async def join_group(call: KafkaCall) -> KafkaAnswer:
 
 async def sync_group(call: KafkaCall) -> KafkaAnswer:
     body = call.body
-    answer = await _native(
+    head, answer = await _member_call(
         call,
         "sync_group",
         {
-            "group": body["group_id"],
-            "member_id": body["member_id"],
             "generation": body["generation_id"],
-            "group_instance_id": body.get("group_instance_id"),
             "protocol_type": None,
             "protocol": None,
             "assignments": [
@@ -153,26 +166,12 @@ async def sync_group(call: KafkaCall) -> KafkaAnswer:
             ],
         },
     )
-    return {
-        "throttle_time_ms": 0,
-        "error_code": _code(answer["error"]),
-        "assignment": answer["assignment"],
-    }
+    return {**head, "assignment": answer["assignment"]}
 
 
 async def heartbeat(call: KafkaCall) -> KafkaAnswer:
-    body = call.body
-    answer = await _native(
-        call,
-        "heartbeat",
-        {
-            "group": body["group_id"],
-            "member_id": body["member_id"],
-            "generation": body["generation_id"],
-            "group_instance_id": body.get("group_instance_id"),
-        },
-    )
-    return {"throttle_time_ms": 0, "error_code": _code(answer["error"])}
+    head, _ = await _member_call(call, "heartbeat", {"generation": call.body["generation_id"]})
+    return head
 
 
 async def leave_group(call: KafkaCall) -> KafkaAnswer:
@@ -332,11 +331,9 @@ async def offset_commit(call: KafkaCall) -> KafkaAnswer:
         if parts:
             native_topics.append({"topic": t["name"], "partitions": parts})
     native = {
-        "group": body["group_id"],
+        **_member_fields(body),
         "topics": native_topics,
         "generation": body["generation_id_or_member_epoch"],
-        "member_id": body["member_id"],
-        "group_instance_id": body.get("group_instance_id"),
     }
     try:
         answer = await _native(call, "commit_offsets", native)
