@@ -15,7 +15,7 @@ error to answer with and chains the low-level cause.
 
 from __future__ import annotations
 
-from enum import IntEnum, unique
+from enum import Enum, unique
 
 __all__ = [
     "ERRORS_BY_CODE",
@@ -32,25 +32,27 @@ RETRIABLE = True
 
 
 @unique
-class KafkaError(IntEnum):
+class KafkaError(Enum):
     """One of Kafka's error codes: its wire `code`, its `name`, whether a retry can help.
 
     Written `NAME = code` (`, RETRIABLE` where a retry can help), in Kafka's order, so
-    the constants every adapter imports and the registry are one table. `code` is a
-    plain int, the only form that goes into a response.
+    the constants every adapter imports and the registry are one table. A plain Enum,
+    not an IntEnum: a member is always truthy (NONE is not a falsy 0 in `a or b`) and
+    never equal to a bare int, so only `.code`, a plain int, goes into a response.
     """
 
     retriable: bool
 
     def __new__(cls, code: int, retriable: bool = False) -> KafkaError:
-        member = int.__new__(cls, code)
+        member = object.__new__(cls)
         member._value_ = code
         member.retriable = retriable
         return member
 
     @property
     def code(self) -> int:
-        return int(self._value_)
+        code: int = self._value_
+        return code
 
     UNKNOWN_SERVER_ERROR = -1
     NONE = 0

@@ -79,10 +79,15 @@ def test_agrees_with_kafka_python_on_every_shared_code():
 
 
 def test_codes_go_on_the_wire_as_plain_ints():
-    # Encoders and msgpack see exactly what the dataclass registry gave them.
     for error in KafkaError:
         assert type(error.code) is int
-        assert error.code == int(error)
+        assert KafkaError(error.code) is error
+
+
+def test_a_member_is_truthy_and_no_int():
+    # Adapters pick an error with `refused.get(key) or mapped`: NONE must not be a falsy 0.
+    assert all(bool(error) for error in KafkaError)
+    assert KafkaError.NONE != 0
 
 
 def test_unknown_code_is_unknown_server_error():
