@@ -24,22 +24,9 @@ from broker.kafka.native_call import Outcome, Refused, run_native
 from broker.security.acl import CLUSTER_NAME, Operation, ResourceType
 from broker.security.gate import allows, permits
 from protocol.errors import InvalidTopic
-from protocol.kafka.errors import ERRORS_BY_NAME, NONE, KafkaError, for_tidelog_code
+from protocol.kafka.errors import KafkaError, for_tidelog_code
 from protocol.kafka.messages import CREATE_TOPICS, DELETE_RECORDS, DELETE_TOPICS, DESCRIBE_CLUSTER
 from protocol.schemas import check_topic_name
-
-INVALID_REQUEST = ERRORS_BY_NAME["INVALID_REQUEST"]
-INVALID_PARTITIONS = ERRORS_BY_NAME["INVALID_PARTITIONS"]
-INVALID_REPLICATION_FACTOR = ERRORS_BY_NAME["INVALID_REPLICATION_FACTOR"]
-INVALID_REPLICA_ASSIGNMENT = ERRORS_BY_NAME["INVALID_REPLICA_ASSIGNMENT"]
-INVALID_CONFIG = ERRORS_BY_NAME["INVALID_CONFIG"]
-INVALID_TOPIC = ERRORS_BY_NAME["INVALID_TOPIC_EXCEPTION"]
-TOPIC_ALREADY_EXISTS = ERRORS_BY_NAME["TOPIC_ALREADY_EXISTS"]
-UNKNOWN_TOPIC_OR_PARTITION = ERRORS_BY_NAME["UNKNOWN_TOPIC_OR_PARTITION"]
-MISMATCHED_ENDPOINT_TYPE = ERRORS_BY_NAME["MISMATCHED_ENDPOINT_TYPE"]
-UNSUPPORTED_ENDPOINT_TYPE = ERRORS_BY_NAME["UNSUPPORTED_ENDPOINT_TYPE"]
-CLUSTER_AUTHORIZATION_FAILED = ERRORS_BY_NAME["CLUSTER_AUTHORIZATION_FAILED"]
-TOPIC_AUTHORIZATION_FAILED = ERRORS_BY_NAME["TOPIC_AUTHORIZATION_FAILED"]
 
 # Kafka's "use the broker's default" for num_partitions and replication_factor.
 USE_DEFAULT = -1
@@ -69,16 +56,17 @@ def _partition_count(call: KafkaCall, topic: dict[str, Any]) -> int:
         return _assigned_partitions(call, topic)
     if partitions < USE_DEFAULT or partitions == 0:
         raise Refused(
-            INVALID_PARTITIONS, "Number of partitions was set to an invalid non-positive value."
+            KafkaError.INVALID_PARTITIONS,
+            "Number of partitions was set to an invalid non-positive value.",
         )
     if factor < USE_DEFAULT or factor == 0:
         raise Refused(
-            INVALID_REPLICATION_FACTOR,
+            KafkaError.INVALID_REPLICATION_FACTOR,
             "Replication factor must be larger than 0, or -1 to use the default value.",
         )
     if factor > 1:
         raise Refused(
-            INVALID_REPLICATION_FACTOR,
+            KafkaError.INVALID_REPLICATION_FACTOR,
             f"Unable to replicate the partition {factor} time(s): The target replication "
             f"factor of {factor} cannot be reached because only 1 broker(s) are registered.",
         )
@@ -89,7 +77,7 @@ def _assigned_partitions(call: KafkaCall, topic: dict[str, Any]) -> int:
     """A manual assignment: partitions 0..n-1, each on this one broker alone."""
     if topic["num_partitions"] != USE_DEFAULT or topic["replication_factor"] != USE_DEFAULT:
         raise Refused(
-            INVALID_REQUEST,
+            KafkaError.INVALID_REQUEST,
             "Both numPartitions or replicationFactor and replicasAssignments were set. "
             "Both cannot be used at the same time.",
         )
@@ -98,13 +86,13 @@ def _assigned_partitions(call: KafkaCall, topic: dict[str, Any]) -> int:
     indexes = sorted(a["partition_index"] for a in assignments)
     if indexes != list(range(len(assignments))):
         raise Refused(
-            INVALID_REPLICA_ASSIGNMENT,
+            KafkaError.INVALID_REPLICA_ASSIGNMENT,
             f"Partitions must be numbered 0..{len(assignments) - 1}, got {indexes}.",
         )
     for assignment in assignments:
         if list(assignment["broker_ids"]) != [me]:
             raise Refused(
-                INVALID_REPLICA_ASSIGNMENT,
+                KafkaError.INVALID_REPLICA_ASSIGNMENT,
                 f"Partition {assignment['partition_index']} is assigned to brokers "
                 f"{list(assignment['broker_ids'])}; the only broker is {me}.",
             )
@@ -117,7 +105,8 @@ def _topic_configs(topic: dict[str, Any]) -> dict[str, str]:
     for entry in topic["configs"]:
         if entry["value"] is None:
             raise Refused(
-                INVALID_CONFIG, f"Null value not supported for topic configs: {entry['name']}"
+                KafkaError.INVALID_CONFIG,
+                f"Null value not supported for topic configs: {entry['name']}",
             )
         configs[entry["name"]] = entry["value"]
     return configs
@@ -134,12 +123,17 @@ def _check_new_name(name: str, names: frozenset[str], flat: dict[str, str]) -> N
     check_topic_name(name)
     exists = name in names
     if name in KAFKA_RESERVED_TOPICS or (name in INTERNAL_TOPICS and not exists):
-        raise Refused(INVALID_REQUEST, f"Creation of internal topic {name} is prohibited.")
+        raise Refused(
+            KafkaError.INVALID_REQUEST, f"Creation of internal topic {name} is prohibited."
+        )
     if exists:
-        raise Refused(TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+        raise Refused(KafkaError.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
     other = flat.get(_flat(name))
     if other is not None:
-        raise Refused(INVALID_TOPIC, f"Topic '{name}' collides with existing topic: {other}")
+        raise Refused(
+            KafkaError.INVALID_TOPIC_EXCEPTION,
+            f"Topic '{name}' collides with existing topic: {other}",
+        )
 
 
 async def _create_one(
@@ -151,7 +145,7 @@ async def _create_one(
     name = topic["name"]
     if not _may_create(call, name):  # before the name checks, which would tell it exists
         return Outcome.failed(
-            TOPIC_AUTHORIZATION_FAILED, f"not authorized to Create topic {name!r}"
+            KafkaError.TOPIC_AUTHORIZATION_FAILED, f"not authorized to Create topic {name!r}"
         )
     try:
         _check_new_name(name, *existing)
@@ -162,7 +156,7 @@ async def _create_one(
             "validate_only": validate_only,
         }
     except InvalidTopic as exc:
-        return Outcome.failed(INVALID_TOPIC, exc.message or None)
+        return Outcome.failed(KafkaError.INVALID_TOPIC_EXCEPTION, exc.message or None)
     except Refused as exc:
         return exc.outcome
     return await run_native(call.ctx, "create_topic", body)
@@ -180,7 +174,7 @@ async def create_topics(call: KafkaCall) -> KafkaAnswer:
     counts = Counter(t["name"] for t in topics)
     results = []
     for name in [n for n, c in counts.items() if c > 1]:
-        results.append(_topic_result(name, INVALID_REQUEST, "Duplicate topic name."))
+        results.append(_topic_result(name, KafkaError.INVALID_REQUEST, "Duplicate topic name."))
     # Names are checked against the topics before the request, as Kafka's controller
     # does: two colliding names in one request are both created (seen in Kafka 4.4).
     names = frozenset(call.ctx.manager.topics())
@@ -205,14 +199,22 @@ async def delete_topics(call: KafkaCall) -> KafkaAnswer:
     """DeleteTopics v1-3 by name; an unknown or illegal name is UNKNOWN_TOPIC_OR_PARTITION."""
     names = call.body["topic_names"]
     counts = Counter(names)
-    results = [{"name": n, "error_code": INVALID_REQUEST.code} for n, c in counts.items() if c > 1]
+    results = [
+        {"name": n, "error_code": KafkaError.INVALID_REQUEST.code}
+        for n, c in counts.items()
+        if c > 1
+    ]
     known = set(call.ctx.manager.topics())
     for name in names:
         if counts[name] > 1:
             continue
         if name not in known:  # Kafka says so only to who may describe it
             seen = permits(call.ctx, "delete_topic", Operation.DESCRIBE, ResourceType.TOPIC, name)
-            error = UNKNOWN_TOPIC_OR_PARTITION if seen else TOPIC_AUTHORIZATION_FAILED
+            error = (
+                KafkaError.UNKNOWN_TOPIC_OR_PARTITION
+                if seen
+                else KafkaError.TOPIC_AUTHORIZATION_FAILED
+            )
         else:
             error = (await run_native(call.ctx, "delete_topic", {"topic": name})).error
         results.append({"name": name, "error_code": error.code})
@@ -269,7 +271,7 @@ async def delete_records(call: KafkaCall) -> KafkaAnswer:
 def _deleted(partition: int, low: int | None, error: KafkaError) -> dict[str, Any]:
     return {
         "partition_index": partition,
-        "low_watermark": -1 if low is None or error is not NONE else low,
+        "low_watermark": -1 if low is None or error is not KafkaError.NONE else low,
         "error_code": error.code,
     }
 
@@ -280,13 +282,13 @@ def _deleted(partition: int, low: int | None, error: KafkaError) -> dict[str, An
 def _endpoint_error(endpoint_type: int) -> tuple[KafkaError, str | None]:
     """v1+: this listener serves brokers (1); Kafka's answers for controllers (2) or others."""
     if endpoint_type == BROKERS_ENDPOINT:
-        return NONE, None
+        return KafkaError.NONE, None
     if endpoint_type == CONTROLLERS_ENDPOINT:
-        return MISMATCHED_ENDPOINT_TYPE, (
+        return KafkaError.MISMATCHED_ENDPOINT_TYPE, (
             "The request was sent to an endpoint of type BROKER, "
             "but we wanted an endpoint of type CONTROLLER"
         )
-    return UNSUPPORTED_ENDPOINT_TYPE, f"Unsupported endpoint type {endpoint_type}"
+    return KafkaError.UNSUPPORTED_ENDPOINT_TYPE, f"Unsupported endpoint type {endpoint_type}"
 
 
 def _cluster_operations(call: KafkaCall) -> int:
@@ -305,10 +307,13 @@ async def describe_cluster(call: KafkaCall) -> KafkaAnswer:
     host, port = advertised_address(call)
     wanted = call.body["include_cluster_authorized_operations"]
     error, message = _endpoint_error(call.body["endpoint_type"])
-    if error is NONE and not permits(
+    if error is KafkaError.NONE and not permits(
         call.ctx, "describe_cluster", Operation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME
     ):
-        error, message = CLUSTER_AUTHORIZATION_FAILED, "not authorized to Describe the cluster"
+        error, message = (
+            KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+            "not authorized to Describe the cluster",
+        )
     brokers = [{"broker_id": me, "host": host, "port": port, "rack": None, "is_fenced": False}]
     return {
         "throttle_time_ms": 0,
@@ -317,7 +322,7 @@ async def describe_cluster(call: KafkaCall) -> KafkaAnswer:
         "endpoint_type": call.body["endpoint_type"],
         "cluster_id": CLUSTER_ID,
         "controller_id": me,
-        "brokers": brokers if error is NONE else [],
+        "brokers": brokers if error is KafkaError.NONE else [],
         "cluster_authorized_operations": _cluster_operations(call)
         if wanted
         else OPERATIONS_NOT_REQUESTED,

@@ -24,13 +24,9 @@ from broker.kafka.config_view import broker_entries, topic_entries
 from broker.kafka.native_call import Outcome, Refused, failed_outcome, run_native
 from broker.security.acl import CLUSTER_NAME, Operation, ResourceType
 from broker.security.gate import permits
-from protocol.kafka.errors import ERRORS_BY_NAME, UNKNOWN_SERVER_ERROR
+from protocol.kafka.errors import KafkaError
 from protocol.kafka.messages import ALTER_CONFIGS, DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS
 from storage.config import TOPIC_CONFIG_DEFS
-
-INVALID_REQUEST = ERRORS_BY_NAME["INVALID_REQUEST"]
-INVALID_CONFIG = ERRORS_BY_NAME["INVALID_CONFIG"]
-CLUSTER_AUTHORIZATION_FAILED = ERRORS_BY_NAME["CLUSTER_AUTHORIZATION_FAILED"]
 
 # ConfigResource.Type ids.
 TOPIC, BROKER = 2, 4
@@ -48,7 +44,8 @@ def _check_cluster(call: KafkaCall, api: str, op: Operation) -> None:
     """A broker resource's configs need `op` on the cluster (Kafka's rule)."""
     if not permits(call.ctx, api, op, ResourceType.CLUSTER, CLUSTER_NAME):
         raise Refused(
-            CLUSTER_AUTHORIZATION_FAILED, f"not authorized to {op.value} the cluster's configs"
+            KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+            f"not authorized to {op.value} the cluster's configs",
         )
 
 
@@ -60,10 +57,12 @@ def _check_broker_name(config: BrokerConfig, name: str) -> None:
     try:
         wanted = int(name)
     except ValueError:
-        raise Refused(INVALID_REQUEST, f"Broker id must be an integer, but it is: {name}") from None
+        raise Refused(
+            KafkaError.INVALID_REQUEST, f"Broker id must be an integer, but it is: {name}"
+        ) from None
     if wanted != me:
         raise Refused(
-            INVALID_REQUEST,
+            KafkaError.INVALID_REQUEST,
             f"Unexpected broker id, expected {me} or empty string, but received {name}",
         )
 
@@ -113,7 +112,7 @@ async def _describe_one(
         _check_broker_name(config, name)
         entries = broker_entries(config, keys, include_synonyms=synonyms) if name else []
         return Outcome({}), entries
-    raise Refused(INVALID_REQUEST, _MALFORMED)
+    raise Refused(KafkaError.INVALID_REQUEST, _MALFORMED)
 
 
 # --- AlterConfigs and IncrementalAlterConfigs -----------------------------------------
@@ -125,7 +124,7 @@ def _broker_refusal(config: BrokerConfig, name: str, keys: list[str]) -> Outcome
     if not keys:
         return Outcome({})
     return Outcome.failed(
-        INVALID_REQUEST, f"Cannot update these configs dynamically: [{', '.join(keys)}]"
+        KafkaError.INVALID_REQUEST, f"Cannot update these configs dynamically: [{', '.join(keys)}]"
     )
 
 
@@ -137,11 +136,11 @@ def _not_topic(call: KafkaCall, resource: dict[str, Any], keys: list[str]) -> Ou
     if kind == BROKER:
         _check_cluster(call, "alter_configs", Operation.ALTER_CONFIGS)
         return _broker_refusal(call.ctx.config, resource["resource_name"], keys)
-    return Outcome.failed(INVALID_REQUEST, f"Unknown resource type {kind}")
+    return Outcome.failed(KafkaError.INVALID_REQUEST, f"Unknown resource type {kind}")
 
 
 def _null_refusal(name: str) -> Refused:
-    return Refused(INVALID_REQUEST, f"Null value not supported for : {name}")
+    return Refused(KafkaError.INVALID_REQUEST, f"Null value not supported for : {name}")
 
 
 async def _alter_topic(
@@ -186,7 +185,8 @@ def _list_value(op: int, key: str, value: str, current: str | None) -> str:
     setting = TOPIC_CONFIG_DEFS.get(key)
     if setting is None or setting.type is not frozenset:
         raise Refused(
-            INVALID_CONFIG, f"Can't {_OP_NAMES[op]} to key {key} because its type is not LIST."
+            KafkaError.INVALID_CONFIG,
+            f"Can't {_OP_NAMES[op]} to key {key} because its type is not LIST.",
         )
     base = current if current is not None else ",".join(sorted(setting.default))
     parts = [p.strip() for p in base.split(",") if p.strip()]
@@ -203,7 +203,7 @@ async def _change_configs(call: KafkaCall, resource: dict[str, Any]) -> Outcome:
     configs = resource["configs"]
     keys = [c["name"] for c in configs]
     if len(set(keys)) != len(keys):
-        return Outcome.failed(INVALID_REQUEST, "Error due to duplicate config keys")
+        return Outcome.failed(KafkaError.INVALID_REQUEST, "Error due to duplicate config keys")
     other = _not_topic(call, resource, keys)
     if other is not None:
         return other
@@ -218,7 +218,9 @@ async def _change_configs(call: KafkaCall, resource: dict[str, Any]) -> Outcome:
                 delete.append(key)
             continue
         if op not in _OP_NAMES:
-            return Outcome.failed(UNKNOWN_SERVER_ERROR, f"unknown config operation {op} ({key})")
+            return Outcome.failed(
+                KafkaError.UNKNOWN_SERVER_ERROR, f"unknown config operation {op} ({key})"
+            )
         if value is None:
             raise _null_refusal(key)
         new[key] = value if op == SET else _list_value(op, key, value, current.get(key))

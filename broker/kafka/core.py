@@ -24,18 +24,10 @@ from broker.kafka.call import KafkaAnswer, KafkaCall, KafkaHandler
 from broker.kafka.edge import to_kafka, to_tidelog
 from broker.logging import get_logger
 from protocol.errors import TidelogError
-from protocol.kafka.errors import ERRORS_BY_NAME, KafkaCodecError, KafkaError, for_tidelog_code
+from protocol.kafka.errors import KafkaCodecError, KafkaError, for_tidelog_code
 from protocol.kafka.messages import FETCH, LIST_OFFSETS, METADATA, PRODUCE
 
 log = get_logger(component="kafka")
-
-# Kafka's names for what a Kafka client may be told here.
-NONE = ERRORS_BY_NAME["NONE"]
-UNSUPPORTED_VERSION = ERRORS_BY_NAME["UNSUPPORTED_VERSION"]
-INVALID_REQUIRED_ACKS = ERRORS_BY_NAME["INVALID_REQUIRED_ACKS"]
-INVALID_RECORD = ERRORS_BY_NAME["INVALID_RECORD"]
-INVALID_REQUEST = ERRORS_BY_NAME["INVALID_REQUEST"]
-FETCH_SESSION_ID_NOT_FOUND = ERRORS_BY_NAME["FETCH_SESSION_ID_NOT_FOUND"]
 
 # Produce v0-2 carry message-format v0/v1 batches, which Kafka 4 refuses too
 # (KIP-896); they stay advertised so old librdkafka keeps compression on.
@@ -217,9 +209,11 @@ async def produce(call: KafkaCall) -> KafkaAnswer | Deferred | None:
     acks = body["acks"]
     if call.version < PRODUCE_MIN_SERVED_VERSION:
         message = f"Produce v{call.version} (message format v0/v1) is not supported; use v3+"
-        return _refuse_all(body, UNSUPPORTED_VERSION, message)
+        return _refuse_all(body, KafkaError.UNSUPPORTED_VERSION, message)
     if acks not in KAFKA_ACKS:
-        return _refuse_all(body, INVALID_REQUIRED_ACKS, f"acks must be 0, 1 or -1, got {acks}")
+        return _refuse_all(
+            body, KafkaError.INVALID_REQUIRED_ACKS, f"acks must be 0, 1 or -1, got {acks}"
+        )
     refused: dict[tuple[str, int], tuple[KafkaError, str]] = {}
     topics = []
     for t in body["topic_data"]:
@@ -228,7 +222,9 @@ async def produce(call: KafkaCall) -> KafkaAnswer | Deferred | None:
             records = p["records"]
             try:
                 if not records:
-                    raise KafkaCodecError(INVALID_RECORD, "a produce request needs a record batch")
+                    raise KafkaCodecError(
+                        KafkaError.INVALID_RECORD, "a produce request needs a record batch"
+                    )
                 converted = await to_tidelog(records)
             except KafkaCodecError as exc:
                 refused[(t["name"], p["index"])] = (exc.error, exc.message)
@@ -256,14 +252,14 @@ async def produce(call: KafkaCall) -> KafkaAnswer | Deferred | None:
 
 def _fetch_partition(res: dict[str, Any], records: bytes, committed: bool) -> dict[str, Any]:
     error = _kafka_error(res["error"])
-    high_watermark = res["high_watermark"] if error is NONE else -1
+    high_watermark = res["high_watermark"] if error is KafkaError.NONE else -1
     return {
         "partition_index": res["partition"],
         "error_code": error.code,
         "high_watermark": high_watermark,
         # No transactions: everything below the high watermark is stable.
         "last_stable_offset": high_watermark,
-        "log_start_offset": res["log_start_offset"] if error is NONE else -1,
+        "log_start_offset": res["log_start_offset"] if error is KafkaError.NONE else -1,
         "aborted_transactions": [] if committed else None,
         "preferred_read_replica": -1,
         "records": records,
@@ -286,7 +282,7 @@ async def fetch(call: KafkaCall) -> KafkaAnswer:
     if body["session_id"] != NO_SESSION:
         return {
             "throttle_time_ms": 0,
-            "error_code": FETCH_SESSION_ID_NOT_FOUND.code,
+            "error_code": KafkaError.FETCH_SESSION_ID_NOT_FOUND.code,
             "session_id": NO_SESSION,
             "responses": [],
         }
@@ -346,9 +342,9 @@ def _offsets_query(
                     {"partition": index, "spec": "max_timestamp"}
                 )
             elif ts == MAX_TIMESTAMP:
-                refused[(t["name"], index)] = UNSUPPORTED_VERSION
+                refused[(t["name"], index)] = KafkaError.UNSUPPORTED_VERSION
             elif ts < 0:
-                refused[(t["name"], index)] = INVALID_REQUEST
+                refused[(t["name"], index)] = KafkaError.INVALID_REQUEST
             else:
                 times.setdefault(t["name"], []).append({"partition": index, "timestamp": ts})
 

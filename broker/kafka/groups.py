@@ -26,7 +26,7 @@ from broker.kafka.core import advertised_address
 from broker.security.acl import Operation, ResourceType
 from broker.security.gate import permits
 from protocol.errors import GroupAuthorizationFailed, TidelogError
-from protocol.kafka.errors import ERRORS_BY_NAME, for_tidelog_code
+from protocol.kafka.errors import KafkaError, for_tidelog_code
 from protocol.kafka.messages import (
     DELETE_GROUPS,
     DESCRIBE_GROUPS,
@@ -42,11 +42,6 @@ from protocol.kafka.messages import (
 )
 from protocol.offsets_schema import MAX_METADATA_CHARS
 
-NONE = ERRORS_BY_NAME["NONE"]
-INVALID_REQUEST = ERRORS_BY_NAME["INVALID_REQUEST"]
-GROUP_AUTHORIZATION_FAILED = ERRORS_BY_NAME["GROUP_AUTHORIZATION_FAILED"]
-TOPIC_AUTHORIZATION_FAILED = ERRORS_BY_NAME["TOPIC_AUTHORIZATION_FAILED"]
-OFFSET_METADATA_TOO_LARGE = ERRORS_BY_NAME["OFFSET_METADATA_TOO_LARGE"]
 # FindCoordinator key types (KIP-98): only groups have a coordinator here.
 GROUP_KEY_TYPE = 0
 # JoinGroup versions whose clients know MEMBER_ID_REQUIRED (KIP-394).
@@ -74,9 +69,15 @@ async def find_coordinator(call: KafkaCall) -> KafkaAnswer:
     key = call.body["key"]
     error = None
     if call.body.get("key_type", GROUP_KEY_TYPE) != GROUP_KEY_TYPE:
-        error, message = INVALID_REQUEST, "only group coordinators (key_type 0) are served"
+        error, message = (
+            KafkaError.INVALID_REQUEST,
+            "only group coordinators (key_type 0) are served",
+        )
     elif not permits(call.ctx, "find_coordinator", Operation.DESCRIBE, ResourceType.GROUP, key):
-        error, message = GROUP_AUTHORIZATION_FAILED, f"not authorized to Describe group {key!r}"
+        error, message = (
+            KafkaError.GROUP_AUTHORIZATION_FAILED,
+            f"not authorized to Describe group {key!r}",
+        )
     if error is not None:
         return {
             "throttle_time_ms": 0,
@@ -88,7 +89,7 @@ async def find_coordinator(call: KafkaCall) -> KafkaAnswer:
         }
     return {
         "throttle_time_ms": 0,
-        "error_code": NONE.code,
+        "error_code": KafkaError.NONE.code,
         "error_message": None,
         "node_id": call.ctx.config.node_id,
         "host": host,
@@ -96,15 +97,32 @@ async def find_coordinator(call: KafkaCall) -> KafkaAnswer:
     }
 
 
+def _member_fields(body: dict[str, Any]) -> dict[str, Any]:
+    """The native fields that say which member of which group is asking."""
+    return {
+        "group": body["group_id"],
+        "member_id": body["member_id"],
+        "group_instance_id": body.get("group_instance_id"),
+    }
+
+
+async def _member_call(
+    call: KafkaCall, api: str, fields: dict[str, Any]
+) -> tuple[KafkaAnswer, dict[str, Any]]:
+    """A member's request (JoinGroup, SyncGroup, Heartbeat) on the native `api`, with
+    the member's fields and the API's own `fields`: the Kafka response's head
+    (throttle and error code, first, as every one of these answers starts) and the
+    native answer, whose other fields each adapter maps itself."""
+    answer = await _native(call, api, {**_member_fields(call.body), **fields})
+    return {"throttle_time_ms": 0, "error_code": _code(answer["error"])}, answer
+
+
 async def join_group(call: KafkaCall) -> KafkaAnswer:
     body = call.body
-    answer = await _native(
+    head, answer = await _member_call(
         call,
         "join_group",
         {
-            "group": body["group_id"],
-            "member_id": body["member_id"],
-            "group_instance_id": body.get("group_instance_id"),
             "protocol_type": body["protocol_type"],
             "protocols": [
                 {"name": p["name"], "metadata": bytes(p["metadata"])} for p in body["protocols"]
@@ -117,8 +135,7 @@ async def join_group(call: KafkaCall) -> KafkaAnswer:
         },
     )
     return {
-        "throttle_time_ms": 0,
-        "error_code": _code(answer["error"]),
+        **head,
         "generation_id": answer["generation"],
         "protocol_name": answer["protocol"] or "",
         "leader": answer["leader"],
@@ -136,14 +153,11 @@ async def join_group(call: KafkaCall) -> KafkaAnswer:
 
 async def sync_group(call: KafkaCall) -> KafkaAnswer:
     body = call.body
-    answer = await _native(
+    head, answer = await _member_call(
         call,
         "sync_group",
         {
-            "group": body["group_id"],
-            "member_id": body["member_id"],
             "generation": body["generation_id"],
-            "group_instance_id": body.get("group_instance_id"),
             "protocol_type": None,
             "protocol": None,
             "assignments": [
@@ -152,26 +166,12 @@ async def sync_group(call: KafkaCall) -> KafkaAnswer:
             ],
         },
     )
-    return {
-        "throttle_time_ms": 0,
-        "error_code": _code(answer["error"]),
-        "assignment": answer["assignment"],
-    }
+    return {**head, "assignment": answer["assignment"]}
 
 
 async def heartbeat(call: KafkaCall) -> KafkaAnswer:
-    body = call.body
-    answer = await _native(
-        call,
-        "heartbeat",
-        {
-            "group": body["group_id"],
-            "member_id": body["member_id"],
-            "generation": body["generation_id"],
-            "group_instance_id": body.get("group_instance_id"),
-        },
-    )
-    return {"throttle_time_ms": 0, "error_code": _code(answer["error"])}
+    head, _ = await _member_call(call, "heartbeat", {"generation": call.body["generation_id"]})
+    return head
 
 
 async def leave_group(call: KafkaCall) -> KafkaAnswer:
@@ -205,7 +205,7 @@ async def list_groups(call: KafkaCall) -> KafkaAnswer:
     answer = await _native(call, "list_groups", {})
     return {
         "throttle_time_ms": 0,
-        "error_code": NONE.code,
+        "error_code": KafkaError.NONE.code,
         "groups": [
             {"group_id": g["group"], "protocol_type": g["protocol_type"] or ""}
             for g in answer["groups"]
@@ -296,7 +296,9 @@ def _partition_errors(
             "partitions": [
                 {
                     "partition_index": p["partition_index"],
-                    "error_code": error_of.get((t["name"], p["partition_index"]), NONE.code),
+                    "error_code": error_of.get(
+                        (t["name"], p["partition_index"]), KafkaError.NONE.code
+                    ),
                 }
                 for p in t["partitions"]
             ],
@@ -316,7 +318,8 @@ async def offset_commit(call: KafkaCall) -> KafkaAnswer:
         for p in t["partitions"]:
             metadata = p["committed_metadata"] or ""
             if len(metadata) > MAX_METADATA_CHARS:
-                error_of[(t["name"], p["partition_index"])] = OFFSET_METADATA_TOO_LARGE.code
+                too_large = KafkaError.OFFSET_METADATA_TOO_LARGE
+                error_of[(t["name"], p["partition_index"])] = too_large.code
                 continue
             parts.append(
                 {
@@ -328,21 +331,19 @@ async def offset_commit(call: KafkaCall) -> KafkaAnswer:
         if parts:
             native_topics.append({"topic": t["name"], "partitions": parts})
     native = {
-        "group": body["group_id"],
+        **_member_fields(body),
         "topics": native_topics,
         "generation": body["generation_id_or_member_epoch"],
-        "member_id": body["member_id"],
-        "group_instance_id": body.get("group_instance_id"),
     }
     try:
         answer = await _native(call, "commit_offsets", native)
     except TidelogError as exc:  # not authorized, an empty group id, a negative offset
         if isinstance(exc, GroupAuthorizationFailed):
-            code = GROUP_AUTHORIZATION_FAILED  # Kafka puts it on every partition
+            code = KafkaError.GROUP_AUTHORIZATION_FAILED  # Kafka puts it on every partition
         elif not body["group_id"]:
-            code = ERRORS_BY_NAME["INVALID_GROUP_ID"]
+            code = KafkaError.INVALID_GROUP_ID
         else:
-            code = INVALID_REQUEST
+            code = KafkaError.INVALID_REQUEST
         for t in native_topics:
             for p in t["partitions"]:
                 error_of[(t["topic"], p["partition"])] = code.code
@@ -363,7 +364,7 @@ async def offset_fetch(call: KafkaCall) -> KafkaAnswer:
         else [{"topic": t["name"], "partitions": list(t["partition_indexes"])} for t in topics]
     )
     if not body["group_id"]:
-        error = ERRORS_BY_NAME["INVALID_GROUP_ID"]
+        error = KafkaError.INVALID_GROUP_ID
         return {"throttle_time_ms": 0, "topics": [], "error_code": error.code}
     try:
         answer = await _native(call, "fetch_offsets", {"group": body["group_id"], "topics": wanted})
@@ -409,7 +410,7 @@ async def offset_delete(call: KafkaCall) -> KafkaAnswer:
     group = body["group_id"]
     if not permits(call.ctx, "offset_delete", Operation.DELETE, ResourceType.GROUP, group):
         return {
-            "error_code": GROUP_AUTHORIZATION_FAILED.code,
+            "error_code": KafkaError.GROUP_AUTHORIZATION_FAILED.code,
             "throttle_time_ms": 0,
             "topics": [],
         }
@@ -422,7 +423,7 @@ async def offset_delete(call: KafkaCall) -> KafkaAnswer:
             if allowed:
                 partitions.append(key)
             else:
-                error_of[key] = TOPIC_AUTHORIZATION_FAILED.code
+                error_of[key] = KafkaError.TOPIC_AUTHORIZATION_FAILED.code
     response = await call.ctx.groups.call(lambda c: c.delete_offsets(group, partitions))
     return {
         "error_code": _code(response.error),

@@ -14,7 +14,7 @@ from typing import Any
 
 from broker.context import BrokerContext, Deferred
 from broker.dispatch import failure, handler_for
-from protocol.kafka.errors import NONE, KafkaError, for_tidelog_code
+from protocol.kafka.errors import KafkaError, for_tidelog_code
 from protocol.schemas import validate_request_body
 
 
@@ -23,7 +23,7 @@ class Outcome:
     """A native call's answer (None when it failed) and the Kafka error to report."""
 
     answer: dict[str, Any] | None
-    error: KafkaError = NONE
+    error: KafkaError = KafkaError.NONE
     message: str | None = None
 
     @classmethod

@@ -10,12 +10,11 @@ from __future__ import annotations
 
 from broker.dispatch import failure, handler_for
 from broker.kafka.call import KafkaAnswer, KafkaCall, KafkaHandler
-from protocol.kafka.errors import ERRORS_BY_NAME, for_tidelog_code
+from protocol.kafka.errors import KafkaError, for_tidelog_code
 from protocol.kafka.messages import INIT_PRODUCER_ID
 
 __all__ = ["HANDLERS", "init_producer_id"]
 
-NONE = ERRORS_BY_NAME["NONE"]
 # What Kafka answers beside an error: no id.
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
@@ -40,7 +39,7 @@ async def init_producer_id(call: KafkaCall) -> KafkaAnswer:
     assert isinstance(answer, dict)
     return {
         "throttle_time_ms": 0,
-        "error_code": NONE.code,
+        "error_code": KafkaError.NONE.code,
         "producer_id": answer["producer_id"],
         "producer_epoch": answer["producer_epoch"],
     }

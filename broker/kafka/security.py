@@ -31,7 +31,7 @@ from broker.kafka.call import KafkaAnswer, KafkaCall, KafkaHandler
 from broker.security.acl import MATCH
 from broker.security.session import current_session
 from protocol.errors import IllegalSaslState, UnsupportedSaslMechanism
-from protocol.kafka.errors import INVALID_REQUEST, NONE, for_tidelog_code
+from protocol.kafka.errors import KafkaError, for_tidelog_code
 from protocol.kafka.messages import (
     CREATE_ACLS,
     DELETE_ACLS,
@@ -74,7 +74,7 @@ async def sasl_authenticate(call: KafkaCall) -> KafkaAnswer:
         }
     assert isinstance(answer, dict)
     return {
-        "error_code": NONE.code,
+        "error_code": KafkaError.NONE.code,
         "error_message": None,
         "auth_bytes": bytes(answer["auth_bytes"]),
         "session_lifetime_ms": 0,  # no re-authentication (KIP-368) is asked for
@@ -144,7 +144,7 @@ def _kafka_binding(binding: dict[str, str]) -> dict[str, Any]:
 
 def _error(exc: Exception, api: str) -> tuple[int, str]:
     if isinstance(exc, _Unsupported):
-        return INVALID_REQUEST.code, str(exc)
+        return KafkaError.INVALID_REQUEST.code, str(exc)
     err = failure(api, exc)
     return for_tidelog_code(err.code).code, err.message
 
@@ -155,10 +155,12 @@ async def create_acls(call: KafkaCall) -> KafkaAnswer:
     for creation in call.body["creations"]:
         try:
             entries.append(_entry(creation, filtering=False))
-            results.append({"error_code": NONE.code, "error_message": None})
+            results.append({"error_code": KafkaError.NONE.code, "error_message": None})
         except _Unsupported as exc:
             entries.append(None)
-            results.append({"error_code": INVALID_REQUEST.code, "error_message": str(exc)})
+            results.append(
+                {"error_code": KafkaError.INVALID_REQUEST.code, "error_message": str(exc)}
+            )
     wanted = [e for e in entries if e is not None]
     try:
         answer = await handler_for("create_acls")(call.ctx, {"acls": wanted}) if wanted else None
@@ -199,7 +201,7 @@ async def describe_acls(call: KafkaCall) -> KafkaAnswer:
         )
     return {
         "throttle_time_ms": 0,
-        "error_code": NONE.code,
+        "error_code": KafkaError.NONE.code,
         "error_message": None,
         "resources": [
             {"resource_type": t, "resource_name": n, "pattern_type": p, "acls": acls}
@@ -223,7 +225,11 @@ async def delete_acls(call: KafkaCall) -> KafkaAnswer:
                     "error_code": code,
                     "error_message": native["message"],
                     "matching_acls": [
-                        {"error_code": NONE.code, "error_message": None, **_kafka_binding(b)}
+                        {
+                            "error_code": KafkaError.NONE.code,
+                            "error_message": None,
+                            **_kafka_binding(b),
+                        }
                         for b in native["deleted"]
                     ],
                 }

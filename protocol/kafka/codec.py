@@ -25,12 +25,7 @@ import struct
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from protocol.kafka.errors import (
-    INVALID_REQUEST,
-    UNKNOWN_SERVER_ERROR,
-    UNSUPPORTED_VERSION,
-    KafkaCodecError,
-)
+from protocol.kafka.errors import KafkaCodecError, KafkaError
 from protocol.kafka.messages import ALL_APIS, API_VERSIONS
 from protocol.kafka.schema import Api
 from protocol.kafka.varint import read_uvarint
@@ -146,7 +141,9 @@ def decode_request_header(frame: bytes | bytearray | memoryview) -> tuple[Reques
         if version >= 2:
             pos = _skip_tagged(buf, pos)
     except (struct.error, ValueError, IndexError, UnicodeDecodeError) as exc:
-        raise KafkaCodecError(INVALID_REQUEST, f"malformed request header: {exc}") from exc
+        raise KafkaCodecError(
+            KafkaError.INVALID_REQUEST, f"malformed request header: {exc}"
+        ) from exc
     return RequestHeader(api_key, api_version, correlation_id, client_id), pos
 
 
@@ -166,7 +163,7 @@ class UnsupportedRequest(KafkaCodecError):
 
     def __init__(self, header: RequestHeader) -> None:
         super().__init__(
-            UNSUPPORTED_VERSION,
+            KafkaError.UNSUPPORTED_VERSION,
             f"API key {header.api_key} version {header.api_version} is not supported",
         )
         self.header = header
@@ -188,11 +185,11 @@ def decode_request(frame: bytes | bytearray | memoryview) -> KafkaRequest:
         body, end = api.codec(header.api_version, response=False).decode(buf, pos)
     except (struct.error, ValueError, IndexError, UnicodeDecodeError) as exc:
         raise KafkaCodecError(
-            INVALID_REQUEST, f"malformed {api.name} v{header.api_version} request: {exc}"
+            KafkaError.INVALID_REQUEST, f"malformed {api.name} v{header.api_version} request: {exc}"
         ) from exc
     if end != len(buf):
         raise KafkaCodecError(
-            INVALID_REQUEST,
+            KafkaError.INVALID_REQUEST,
             f"{api.name} v{header.api_version} request has {len(buf) - end} bytes left over",
         )
     return KafkaRequest(header, api, body)
@@ -234,7 +231,7 @@ def _encode_body(api: Api, version: int, response: bool, body: dict, out: bytear
     except (struct.error, ValueError, TypeError, AttributeError, KeyError) as exc:
         kind = "response" if response else "request"
         raise KafkaCodecError(
-            UNKNOWN_SERVER_ERROR, f"cannot encode {api.name} v{version} {kind}: {exc!r}"
+            KafkaError.UNKNOWN_SERVER_ERROR, f"cannot encode {api.name} v{version} {kind}: {exc!r}"
         ) from exc
 
 
@@ -249,11 +246,12 @@ def decode_response(frame: bytes | bytearray | memoryview, api: Api, version: in
         body, end = api.codec(version, response=True).decode(buf, pos)
     except (struct.error, ValueError, IndexError, UnicodeDecodeError) as exc:
         raise KafkaCodecError(
-            INVALID_REQUEST, f"malformed {api.name} v{version} response: {exc}"
+            KafkaError.INVALID_REQUEST, f"malformed {api.name} v{version} response: {exc}"
         ) from exc
     if end != len(buf):
         raise KafkaCodecError(
-            INVALID_REQUEST, f"{api.name} v{version} response has {len(buf) - end} bytes left over"
+            KafkaError.INVALID_REQUEST,
+            f"{api.name} v{version} response has {len(buf) - end} bytes left over",
         )
     return KafkaResponse(correlation_id, api, version, body)
 
@@ -278,5 +276,5 @@ def unsupported_version_response(
     """
     if header.api_key != API_VERSIONS.key:
         return None
-    body = {"error_code": UNSUPPORTED_VERSION.code, "api_keys": api_version_ranges(apis)}
+    body = {"error_code": KafkaError.UNSUPPORTED_VERSION.code, "api_keys": api_version_ranges(apis)}
     return encode_response(API_VERSIONS, 0, header.correlation_id, body)

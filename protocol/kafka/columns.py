@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
-from protocol.kafka.errors import CORRUPT_MESSAGE, KafkaCodecError
+from protocol.kafka.errors import KafkaCodecError, KafkaError
 from protocol.kafka.varint import VARINT_MAX_BYTES, VARLONG_MAX_BYTES, read_uvarint, varint
 
 if TYPE_CHECKING:
@@ -36,7 +36,7 @@ __all__ = ["RecordColumns", "decode_columns", "encode_columns", "scan_columns"]
 
 
 def _corrupt(message: str) -> KafkaCodecError:
-    return KafkaCodecError(CORRUPT_MESSAGE, message)
+    return KafkaCodecError(KafkaError.CORRUPT_MESSAGE, message)
 
 
 def _record_starts(data: bytes, count: int) -> tuple[np.ndarray, np.ndarray]:

@@ -23,7 +23,7 @@ from protocol import batch as tidelog
 from protocol.compression import Compression, compress
 from protocol.errors import CorruptMessage
 from protocol.kafka import records as kafka
-from protocol.kafka.errors import CORRUPT_MESSAGE, KafkaCodecError
+from protocol.kafka.errors import KafkaCodecError, KafkaError
 from protocol.kafka.validate import decode_batch
 
 __all__ = [
@@ -81,7 +81,7 @@ def tidelog_to_kafka(
             buf, pos, header=header, max_decompressed=max_decompressed
         )
     except CorruptMessage as exc:
-        raise KafkaCodecError(CORRUPT_MESSAGE, exc.message) from exc
+        raise KafkaCodecError(KafkaError.CORRUPT_MESSAGE, exc.message) from exc
     payload = compress(Compression(header.compression), kafka.encode_records(records))
     view = memoryview(buf)
     shared = view[pos + _SHARED_TIDELOG.start : pos + _SHARED_TIDELOG.stop]

@@ -17,7 +17,7 @@ import struct
 from collections.abc import Iterator
 from enum import Enum
 
-from protocol.kafka.errors import INVALID_REQUEST, KafkaCodecError
+from protocol.kafka.errors import KafkaCodecError, KafkaError
 
 __all__ = [
     "DEFAULT_MAX_FRAME_BYTES",
@@ -106,7 +106,7 @@ class KafkaFrameDecoder:
         (size,) = _SIZE.unpack_from(self._buf, 0)
         if size < 0 or size > self.max_frame_bytes:
             self._failed = KafkaCodecError(
-                INVALID_REQUEST,
+                KafkaError.INVALID_REQUEST,
                 f"frame size {size} outside 0..{self.max_frame_bytes} bytes",
             )
             raise self._failed

@@ -49,7 +49,7 @@ import crc32c
 import numpy as np
 
 from protocol.kafka.columns import decode_columns, encode_columns, scan_columns
-from protocol.kafka.errors import CORRUPT_MESSAGE, KafkaCodecError
+from protocol.kafka.errors import KafkaCodecError, KafkaError
 from protocol.kafka.varint import read_varint, varint
 
 __all__ = [
@@ -140,7 +140,7 @@ class KafkaBatchHeader:
 
 
 def _corrupt(message: str) -> KafkaCodecError:
-    return KafkaCodecError(CORRUPT_MESSAGE, message)
+    return KafkaCodecError(KafkaError.CORRUPT_MESSAGE, message)
 
 
 def read_batch_header(

@@ -21,7 +21,7 @@ from protocol import batch as tidelog
 from protocol.compression import Compression, decompress
 from protocol.errors import CorruptMessage
 from protocol.kafka import records as kafka
-from protocol.kafka.errors import CORRUPT_MESSAGE, ERRORS_BY_NAME, KafkaCodecError
+from protocol.kafka.errors import KafkaCodecError, KafkaError
 
 __all__ = ["XERIAL_MAGIC", "decode_batch", "inflate", "validate_batch"]
 
@@ -30,11 +30,9 @@ XERIAL_MAGIC = b"\x82SNAPPY\x00"
 _XERIAL_HEADER_SIZE = len(XERIAL_MAGIC) + 8
 _INT32 = struct.Struct(">i")
 
-INVALID_RECORD = ERRORS_BY_NAME["INVALID_RECORD"]
-
 
 def _corrupt(message: str) -> KafkaCodecError:
-    return KafkaCodecError(CORRUPT_MESSAGE, message)
+    return KafkaCodecError(KafkaError.CORRUPT_MESSAGE, message)
 
 
 def _unxerial(data: memoryview, max_bytes: int) -> bytes:
@@ -93,7 +91,7 @@ def _read_header(buf: bytes | bytearray | memoryview, pos: int) -> kafka.KafkaBa
     header = kafka.read_batch_header(buf, pos)
     if header.attributes & (kafka.TRANSACTIONAL_MASK | kafka.CONTROL_MASK):
         raise KafkaCodecError(
-            INVALID_RECORD,
+            KafkaError.INVALID_RECORD,
             f"transactional or control batch (attributes {header.attributes:#06x}): "
             "transactions are not supported",
         )
@@ -124,9 +122,13 @@ def validate_batch(
     header = _read_header(buf, pos)
     where = f"Kafka batch at byte {pos}"
     if header.base_offset != 0:
-        raise KafkaCodecError(INVALID_RECORD, f"{where} has base_offset {header.base_offset}")
+        raise KafkaCodecError(
+            KafkaError.INVALID_RECORD, f"{where} has base_offset {header.base_offset}"
+        )
     if header.attributes & kafka.DELETE_HORIZON_MASK:
-        raise KafkaCodecError(INVALID_RECORD, f"{where} sets the delete-horizon attribute")
+        raise KafkaCodecError(
+            KafkaError.INVALID_RECORD, f"{where} sets the delete-horizon attribute"
+        )
     if header.record_count < 1:
         raise _corrupt(f"{where} holds no records")
     raw = inflate(header.compression, _payload(buf, pos, header), max_decompressed)

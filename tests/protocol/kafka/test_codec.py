@@ -22,7 +22,7 @@ from protocol.kafka import (
     unsupported_version_response,
 )
 from protocol.kafka.codec import decode_request_header, request_header_version
-from protocol.kafka.errors import INVALID_REQUEST, UNSUPPORTED_VERSION
+from protocol.kafka.errors import KafkaError
 from protocol.kafka.messages import ALL_APIS, API_VERSIONS, PRODUCE
 from tests.protocol.kafka import kafka_python
 from tests.protocol.kafka.kafka_python import kp_class
@@ -133,7 +133,7 @@ def test_api_versions_newer_than_ours_gets_the_v0_fallback(version):
         return
     with pytest.raises(UnsupportedRequest) as info:
         decode_request(bytes(frame[4:]))
-    assert info.value.code == UNSUPPORTED_VERSION.code == 35
+    assert info.value.code == KafkaError.UNSUPPORTED_VERSION.code == 35
     answer = unsupported_version_response(info.value.header)
     parsed = kp_class(API_VERSIONS.key, False)[0].decode(answer[4:], header=True)
     assert parsed.header.correlation_id == 8
@@ -166,7 +166,7 @@ def test_unknown_api_key_is_unsupported_not_a_crash():
         decode_request(frame)
     assert info.value.header.api_key == 99
     assert info.value.header.correlation_id == 7
-    assert info.value.error is UNSUPPORTED_VERSION
+    assert info.value.error is KafkaError.UNSUPPORTED_VERSION
 
 
 def _produce_frame() -> bytes:
@@ -178,7 +178,7 @@ def test_truncated_requests_are_invalid_request(cut):
     frame = _produce_frame()
     with pytest.raises(KafkaCodecError) as info:
         decode_request(frame[:cut])
-    assert info.value.error is INVALID_REQUEST
+    assert info.value.error is KafkaError.INVALID_REQUEST
 
 
 def test_trailing_bytes_are_invalid_request():

@@ -10,9 +10,8 @@ from protocol.errors import ERRORS as TIDELOG_ERRORS
 from protocol.kafka.errors import (
     ERRORS_BY_CODE,
     ERRORS_BY_NAME,
-    NONE,
-    UNKNOWN_SERVER_ERROR,
     KafkaCodecError,
+    KafkaError,
     error_for_code,
     for_tidelog_code,
 )
@@ -79,24 +78,36 @@ def test_agrees_with_kafka_python_on_every_shared_code():
             assert bool(theirs[code].retriable) == ours.retriable, ours.name
 
 
+def test_codes_go_on_the_wire_as_plain_ints():
+    for error in KafkaError:
+        assert type(error.code) is int
+        assert KafkaError(error.code) is error
+
+
+def test_a_member_is_truthy_and_no_int():
+    # Adapters pick an error with `refused.get(key) or mapped`: NONE must not be a falsy 0.
+    assert all(bool(error) for error in KafkaError)
+    assert KafkaError.NONE != 0
+
+
 def test_unknown_code_is_unknown_server_error():
-    assert error_for_code(4242) is UNKNOWN_SERVER_ERROR
+    assert error_for_code(4242) is KafkaError.UNKNOWN_SERVER_ERROR
 
 
 @pytest.mark.parametrize("code", sorted(TIDELOG_ERRORS))
 def test_every_tidelog_error_maps_to_kafka_with_the_same_retriability(code):
     kafka_error = for_tidelog_code(code)
-    assert kafka_error is not UNKNOWN_SERVER_ERROR or code == "UNKNOWN_SERVER_ERROR"
+    assert kafka_error is not KafkaError.UNKNOWN_SERVER_ERROR or code == "UNKNOWN_SERVER_ERROR"
     assert kafka_error.retriable == TIDELOG_ERRORS[code].retriable
 
 
 def test_tidelog_success_and_unknown_names():
-    assert for_tidelog_code(None) is NONE
+    assert for_tidelog_code(None) is KafkaError.NONE
     assert for_tidelog_code("STORAGE_ERROR").name == "KAFKA_STORAGE_ERROR"
-    assert for_tidelog_code("SOMETHING_NEW") is UNKNOWN_SERVER_ERROR
+    assert for_tidelog_code("SOMETHING_NEW") is KafkaError.UNKNOWN_SERVER_ERROR
 
 
 def test_codec_error_carries_its_code():
-    error = KafkaCodecError(ERRORS_BY_NAME["CORRUPT_MESSAGE"], "bad CRC")
+    error = KafkaCodecError(KafkaError.CORRUPT_MESSAGE, "bad CRC")
     assert error.code == 2
     assert str(error) == "CORRUPT_MESSAGE (2): bad CRC"
