@@ -300,6 +300,23 @@ def test_importing_loads_no_client_module(tmp_path: Path, statement: str) -> Non
     assert clients == []
 
 
+def test_the_clients_start_without_numpy(tmp_path: Path) -> None:
+    """numpy's import (~100 ms, a third of a client's start) serves only the broker's
+    validator: `import tidelog` (every CLI command, every Spark task) must not pay it."""
+    probe = "import tidelog, tidelog.aio\nimport sys\nprint(sorted(sys.modules))"
+    out = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout
+    loaded = ast.literal_eval(out.strip().splitlines()[-1])
+    assert "tidelog.consumer_record" in loaded and "protocol.batch" in loaded
+    assert [name for name in loaded if name == "numpy" or name.startswith("numpy.")] == []
+
+
 def test_no_private_name_imported_across_packages() -> None:
     assert private_imports(ROOT, PROJECT_PACKAGES) == []
 

@@ -9,10 +9,12 @@ one call per batch, with no Python bytecode and no intermediate tuples per recor
 - `ConsumerRecord` is an array-like msgspec Struct whose first five fields are the
   payload's `[offset_delta, timestamp_delta, key, value, headers]`, in wire order.
 - Its sixth field, the batch's `_BatchOrigin` (topic, partition, base offset and
-  timestamps), is not on the wire: the decoder leaves it at a placeholder, and
-  `decode_batch` then gives every record of the batch its origin with msgspec's
-  `force_setattr` mapped over the list (C calls, no bytecode per record). No
-  state is shared between decodes, so threads decode side by side without a lock.
+  timestamps), is not on the wire: the decoder fills it from its default factory,
+  the `get` of a context variable that `decode_batch` sets around the decode (one
+  C call per record, no bytecode). A context variable is per thread and per trio
+  task, so threads decode side by side without a lock and never see each other's
+  origin. (Setting the origin after the decode, with `force_setattr` mapped over
+  the records, cost 6% more instructions per batch: callgrind, docs/benchmarks.md.)
 - `offset` and `timestamp` are properties (base + delta, or the broker's time
   for a LogAppendTime batch); topic, partition and timestamp_type read the origin.
 
@@ -26,12 +28,11 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Iterable
-from itertools import repeat
+from contextvars import ContextVar
 from operator import attrgetter
 from typing import Any
 
 import msgspec
-from msgspec.structs import force_setattr
 
 from protocol.batch import (
     DEFAULT_MAX_DECOMPRESSED_BYTES,
@@ -74,8 +75,10 @@ class _BatchOrigin:
         self.timestamp_type = timestamp_type
 
 
-# What the decoder leaves in a record's origin until `decode_batch` sets the real one.
+# A record's origin outside a decode (never seen by users: `decode_batch` sets the real one).
 _NO_ORIGIN = _BatchOrigin("", -1, -1, -1, 0)
+# The origin of the batch being decoded in this thread or task.
+_DECODING: ContextVar[_BatchOrigin] = ContextVar("tidelog_decoding_origin", default=_NO_ORIGIN)
 
 
 class _RecordMeta(msgspec.StructMeta):
@@ -105,7 +108,7 @@ class ConsumerRecord(msgspec.Struct, metaclass=_RecordMeta, frozen=True, gc=Fals
     key: bytes | None
     value: bytes | None
     headers: Headers
-    _origin: _BatchOrigin = _NO_ORIGIN
+    _origin: _BatchOrigin = msgspec.field(default_factory=_DECODING.get)
 
     topic = property(attrgetter("_origin.topic"))
     partition = property(attrgetter("_origin.partition"))
@@ -193,6 +196,7 @@ def decode_batch(
     payload: bytes | memoryview = memoryview(data)[pos + HEADER_SIZE : pos + header.size]
     if header.compression:
         payload = decompress(header.compression, payload, DEFAULT_MAX_DECOMPRESSED_BYTES)
+    decoding = _DECODING.set(origin)
     try:
         records = _RECORDS.decode(payload)
     except msgspec.MsgspecError as exc:
@@ -200,12 +204,13 @@ def decode_batch(
         raise CorruptMessage(
             f"batch at offset {header.base_offset}: malformed records ({exc})"
         ) from exc
+    finally:
+        _DECODING.reset(decoding)
     if len(records) != header.record_count:
         raise CorruptMessage(
             f"batch at offset {header.base_offset}: header says {header.record_count} records, "
             f"payload holds {len(records)}"
         )
-    any(map(force_setattr, records, repeat("_origin"), repeat(origin)))  # each returns None
     return records
 
 
