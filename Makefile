@@ -94,5 +94,5 @@ bench-quick: install
 	$(BIN)/python -m bench.run_all --quick
 
 clean:
-	rm -rf $(VENV) data build *.egg-info .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) data build *.egg-info .pytest_cache .ruff_cache .mypy_cache .hypothesis
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +
