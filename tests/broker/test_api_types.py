@@ -15,8 +15,9 @@ import pytest
 from broker.dispatch import HANDLERS
 from protocol import api_types
 from protocol.build_api_types import TARGET, render
-from protocol.schemas import APIS, validate_request_body
+from protocol.schemas import APIS, validate_request_body, validate_response_body
 from tests.broker.typed_bodies import problems
+from tests.protocol.test_schemas import MINIMAL_REQUESTS, MINIMAL_RESPONSES
 
 ACL = {
     "principal": "User:alice",
@@ -29,34 +30,10 @@ ACL = {
 }
 
 # A request for every API with its required keys only, so validation fills in every
-# default; `unknown` is dropped by validation (PROTOCOL.md §2).
+# default (the core APIs' from tests/protocol/test_schemas.py); `unknown` is dropped by
+# validation (PROTOCOL.md §2).
 SAMPLES: dict[str, dict[str, Any]] = {
-    "api_versions": {},
-    "create_topic": {"topic": "t"},
-    "delete_topic": {"topic": "t"},
-    "metadata": {},
-    "describe_configs": {"topic": "t"},
-    "alter_configs": {"topic": "t"},
-    "produce": {
-        "acks": -1,
-        "timeout_ms": 1000,
-        "topics": [{"topic": "t", "partitions": [{"partition": 0, "records": b"batch"}]}],
-    },
-    "fetch": {
-        "max_wait_ms": 0,
-        "min_bytes": 1,
-        "max_bytes": 1 << 20,
-        "topics": [
-            {"topic": "t", "partitions": [{"partition": 0, "offset": 5, "max_bytes": 1 << 20}]}
-        ],
-    },
-    "list_offsets": {
-        "topics": [{"topic": "t", "partitions": [{"partition": 0, "spec": "latest"}]}]
-    },
-    "offset_for_time": {
-        "topics": [{"topic": "t", "partitions": [{"partition": 0, "timestamp": 1000}]}]
-    },
-    "delete_records": {"topics": [{"topic": "t", "partitions": [{"partition": 0, "offset": 1}]}]},
+    **MINIMAL_REQUESTS,
     "commit_offsets": {
         "group": "g",
         "topics": [{"topic": "t", "partitions": [{"partition": 0, "offset": 3}]}],
@@ -103,6 +80,14 @@ def test_a_validated_request_has_the_shape_of_its_type(api: str) -> None:
     assert problems(body, request_type) == []
     # Every key of a validated body is there (defaults filled in): all are required.
     assert request_type.__required_keys__ == set(body)
+
+
+@pytest.mark.parametrize("api", sorted(MINIMAL_RESPONSES))
+def test_a_minimal_answer_has_the_shape_of_its_type(api: str) -> None:
+    """What a handler may leave out (keys with defaults) its answer type leaves out too."""
+    _, answer_type = api_types.API_TYPES[api]
+    assert problems(MINIMAL_RESPONSES[api], answer_type) == []
+    assert problems(validate_response_body(api, MINIMAL_RESPONSES[api]), answer_type) == []
 
 
 @pytest.mark.parametrize("api", sorted(APIS))
