@@ -250,12 +250,12 @@ def main(argv: list[str] | None = None) -> int:
     current = TARGET.read_text(encoding="utf-8") if TARGET.exists() else None
     if args.check:
         if current != text:
-            print(f"stale: {TARGET.relative_to(ROOT)} (run python -m protocol.build_api_types)")
+            print(f"stale: {TARGET} (run python -m protocol.build_api_types)", file=sys.stderr)
             return 1
         return 0
     if current != text:
         TARGET.write_text(text, encoding="utf-8")
-        print(f"wrote {TARGET.relative_to(ROOT)}")
+        print(f"wrote {TARGET}")
     return 0
 
 

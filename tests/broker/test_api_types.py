@@ -8,12 +8,13 @@ time, that the types say what the validator and the handlers really do.
 from __future__ import annotations
 
 import typing
+from pathlib import Path
 from typing import Any, get_args, get_type_hints, is_typeddict
 
 import pytest
 
 from broker.dispatch import HANDLERS
-from protocol import api_types
+from protocol import api_types, build_api_types
 from protocol.build_api_types import TARGET, render
 from protocol.schemas import APIS, validate_request_body, validate_response_body
 from tests.broker.typed_bodies import problems
@@ -64,6 +65,18 @@ def test_the_generated_module_is_what_the_schema_table_renders() -> None:
     assert TARGET.read_text(encoding="utf-8") == render(), (
         "protocol/api_types.py is stale: run `python -m protocol.build_api_types`"
     )
+
+
+def test_check_fails_on_a_stale_module_until_it_is_rewritten(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    target = tmp_path / "api_types.py"
+    target.write_text(render().replace("BinIn = ", "BinIn = str | "), encoding="utf-8")
+    monkeypatch.setattr(build_api_types, "TARGET", target)
+    assert build_api_types.main(["--check"]) == 1
+    assert build_api_types.main([]) == 0
+    assert target.read_text(encoding="utf-8") == render()
+    assert build_api_types.main(["--check"]) == 0
 
 
 def test_every_api_of_the_dispatch_table_has_a_request_and_an_answer_type() -> None:
