@@ -120,21 +120,22 @@ async def fetch(ctx: BrokerContext, body: FetchRequest) -> FetchAnswer:
     return {"topics": [{"topic": t, "partitions": parts} for t, parts in by_topic.items()]}
 
 
+# What `_fetch_once` puts in a partition's `records`: bytes, or a span sent from the
+# file (the schema's type is wider: nil, any sized bin).
+_Records = bytes | RecordSpan
+
+
 def _sent_bytes(res: FetchPartitionAnswer) -> int:
     """Record bytes a partition's answer carries, or describes for a local read."""
     local = res.get("local")
-    return local["length"] if local is not None else len(_records(res))
+    return local["length"] if local is not None else len(cast(_Records, res["records"]))
 
 
 def _sent_records(res: FetchPartitionAnswer) -> int:
     local = res.get("local")
-    return local["record_count"] if local is not None else _record_count(_records(res))
-
-
-def _records(res: FetchPartitionAnswer) -> bytes | RecordSpan:
-    """What `_fetch_once` put in `records` (the schema's type is wider: nil, any sized
-    bin): bytes, or a span sent from the file."""
-    return cast("bytes | RecordSpan", res["records"])
+    if local is not None:
+        return local["record_count"]
+    return _record_count(cast(_Records, res["records"]))
 
 
 def _record_count(records: bytes | RecordSpan) -> int:
