@@ -75,9 +75,13 @@ bench-kafka: install $(INTEROP_STAMP)
 	$(BIN)/python -m bench.kafka_vs $(KAFKA_VS_ARGS) > $(KAFKA_VS_RESULT)
 	$(BIN)/python -m bench.kafka_vs_report $(KAFKA_VS_RESULT) --plot docs/bench-kafka-vs.png
 
+# Types: protocol/api_types.py must be what the schema table renders, and mypy checks
+# the handler layer against it ([tool.mypy] in pyproject.toml has the scope).
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/python -m protocol.build_api_types --check
+	$(BIN)/mypy
 
 format: install
 	$(BIN)/ruff check --fix .
@@ -90,5 +94,5 @@ bench-quick: install
 	$(BIN)/python -m bench.run_all --quick
 
 clean:
-	rm -rf $(VENV) data build *.egg-info .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) data build *.egg-info .pytest_cache .ruff_cache .mypy_cache .hypothesis
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +

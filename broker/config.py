@@ -34,6 +34,7 @@ from broker.security.listeners import (
     parse_listeners,
 )
 from compaction.config import CLEANER_SETTINGS, CleanerConfig
+from protocol.api_types import DescribeConfigsConfigAnswer
 from protocol.errors import InvalidConfig
 from protocol.sasl.scram import MECHANISMS
 from protocol.settings import INT64_MAX, Setting, check_fields, settings_by_name
@@ -462,7 +463,9 @@ class BrokerConfig:
         definition = TOPIC_CONFIG_DEFS[topic_key]
         return "broker" if any(s.name in self.props for s in definition.synonyms) else "default"
 
-    def describe_topic_configs(self, overrides: Mapping[str, object]) -> dict[str, dict[str, Any]]:
+    def describe_topic_configs(
+        self, overrides: Mapping[str, object]
+    ) -> dict[str, DescribeConfigsConfigAnswer]:
         """Every topic key with its effective value and source (`default`, `broker`, `topic`)."""
         effective = LogConfig.from_props(overrides, self.log_config).to_props()
         return {

@@ -7,9 +7,9 @@ the context counts. Both import this module and never each other.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import trio
 
@@ -95,23 +95,32 @@ class BrokerContext:
         self.notifier.close()
 
 
-# A request body after validation: the keys its schema declares, defaults filled in.
+# A request body as a codec hands it over: validated against its API's schema, the keys
+# it declares with defaults filled in. Each handler takes its API's own TypedDict of
+# protocol/api_types.py (generated from the schema table), which is this dict at run time.
 Body = dict[str, Any]
-# An answer body, before any codec turns it into bytes.
-Answer = dict[str, Any]
+# An answer body of any API, before a codec turns it into bytes. Each handler returns
+# its API's TypedDict; to mypy a TypedDict is a Mapping (never a `dict[str, Any]`).
+Answer = Mapping[str, Any]
+
+A = TypeVar("A", bound=Answer, covariant=True)
 
 
 @dataclass(frozen=True, slots=True)
-class Deferred:
+class Deferred(Generic[A]):
     """A handler result that needs more waiting (an `acks: -1` fsync).
 
     The connection completes it beside the requests that follow and writes its
     response in its place, so pipelined durable produces share fsync rounds.
     """
 
-    finish: Callable[[], Awaitable[Answer]]
+    finish: Callable[[], Awaitable[A]]
 
 
-# Every API's handler: the context and a validated body in, an answer (None: send
-# nothing, as for `acks: 0`) or a Deferred out. No handler sees bytes or frames.
-Handler = Callable[[BrokerContext, Body], Awaitable[Answer | Deferred | None]]
+# Every API's handler as the dispatch table holds it: the context and a validated body
+# in, an answer (None: send nothing, as for `acks: 0`) or a Deferred out. No handler
+# sees bytes or frames. Each row's own signature is typed with its API's request and
+# answer (`produce(ctx, body: ProduceRequest) -> ProduceAnswer | Deferred[...] | None`);
+# the table erases them to this, and tests/broker/test_api_types.py checks every row's
+# annotations against protocol/api_types.API_TYPES.
+Handler = Callable[[BrokerContext, Any], Awaitable[Answer | Deferred[Answer] | None]]

@@ -10,9 +10,7 @@ and metrics the same way for every codec. Nothing here knows the wire format.
 
 from __future__ import annotations
 
-from typing import Any
-
-from broker.context import Answer, Body, BrokerContext, Handler
+from broker.context import Answer, BrokerContext, Handler
 from broker.handlers.acls import create_acls, delete_acls, describe_acls
 from broker.handlers.authenticate import authenticate
 from broker.handlers.explain import explain_retention
@@ -39,6 +37,7 @@ from broker.handlers.topics import (
 )
 from broker.logging import get_logger
 from broker.security.gate import guard
+from protocol.api_types import ApiVersionsAnswer, ApiVersionsRequest
 from protocol.errors import InvalidRequest, TidelogError, UnknownServerError
 from protocol.schemas import API_VERSIONS
 
@@ -53,7 +52,7 @@ except Exception:  # running from a tree that was never installed
     SERVER_VERSION = "0.0.0"
 
 
-async def api_versions(ctx: BrokerContext, body: Body) -> Answer:
+async def api_versions(ctx: BrokerContext, body: ApiVersionsRequest) -> ApiVersionsAnswer:
     """`api_versions`: exactly the APIs of this table, and the broker's size limits."""
     return {
         "server": SERVER_NAME,
@@ -120,18 +119,19 @@ def handler_for(api: str) -> Handler:
     return cached[1]
 
 
-def first_error(body: dict[str, Any]) -> str | None:
+def first_error(body: Answer) -> str | None:
     """The first per-topic or per-partition error code in an answer, for metrics.
 
     A request counts as failed with that code (Kafka's failed-request and
     per-error meters count partition errors too).
     """
     for topic in body.get("topics", ()):
-        if topic.get("error"):
-            return topic["error"]
+        error: str | None = topic.get("error")
+        if error:
+            return error
         for part in topic.get("partitions", ()):
             if isinstance(part, dict) and part.get("error"):
-                return part["error"]
+                return str(part["error"])
     return None
 
 

@@ -25,6 +25,7 @@ from typing import Any
 
 import trio
 
+from protocol.api_types import LocalRecords
 from protocol.batch import F_RECORD_COUNT, HEADER, HEADER_SIZE
 from protocol.errors import CorruptMessage
 from storage.log import Extent, Log
@@ -120,7 +121,7 @@ class RecordSpan:
     def close(self) -> None:
         self._finalizer()
 
-    def local_records(self) -> dict[str, Any]:
+    def local_records(self) -> LocalRecords:
         """Where the records lie, for a client on this host that reads the segment file
         itself (docs/protocol.md §9, local reads); the inode identifies the file even if
         the path is renamed or replaced before the client opens it."""
@@ -149,11 +150,6 @@ class Located:
     records: bytes | RecordSpan
     high_watermark: int
     log_start_offset: int
-
-
-def record_count(records: bytes | RecordSpan) -> int | None:
-    """Records of a span (counted while locating it); None for bytes (count them)."""
-    return records.record_count if isinstance(records, RecordSpan) else None
 
 
 def locate_records(plog: Log, offset: int, max_bytes: int, *, min_one: bool = True) -> Located:

@@ -31,6 +31,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from operator import itemgetter
+from typing import Any
 
 import numpy as np
 
@@ -420,7 +421,7 @@ class _Recopier:
             self._resolve(records)
             return self._recopy(view, header, records)
 
-    def _resolve(self, records: Sequence[tuple]) -> None:
+    def _resolve(self, records: Sequence[tuple[Any, ...]]) -> None:
         """Look up the batch's keys that the cache lacks, in one vectorized probe."""
         missing = list(set(map(_key_of, records)).difference(self._latest))
         if len(self._latest) + len(missing) > STAGING_KEYS_MAX:
@@ -428,7 +429,9 @@ class _Recopier:
         offsets = self._map.get_digests(self._map.digest_keys(missing))
         self._latest.update(zip(missing, offsets.tolist(), strict=True))
 
-    def _recopy(self, view: memoryview, header: BatchHeader, records: tuple) -> BatchOutcome:
+    def _recopy(
+        self, view: memoryview, header: BatchHeader, records: tuple[Any, ...]
+    ) -> BatchOutcome:
         return recopy_batch(
             view,
             header,

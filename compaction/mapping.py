@@ -19,9 +19,10 @@ Thread safety: none; one cleaner thread owns one builder.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, KeysView, Sequence
 from itertools import compress, islice, repeat
 from operator import add, attrgetter, ge, itemgetter
+from typing import Any, cast
 
 import numpy as np
 
@@ -73,7 +74,7 @@ class MapBuilder:
         """First offset past the mapped range (the next checkpoint value)."""
         return self.map.latest_offset + 1
 
-    def add_batch(self, header: BatchHeader, records: Sequence[tuple]) -> bool:
+    def add_batch(self, header: BatchHeader, records: Sequence[tuple[Any, ...]]) -> bool:
         """Map one batch; False (and nothing changed) when the map is full.
 
         `records` are the raw record tuples of the batch (`decode_payload`).
@@ -172,7 +173,8 @@ class MapBuilder:
         """Digest the staged keys into the map, `FLUSH_CHUNK_KEYS` at a time."""
         staging = self._staging
         staging.pop(None, None)
-        keys, values = iter(staging.keys()), iter(staging.values())  # same order
+        keys = cast("Iterator[bytes]", iter(staging.keys()))  # the unkeyed None is out
+        values = iter(staging.values())  # the same order
         while chunk := list(islice(keys, FLUSH_CHUNK_KEYS)):
             offsets = np.fromiter(islice(values, len(chunk)), dtype=np.int64, count=len(chunk))
             self.map.put_digests(self.map.digest_keys(chunk), offsets, distinct=True)
@@ -189,7 +191,7 @@ class MapBuilder:
         """The batch may fit if some of its keys are already mapped: count precisely."""
         latest = dict(zip(keys, offsets, strict=True))
         latest.pop(None, None)
-        digests = self.map.digest_keys(latest.keys())
+        digests = self.map.digest_keys(cast("KeysView[bytes]", latest.keys()))  # None is out
         present = int(np.count_nonzero(self.map.get_digests(digests) >= 0))
         if len(latest) - present > self.map.free_entries:
             if self.end_offset <= self.first_dirty_offset:

@@ -24,6 +24,7 @@ from collections.abc import Container, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import repeat
 from operator import add, ge, itemgetter
+from typing import Any
 
 from protocol.batch import (
     DELETE_HORIZON_MASK,
@@ -70,8 +71,8 @@ class BatchOutcome:
 def recopy_batch(
     batch: bytes | memoryview,
     header: BatchHeader,
-    records: Sequence[tuple],
-    latest: Mapping[bytes, int],
+    records: Sequence[tuple[Any, ...]],
+    latest: Mapping[bytes | None, int],
     *,
     map_end_offset: int,
     now_ms: int,
@@ -107,7 +108,7 @@ def recopy_batch(
 def recopy_survivors(
     batch: bytes | memoryview,
     header: BatchHeader,
-    records: Sequence[tuple],
+    records: Sequence[tuple[Any, ...]],
     surviving: Container[int],
     *,
     map_end_offset: int,
@@ -134,7 +135,7 @@ def recopy_survivors(
 def _outcome(
     batch: bytes | memoryview,
     header: BatchHeader,
-    records: Sequence[tuple],
+    records: Sequence[tuple[Any, ...]],
     keep: list[bool],
     horizon_ms: int,
 ) -> BatchOutcome:
@@ -156,7 +157,9 @@ def _outcome(
     )
 
 
-def _rebuild(header: BatchHeader, survivors: list, set_horizon: bool, horizon_ms: int) -> bytes:
+def _rebuild(
+    header: BatchHeader, survivors: list[tuple[Any, ...]], set_horizon: bool, horizon_ms: int
+) -> bytes:
     """A new batch of `survivors` (raw record tuples) keeping the header's identity."""
     entries = [
         (delta, header.base_timestamp + ts_delta, key, value, hdrs)

@@ -98,7 +98,14 @@ class Str(Schema):
 
 
 class Bin(Schema):
-    """Binary data (msgpack bin); memoryviews pass so clients can avoid copies."""
+    """Binary data (msgpack bin); memoryviews pass so clients can avoid copies.
+
+    `external`: in an answer, the broker may send these bytes from a segment file
+    (a sized `protocol.framing.External`), which the answer's static type says.
+    """
+
+    def __init__(self, *, external: bool = False) -> None:
+        self.external = external
 
     def check(self, value: Any) -> Any:
         if not isinstance(value, bytes | bytearray | memoryview):
@@ -189,6 +196,11 @@ class Field:
 
     schema: Schema
     default: Any = _MISSING
+
+    @property
+    def required(self) -> bool:
+        """Whether a body must carry this key (it has no default)."""
+        return self.default is _MISSING
 
 
 def opt(schema: Schema, default: Any) -> Field:

@@ -126,7 +126,7 @@ FETCH_PARTITION_ANSWER = Struct(
     message=_MESSAGE,
     high_watermark=_NULLABLE_INT64,
     log_start_offset=_NULLABLE_INT64,
-    records=opt(Nullable(Bin()), b""),
+    records=opt(Nullable(Bin(external=True)), b""),  # a large read: sent from the file
     local=opt(Nullable(LOCAL_RECORDS), None),
 )
 

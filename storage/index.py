@@ -193,9 +193,10 @@ class Index:
         dirties the page cache, which the map shares.
         """
         slot = self._entries
-        if self._writer[0] is None:
-            self._writer[0] = self._io.open(self.path)
-        self._io.write_all(self._writer[0], self.PACKER.pack(*values), slot * self.entry_size)
+        writer = self._writer[0]
+        if writer is None:
+            writer = self._writer[0] = self._io.open(self.path)
+        self._io.write_all(writer, self.PACKER.pack(*values), slot * self.entry_size)
         self._entries = slot + 1
 
     def release_writer(self) -> None:

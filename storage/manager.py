@@ -26,6 +26,7 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import structlog
 
@@ -245,7 +246,7 @@ class LogManager:
             ) from exc
         self._lock_fd = fd
 
-    def _read_metadata(self, path: Path) -> dict:
+    def _read_metadata(self, path: Path) -> dict[str, Any]:
         try:
             meta = json.loads(self._io.read_file(path))
             name, partitions, configs = meta["topic"], meta["partitions"], meta["configs"]

@@ -29,6 +29,7 @@ import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import structlog
 
@@ -171,7 +172,7 @@ class Segment:
         self.roll_jitter_ms = roll_jitter_ms
         self.fence_position: int | None = None
         self.fence_reason = ""
-        self._fence_listener: weakref.WeakMethod | None = None
+        self._fence_listener: weakref.WeakMethod[Callable[[Segment], None]] | None = None
         # False when loading found bytes after the last whole batch: rescan needed.
         self.tail_is_whole = True
 
@@ -474,7 +475,7 @@ class Segment:
 
     # ---- reading ---------------------------------------------------------
 
-    def _header_at(self, position: int) -> tuple | None:
+    def _header_at(self, position: int) -> tuple[Any, ...] | None:
         data = self._io.pread(self._file.fd, HEADER_SIZE, position)
         if len(data) < HEADER_SIZE:
             return None

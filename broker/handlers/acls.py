@@ -10,11 +10,12 @@ to change, Describe to list: broker/security/policy.py).
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
+from enum import StrEnum
+from typing import TypeVar
 
 import trio
 
-from broker.context import Answer, Body, BrokerContext
+from broker.context import BrokerContext
 from broker.security.acl import (
     MATCH,
     AclBinding,
@@ -26,7 +27,10 @@ from broker.security.acl import (
     parse_enum,
 )
 from broker.security.acl_store import AclStore
+from protocol import api_types as wire
 from protocol.errors import InvalidRequest, SecurityDisabled
+
+E = TypeVar("E", bound=StrEnum)
 
 
 def _store(ctx: BrokerContext) -> AclStore:
@@ -36,32 +40,34 @@ def _store(ctx: BrokerContext) -> AclStore:
     return security.acls
 
 
-def acl_filter(entry: dict[str, Any]) -> AclFilter:
+def acl_filter(entry: wire.AclFilter) -> AclFilter:
     """A wire filter (nil = any) as an AclFilter; InvalidRequest naming a bad value.
     `pattern_type` `Match` selects what applies to `resource_name`, as Kafka's MATCH."""
     if str(entry.get("pattern_type")).lower() == MATCH.lower():
         name = entry.get("resource_name")
         unnamed = acl_filter({**entry, "pattern_type": None, "resource_name": None})
         return replace(unnamed, applies_to=name)
-    kinds = {
-        "resource_type": ResourceType,
-        "pattern_type": PatternType,
-        "operation": Operation,
-        "permission": Permission,
-    }
     try:
-        typed = {
-            name: parse_enum(kinds[name], value) if name in kinds and value is not None else value
-            for name, value in entry.items()
-        }
+        return AclFilter(
+            principal=entry.get("principal"),
+            host=entry.get("host"),
+            resource_type=_enum(ResourceType, entry.get("resource_type")),
+            resource_name=entry.get("resource_name"),
+            pattern_type=_enum(PatternType, entry.get("pattern_type")),
+            operation=_enum(Operation, entry.get("operation")),
+            permission=_enum(Permission, entry.get("permission")),
+        )
     except ValueError as exc:
         raise InvalidRequest(str(exc)) from exc
-    return AclFilter(**typed)
 
 
-async def create_acls(ctx: BrokerContext, body: Body) -> Answer:
+def _enum(kind: type[E], value: str | None) -> E | None:
+    return None if value is None else parse_enum(kind, value)
+
+
+async def create_acls(ctx: BrokerContext, body: wire.CreateAclsRequest) -> wire.CreateAclsAnswer:
     store = _store(ctx)
-    results: list[dict[str, Any]] = []
+    results: list[wire.AclResult] = []
     valid: list[AclBinding] = []
     for entry in body["acls"]:
         try:
@@ -74,15 +80,17 @@ async def create_acls(ctx: BrokerContext, body: Body) -> Answer:
     return {"results": results}
 
 
-async def describe_acls(ctx: BrokerContext, body: Body) -> Answer:
+async def describe_acls(
+    ctx: BrokerContext, body: wire.DescribeAclsRequest
+) -> wire.DescribeAclsAnswer:
     store = _store(ctx)
     found = await trio.to_thread.run_sync(store.bindings, acl_filter(body))
     return {"acls": [binding.to_json() for binding in found]}
 
 
-async def delete_acls(ctx: BrokerContext, body: Body) -> Answer:
+async def delete_acls(ctx: BrokerContext, body: wire.DeleteAclsRequest) -> wire.DeleteAclsAnswer:
     store = _store(ctx)
-    results: list[dict[str, Any]] = []
+    results: list[wire.DeleteAclsResultAnswer] = []
     for entry in body["filters"]:
         try:
             selector = acl_filter(entry)

@@ -20,10 +20,11 @@ from __future__ import annotations
 
 import trio
 
-from broker.context import Answer, Body, BrokerContext
+from broker.context import BrokerContext
 from broker.security import audit
 from broker.security.service import BrokerSecurity
 from broker.security.session import Session, current_session
+from protocol.api_types import AuthenticateAnswer, AuthenticateRequest
 from protocol.errors import (
     IllegalSaslState,
     SaslAuthenticationFailed,
@@ -34,7 +35,7 @@ from protocol.sasl.plain import parse_plain
 from protocol.sasl.scram import ScramServer, scram_mechanism
 
 
-async def authenticate(ctx: BrokerContext, body: Body) -> Answer:
+async def authenticate(ctx: BrokerContext, body: AuthenticateRequest) -> AuthenticateAnswer:
     session = current_session()
     security = ctx.security
     if session is None or security is None or not session.protocol.sasl:
@@ -52,7 +53,7 @@ async def authenticate(ctx: BrokerContext, body: Body) -> Answer:
 
 async def _step(
     ctx: BrokerContext, security: BrokerSecurity, session: Session, mechanism: str, data: bytes
-) -> Answer:
+) -> AuthenticateAnswer:
     if session.authenticated:
         raise IllegalSaslState("authenticate: this connection is already authenticated")
     if session.exchange is not None and session.mechanism != mechanism:
@@ -81,7 +82,7 @@ async def _step(
 
 def _succeeded(
     ctx: BrokerContext, session: Session, mechanism: str, username: str, final: bytes
-) -> Answer:
+) -> AuthenticateAnswer:
     session.principal = f"User:{username}"
     session.authenticated = True
     session.exchange = None

@@ -3,17 +3,24 @@ the next retention pass will do with each segment and why (retention/explain.py)
 
 from __future__ import annotations
 
-from typing import Any
+from typing import cast
 
 import trio
 
-from broker.context import Answer, Body, BrokerContext
+from broker.context import BrokerContext
+from protocol.api_types import (
+    ExplainRetentionAnswer,
+    ExplainRetentionRequest,
+    PartitionExplanation,
+)
 from protocol.errors import UnknownTopicOrPartition
 from retention.task import explain_log
 from storage.manager import LogManager
 
 
-async def explain_retention(ctx: BrokerContext, body: Body) -> Answer:
+async def explain_retention(
+    ctx: BrokerContext, body: ExplainRetentionRequest
+) -> ExplainRetentionAnswer:
     """`explain_retention`: per partition, each segment's verdict (protocol/retention_schema)."""
     topic = body["topic"]
     if topic not in ctx.manager.topics():
@@ -27,10 +34,10 @@ async def explain_retention(ctx: BrokerContext, body: Body) -> Answer:
 
 def explain_partitions(
     manager: LogManager, topic: str, wanted: list[int] | None, now_ms: int
-) -> list[dict[str, Any]]:
+) -> list[PartitionExplanation]:
     """The wire form of every requested partition's explanation at one instant."""
     count = manager.partition_count(topic)
-    out: list[dict[str, Any]] = []
+    out: list[PartitionExplanation] = []
     for partition in range(count) if wanted is None else wanted:
         if not 0 <= partition < count:
             message = f"{topic} has partitions 0..{count - 1}, not {partition}"
@@ -39,7 +46,7 @@ def explain_partitions(
             )
             continue
         explanation = explain_log(manager.get_log(topic, partition), now_ms)
-        out.append(
-            {"partition": partition, "error": None, "message": None, **explanation.to_wire()}
-        )
+        # retention/explain.py writes the rest of PARTITION_EXPLANATION's keys (untyped).
+        answer = {"partition": partition, "error": None, "message": None, **explanation.to_wire()}
+        out.append(cast(PartitionExplanation, answer))
     return out

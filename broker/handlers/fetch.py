@@ -5,14 +5,15 @@ from the segment file (broker/fetch_send.py)."""
 from __future__ import annotations
 
 import functools
-from typing import Any
+from typing import cast
 
 import trio
 
-from broker.context import Answer, Body, BrokerContext
-from broker.fetch_send import Located, RecordSpan, locate_records, record_count
+from broker.context import BrokerContext
+from broker.fetch_send import Located, RecordSpan, locate_records
 from broker.handlers.common import get_log, high_watermark, partition_error, share_loop
 from broker.longpoll import FETCH_MAX_WAIT_MS_CAP
+from protocol.api_types import FetchAnswer, FetchPartition, FetchPartitionAnswer, FetchRequest
 from protocol.batch import iter_headers
 from protocol.errors import TidelogError
 from storage.log import FetchData, Log
@@ -36,22 +37,22 @@ async def _read(plog: Log, offset: int, limit: int, *, min_one: bool) -> FetchDa
 
 async def _fetch_once(
     ctx: BrokerContext,
-    wanted: list[tuple[str, dict[str, Any], Log | None]],
+    wanted: list[tuple[str, FetchPartition, Log | None]],
     max_bytes: int,
     *,
     local_read: bool = False,
-) -> tuple[dict[str, list[dict[str, Any]]], int]:
+) -> tuple[dict[str, list[FetchPartitionAnswer]], int]:
     """Read every wanted partition once; returns results by topic and record bytes.
 
     With `local_read` (docs/protocol.md §9), records that would be sent from a segment
     file are described instead (`local`), and `records` is empty.
     """
-    by_topic: dict[str, list[dict[str, Any]]] = {}
+    by_topic: dict[str, list[FetchPartitionAnswer]] = {}
     remaining = max_bytes
     total = done = 0
     for topic, p, _ in wanted:
         done = await share_loop(done)
-        res: dict[str, Any] = {"partition": p["partition"], "error": None, "message": None}
+        res: FetchPartitionAnswer = {"partition": p["partition"], "error": None, "message": None}
         try:
             plog = get_log(ctx, topic, p["partition"])  # afresh: the topic may be gone
             # Never read more than the broker-wide memory budget has room for.
@@ -85,13 +86,13 @@ async def _fetch_once(
     return by_topic, total
 
 
-async def fetch(ctx: BrokerContext, body: Body) -> Answer:
+async def fetch(ctx: BrokerContext, body: FetchRequest) -> FetchAnswer:
     max_bytes = min(body["max_bytes"], FETCH_RESPONSE_MAX_BYTES)
     min_bytes = body["min_bytes"]
     wait_ms = min(body["max_wait_ms"], FETCH_MAX_WAIT_MS_CAP)
     local_read = body.get("local_read", False)
     deadline = trio.current_time() + wait_ms / 1000
-    wanted: list[tuple[str, dict[str, Any], Log | None]] = []
+    wanted: list[tuple[str, FetchPartition, Log | None]] = []
     for t in body["topics"]:
         for p in t["partitions"]:
             try:
@@ -119,15 +120,22 @@ async def fetch(ctx: BrokerContext, body: Body) -> Answer:
     return {"topics": [{"topic": t, "partitions": parts} for t, parts in by_topic.items()]}
 
 
-def _sent_bytes(res: dict[str, Any]) -> int:
+# What `_fetch_once` puts in a partition's `records`: bytes, or a span sent from the
+# file (the schema's type is wider: nil, any sized bin).
+_Records = bytes | RecordSpan
+
+
+def _sent_bytes(res: FetchPartitionAnswer) -> int:
     """Record bytes a partition's answer carries, or describes for a local read."""
     local = res.get("local")
-    return local["length"] if local is not None else len(res["records"])
+    return local["length"] if local is not None else len(cast(_Records, res["records"]))
 
 
-def _sent_records(res: dict[str, Any]) -> int:
+def _sent_records(res: FetchPartitionAnswer) -> int:
     local = res.get("local")
-    return local["record_count"] if local is not None else _record_count(res["records"])
+    if local is not None:
+        return local["record_count"]
+    return _record_count(cast(_Records, res["records"]))
 
 
 def _record_count(records: bytes | RecordSpan) -> int:
@@ -136,9 +144,8 @@ def _record_count(records: bytes | RecordSpan) -> int:
     For metrics only, counted after every partition was answered: it never fails
     the request (storage checked these headers; a bad one just ends the count).
     """
-    counted = record_count(records)
-    if counted is not None:
-        return counted
+    if isinstance(records, RecordSpan):
+        return records.record_count  # counted while locating it
     total = 0
     try:
         for _, header in iter_headers(records, allow_partial=True):
@@ -148,5 +155,5 @@ def _record_count(records: bytes | RecordSpan) -> int:
     return total
 
 
-def _any_error(by_topic: dict[str, list[dict[str, Any]]]) -> bool:
+def _any_error(by_topic: dict[str, list[FetchPartitionAnswer]]) -> bool:
     return any(r["error"] is not None for parts in by_topic.values() for r in parts)

@@ -16,10 +16,18 @@ exactly as before groups had members.
 
 from __future__ import annotations
 
-from typing import Any
-
-from broker.context import Answer, Body, BrokerContext
+from broker.context import BrokerContext
 from broker.groups import OffsetCommitRequest
+from protocol.api_types import (
+    CommitOffsetsAnswer,
+    CommitOffsetsPartitionAnswer,
+    CommitOffsetsRequest,
+    CommitOffsetsTopicAnswer,
+    FetchOffsetsAnswer,
+    FetchOffsetsPartitionAnswer,
+    FetchOffsetsRequest,
+    FetchOffsetsTopicAnswer,
+)
 from protocol.errors import InvalidRequest, InvalidTopic, UnknownTopicOrPartition
 from protocol.offsets_schema import (
     MAX_GROUP_CHARS,
@@ -62,16 +70,16 @@ def _partition_error(manager: LogManager, topic: str, partition: int) -> str | N
     return None
 
 
-async def commit_offsets(ctx: BrokerContext, body: Body) -> Answer:
+async def commit_offsets(ctx: BrokerContext, body: CommitOffsetsRequest) -> CommitOffsetsAnswer:
     """Store the group's positions, fenced by generation and member when given;
     per-partition UNKNOWN_TOPIC_OR_PARTITION, and a group-level refusal (e.g.
     ILLEGAL_GENERATION) on every partition, as Kafka answers it."""
     group = body["group"]
     _check_group(group)
     accepted: dict[tuple[str, int], tuple[int, str]] = {}
-    answer: list[dict[str, Any]] = []
+    answer: list[CommitOffsetsTopicAnswer] = []
     for topic in body["topics"]:
-        parts = []
+        parts: list[CommitOffsetsPartitionAnswer] = []
         for p in topic["partitions"]:
             if len(p["metadata"]) > MAX_METADATA_CHARS:
                 raise InvalidRequest(f"metadata: longer than {MAX_METADATA_CHARS} characters")
@@ -98,14 +106,14 @@ async def commit_offsets(ctx: BrokerContext, body: Body) -> Answer:
     result = await ctx.groups.call(lambda c: c.commit_offsets(request))
     if result.error is not None:
         message = f"group {group}: commit refused ({result.error})"
-        for topic in answer:
-            for part in topic["partitions"]:
+        for answered in answer:
+            for part in answered["partitions"]:
                 if part["error"] is None:
                     part["error"], part["message"] = result.error, message
     return {"topics": answer}
 
 
-async def fetch_offsets(ctx: BrokerContext, body: Body) -> Answer:
+async def fetch_offsets(ctx: BrokerContext, body: FetchOffsetsRequest) -> FetchOffsetsAnswer:
     """The group's positions (-1 where nothing was committed); a partition with no
     commit that does not exist either gets UNKNOWN_TOPIC_OR_PARTITION, as in commit."""
     group = body["group"]
@@ -117,13 +125,13 @@ async def fetch_offsets(ctx: BrokerContext, body: Body) -> Answer:
         for topic, partition in sorted(committed):
             by_topic.setdefault(topic, []).append(partition)
         wanted = [{"topic": t, "partitions": parts} for t, parts in by_topic.items()]
-    answer = []
+    answer: list[FetchOffsetsTopicAnswer] = []
     for entry in wanted:
         topic = entry["topic"]
         partitions = entry["partitions"]
         if partitions is None:
             partitions = sorted(p for t, p in committed if t == topic)
-        parts = []
+        parts: list[FetchOffsetsPartitionAnswer] = []
         for partition in partitions:
             position = committed.get((topic, partition))
             problem = None

@@ -13,21 +13,25 @@ whose clients do not know MEMBER_ID_REQUIRED.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
 
 import structlog
 
-from broker.context import Answer, Body, BrokerContext
+from broker.context import BrokerContext
 from broker.groups import (
+    ErrorResponse,
+    GroupCoordinator,
     GroupDescription,
     HeartbeatRequest,
     JoinRequest,
     JoinResponse,
     LeaveRequest,
     MemberIdentity,
+    Pending,
     SyncRequest,
     SyncResponse,
 )
+from protocol import api_types as wire
 from protocol.errors import (
     IllegalGeneration,
     MemberIdRequired,
@@ -44,6 +48,14 @@ _ADVICE = {
 }
 
 
+class JoinGroupCall(wire.JoinGroupRequest, total=False):
+    """A `join_group` body as the Kafka adapter may send it: the schema's keys and two
+    more no msgpack body can carry (validation drops unknown keys)."""
+
+    client_host: str  # the connection's host, as Kafka's broker reports it
+    require_known_member_id: bool  # False for JoinGroup v0-v3
+
+
 def _message(group: str, error: str | None) -> str | None:
     if error is None:
         return None
@@ -57,7 +69,7 @@ def _peer_host() -> str:
     return str(peer).rpartition(":")[0] or str(peer)
 
 
-async def join_group(ctx: BrokerContext, body: Body) -> Answer:
+async def join_group(ctx: BrokerContext, body: JoinGroupCall) -> wire.JoinGroupAnswer:
     session_ms = body["session_timeout_ms"]
     rebalance_ms = body["rebalance_timeout_ms"]
     request = JoinRequest(
@@ -92,7 +104,7 @@ async def join_group(ctx: BrokerContext, body: Body) -> Answer:
     }
 
 
-async def sync_group(ctx: BrokerContext, body: Body) -> Answer:
+async def sync_group(ctx: BrokerContext, body: wire.SyncGroupRequest) -> wire.SyncGroupAnswer:
     request = SyncRequest(
         group_id=body["group"],
         member_id=body["member_id"],
@@ -112,7 +124,7 @@ async def sync_group(ctx: BrokerContext, body: Body) -> Answer:
     }
 
 
-async def heartbeat(ctx: BrokerContext, body: Body) -> Answer:
+async def heartbeat(ctx: BrokerContext, body: wire.HeartbeatRequest) -> wire.HeartbeatAnswer:
     request = HeartbeatRequest(
         group_id=body["group"],
         member_id=body["member_id"],
@@ -123,7 +135,7 @@ async def heartbeat(ctx: BrokerContext, body: Body) -> Answer:
     return {"error": response.error, "message": _message(request.group_id, response.error)}
 
 
-async def leave_group(ctx: BrokerContext, body: Body) -> Answer:
+async def leave_group(ctx: BrokerContext, body: wire.LeaveGroupRequest) -> wire.LeaveGroupAnswer:
     request = LeaveRequest(
         group_id=body["group"],
         members=tuple(
@@ -145,7 +157,7 @@ async def leave_group(ctx: BrokerContext, body: Body) -> Answer:
     }
 
 
-async def list_groups(ctx: BrokerContext, body: Body) -> Answer:
+async def list_groups(ctx: BrokerContext, body: wire.ListGroupsRequest) -> wire.ListGroupsAnswer:
     groups = await ctx.groups.query(lambda c: c.list_groups())
     return {
         "groups": [
@@ -155,7 +167,7 @@ async def list_groups(ctx: BrokerContext, body: Body) -> Answer:
     }
 
 
-def _described(group: str, description: GroupDescription | None) -> dict[str, Any]:
+def _described(group: str, description: GroupDescription | None) -> wire.DescribeGroupsGroupAnswer:
     """Kafka's answer for a group it does not know: no error, state Dead."""
     if description is None:
         return {
@@ -193,17 +205,25 @@ def _described(group: str, description: GroupDescription | None) -> dict[str, An
     }
 
 
-async def describe_groups(ctx: BrokerContext, body: Body) -> Answer:
+async def describe_groups(
+    ctx: BrokerContext, body: wire.DescribeGroupsRequest
+) -> wire.DescribeGroupsAnswer:
     described = await ctx.groups.query(lambda c: [(g, c.describe_group(g)) for g in body["groups"]])
     return {"groups": [_described(group, d) for group, d in described]}
 
 
-async def delete_groups(ctx: BrokerContext, body: Body) -> Answer:
+async def delete_groups(
+    ctx: BrokerContext, body: wire.DeleteGroupsRequest
+) -> wire.DeleteGroupsAnswer:
     """Each group separately: only an Empty group is deleted (NON_EMPTY_GROUP otherwise)."""
-    answers = []
+    answers: list[wire.DeleteGroupsGroupAnswer] = []
     for group in body["groups"]:
-        response = await ctx.groups.call(lambda c, g=group: c.delete_group(g))
+        response = await ctx.groups.call(_delete(group))
         answers.append(
             {"group": group, "error": response.error, "message": _message(group, response.error)}
         )
     return {"groups": answers}
+
+
+def _delete(group: str) -> Callable[[GroupCoordinator], ErrorResponse | Pending]:
+    return lambda c: c.delete_group(group)

@@ -4,85 +4,128 @@ Each answers per partition, so one bad partition never fails its neighbours."""
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TypeVar
 
 import trio
 
-from broker.context import Answer, Body, BrokerContext
+from broker.context import BrokerContext
 from broker.handlers.common import get_log, high_watermark, partition_error, share_loop
 from broker.handlers.group_offsets import check_not_internal
 from broker.logging import get_logger
+from protocol.api_types import (
+    DeleteRecordsAnswer,
+    DeleteRecordsPartition,
+    DeleteRecordsPartitionAnswer,
+    DeleteRecordsRequest,
+    ListOffsetsAnswer,
+    ListOffsetsPartition,
+    ListOffsetsRequest,
+    OffsetForTimeAnswer,
+    OffsetForTimePartition,
+    OffsetForTimeRequest,
+    OffsetResult,
+)
 from storage.log import Log
 
 log = get_logger(component="handlers")
 
+# A partition of a request, and its answer.
+P = TypeVar("P", ListOffsetsPartition, OffsetForTimePartition, DeleteRecordsPartition)
+R = TypeVar("R")
+
 
 async def _per_partition(
     ctx: BrokerContext,
-    body: Body,
-    fn: Callable[[Log, dict[str, Any]], Awaitable[dict[str, Any]]],
-    error_fields: dict[str, Any],
-) -> Answer:
+    topics: list[tuple[str, list[P]]],
+    answer: Callable[[Log, P], Awaitable[R]],
+    failed: Callable[[int, str, str | None], R],
+) -> list[tuple[str, list[R]]]:
+    """Each topic's partition answers: `answer`, or `failed` with the error's code and message."""
     out = []
     done = 0
-    for t in body["topics"]:
+    for topic, partitions in topics:
         parts = []
-        for p in t["partitions"]:
+        for p in partitions:
             done = await share_loop(done)
-            res: dict[str, Any] = {"partition": p["partition"], "error": None, "message": None}
             try:
-                plog = get_log(ctx, t["topic"], p["partition"])
-                res.update(await fn(plog, p))
+                plog = get_log(ctx, topic, p["partition"])
+                res = await answer(plog, p)
             except Exception as exc:
-                res["error"], res["message"] = partition_error(exc)
-                res.update(error_fields)
+                res = failed(p["partition"], *partition_error(exc))
             parts.append(res)
-        out.append({"topic": t["topic"], "partitions": parts})
-    return {"topics": out}
+        out.append((topic, parts))
+    return out
 
 
-_NO_OFFSET = {"offset": None, "timestamp": None}
+def _offset(partition: int, offset: int | None, timestamp: int | None) -> OffsetResult:
+    return {
+        "partition": partition,
+        "error": None,
+        "message": None,
+        "offset": offset,
+        "timestamp": timestamp,
+    }
 
 
-async def _list_offset(plog: Log, p: dict[str, Any]) -> dict[str, Any]:
-    spec = p["spec"]
+def _no_offset(partition: int, error: str, message: str | None) -> OffsetResult:
+    return {
+        "partition": partition,
+        "error": error,
+        "message": message,
+        "offset": None,
+        "timestamp": None,
+    }
+
+
+async def _list_offset(plog: Log, p: ListOffsetsPartition) -> OffsetResult:
+    spec, partition = p["spec"], p["partition"]
     if spec == "earliest":
-        return {"offset": plog.log_start_offset, "timestamp": -1}
+        return _offset(partition, plog.log_start_offset, -1)
     if spec == "latest":
-        return {"offset": high_watermark(plog), "timestamp": -1}
+        return _offset(partition, high_watermark(plog), -1)
     found = plog.max_timestamp()
     if found is None:
-        return dict(_NO_OFFSET)
+        return _offset(partition, None, None)
     offset, timestamp = found
     if offset is None or offset < 0:
-        return dict(_NO_OFFSET)
-    return {"offset": offset, "timestamp": timestamp}
+        return _offset(partition, None, None)
+    return _offset(partition, offset, timestamp)
 
 
-async def list_offsets(ctx: BrokerContext, body: Body) -> Answer:
-    return await _per_partition(ctx, body, _list_offset, _NO_OFFSET)
+async def list_offsets(ctx: BrokerContext, body: ListOffsetsRequest) -> ListOffsetsAnswer:
+    topics = [(t["topic"], t["partitions"]) for t in body["topics"]]
+    found = await _per_partition(ctx, topics, _list_offset, _no_offset)
+    return {"topics": [{"topic": topic, "partitions": parts} for topic, parts in found]}
 
 
-async def _offset_for_time(plog: Log, p: dict[str, Any]) -> dict[str, Any]:
+async def _offset_for_time(plog: Log, p: OffsetForTimePartition) -> OffsetResult:
     found = await trio.to_thread.run_sync(plog.offset_for_timestamp, p["timestamp"])
     if found is None:
-        return dict(_NO_OFFSET)
+        return _offset(p["partition"], None, None)
     offset, timestamp = found
-    return {"offset": offset, "timestamp": timestamp}
+    return _offset(p["partition"], offset, timestamp)
 
 
-async def offset_for_time(ctx: BrokerContext, body: Body) -> Answer:
-    return await _per_partition(ctx, body, _offset_for_time, _NO_OFFSET)
+async def offset_for_time(ctx: BrokerContext, body: OffsetForTimeRequest) -> OffsetForTimeAnswer:
+    topics = [(t["topic"], t["partitions"]) for t in body["topics"]]
+    found = await _per_partition(ctx, topics, _offset_for_time, _no_offset)
+    return {"topics": [{"topic": topic, "partitions": parts} for topic, parts in found]}
 
 
-async def _delete_records(plog: Log, p: dict[str, Any]) -> dict[str, Any]:
+async def _delete_records(plog: Log, p: DeleteRecordsPartition) -> DeleteRecordsPartitionAnswer:
     check_not_internal(plog.topic, "delete records of")
     # The log checks the range (-1 = high watermark) and the policy (compact-only
     # topics refuse, POLICY_VIOLATION as in Kafka); it may write a checkpoint.
     low = await trio.to_thread.run_sync(plog.delete_records, p["offset"])
     log.info("records_deleted", topic=plog.topic, partition=plog.partition, low_watermark=low)
-    return {"low_watermark": low}
+    return {"partition": p["partition"], "error": None, "message": None, "low_watermark": low}
 
 
-async def delete_records(ctx: BrokerContext, body: Body) -> Answer:
-    return await _per_partition(ctx, body, _delete_records, {"low_watermark": -1})
+def _not_deleted(partition: int, error: str, message: str | None) -> DeleteRecordsPartitionAnswer:
+    return {"partition": partition, "error": error, "message": message, "low_watermark": -1}
+
+
+async def delete_records(ctx: BrokerContext, body: DeleteRecordsRequest) -> DeleteRecordsAnswer:
+    topics = [(t["topic"], t["partitions"]) for t in body["topics"]]
+    found = await _per_partition(ctx, topics, _delete_records, _not_deleted)
+    return {"topics": [{"topic": topic, "partitions": parts} for topic, parts in found]}

@@ -4,14 +4,18 @@ for the group commit's fsync beside the requests that follow (`Deferred`)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import trio
 
-from broker.context import Answer, Body, BrokerContext, Deferred
+from broker.context import BrokerContext, Deferred
 from broker.handlers.common import get_log, partition_error, share_loop
 from broker.handlers.group_offsets import check_not_internal
 from broker.logging import get_logger
+from protocol.api_types import (
+    ProduceAnswer,
+    ProducePartitionAnswer,
+    ProduceRequest,
+    ProduceTopicAnswer,
+)
 from protocol.batch import HEADER_SIZE, read_header
 from protocol.errors import RequestTimedOut, TidelogError, UnknownTopicOrPartition
 from protocol.schemas import check_topic_name
@@ -88,17 +92,23 @@ def _array_length(buf: bytes | bytearray | memoryview, pos: int) -> int | None:
     return int.from_bytes(buf[pos + 1 : pos + 1 + width], "big")
 
 
-async def produce(ctx: BrokerContext, body: Body) -> Answer | Deferred | None:
+async def produce(
+    ctx: BrokerContext, body: ProduceRequest
+) -> ProduceAnswer | Deferred[ProduceAnswer] | None:
     acks = body["acks"]
-    results: list[dict[str, Any]] = []
-    to_sync: list[tuple[dict[str, Any], Log, int]] = []
+    results: list[ProduceTopicAnswer] = []
+    to_sync: list[tuple[ProducePartitionAnswer, Log, int]] = []
     done = 0
     for t in body["topics"]:
         topic = t["topic"]
         parts_out = []
         for p in t["partitions"]:
             done = await share_loop(done)
-            res: dict[str, Any] = {"partition": p["partition"], "error": None, "message": None}
+            res: ProducePartitionAnswer = {
+                "partition": p["partition"],
+                "error": None,
+                "message": None,
+            }
             try:
                 check_not_internal(topic, "append to")
                 plog = await _get_or_create_log(ctx, topic, p["partition"])
@@ -136,7 +146,7 @@ async def produce(ctx: BrokerContext, body: Body) -> Answer | Deferred | None:
     if to_sync:
         timeout_ms = body["timeout_ms"]
 
-        async def finish() -> Answer:
+        async def finish() -> ProduceAnswer:
             await _wait_durable(ctx, to_sync, timeout_ms)
             return {"topics": results}
 
@@ -145,11 +155,11 @@ async def produce(ctx: BrokerContext, body: Body) -> Answer | Deferred | None:
 
 
 async def _wait_durable(
-    ctx: BrokerContext, to_sync: list[tuple[dict[str, Any], Log, int]], timeout_ms: int
+    ctx: BrokerContext, to_sync: list[tuple[ProducePartitionAnswer, Log, int]], timeout_ms: int
 ) -> None:
     """Wait for the fsync of every appended partition, concurrently, within the timeout."""
 
-    async def one(res: dict[str, Any], plog: Log, end_offset: int) -> None:
+    async def one(res: ProducePartitionAnswer, plog: Log, end_offset: int) -> None:
         try:
             with trio.fail_after(timeout_ms / 1000):
                 await ctx.committer.wait_durable(plog, end_offset)

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import trio
 
-from broker.context import Answer, Body, BrokerContext
+from broker.context import BrokerContext
 from broker.logging import get_logger
+from protocol.api_types import InitProducerIdAnswer, InitProducerIdRequest
 
 log = get_logger(component="handlers")
 
 
-async def init_producer_id(ctx: BrokerContext, body: Body) -> Answer:
+async def init_producer_id(ctx: BrokerContext, body: InitProducerIdRequest) -> InitProducerIdAnswer:
     granted = await trio.to_thread.run_sync(
         lambda: ctx.manager.producer_ids.init_producer_id(
             body["producer_id"], body["producer_epoch"], body["transactional_id"]

@@ -4,14 +4,14 @@ alter_configs. Admin changes run in worker threads (a directory per partition)."
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
 
 import trio
 
 from broker.config import unknown_key_error
-from broker.context import Answer, Body, BrokerContext
+from broker.context import BrokerContext
 from broker.handlers.common import high_watermark, partition_error, require_topic, share_loop
 from broker.handlers.group_offsets import check_not_internal
+from protocol import api_types as wire
 from protocol.errors import InvalidPartitions, TopicAlreadyExists, UnknownTopicOrPartition
 from protocol.schemas import check_topic_name
 from storage.config import TOPIC_CONFIG_DEFS, LogConfig
@@ -22,7 +22,7 @@ from storage.log import Log
 MAX_PARTITIONS_PER_TOPIC = 10_000
 
 
-async def create_topic(ctx: BrokerContext, body: Body) -> Answer:
+async def create_topic(ctx: BrokerContext, body: wire.CreateTopicRequest) -> wire.CreateTopicAnswer:
     topic, partitions, configs = body["topic"], body["partitions"], body["configs"]
     check_topic_name(topic)
     check_not_internal(topic, "create")
@@ -41,7 +41,7 @@ async def create_topic(ctx: BrokerContext, body: Body) -> Answer:
     return {}
 
 
-async def delete_topic(ctx: BrokerContext, body: Body) -> Answer:
+async def delete_topic(ctx: BrokerContext, body: wire.DeleteTopicRequest) -> wire.DeleteTopicAnswer:
     topic = body["topic"]
     check_topic_name(topic)
     check_not_internal(topic, "delete")
@@ -61,14 +61,14 @@ def _check_topic_keys(names: Iterable[str]) -> None:
             raise unknown_key_error(name, TOPIC_CONFIG_DEFS)
 
 
-def _config_text(value: Any) -> str:
+def _config_text(value: str | int | float) -> str:
     """Config values travel as str, int, float or bool; storage parses Kafka's text form."""
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)
 
 
-def _partition_meta(plog: Log, partition: int) -> dict[str, Any]:
+def _partition_meta(plog: Log, partition: int) -> wire.MetadataPartitionAnswer:
     return {
         "partition": partition,
         "log_start_offset": plog.log_start_offset,
@@ -79,15 +79,15 @@ def _partition_meta(plog: Log, partition: int) -> dict[str, Any]:
     }
 
 
-async def metadata(ctx: BrokerContext, body: Body) -> Answer:
+async def metadata(ctx: BrokerContext, body: wire.MetadataRequest) -> wire.MetadataAnswer:
     names = body["topics"]
     known = set(ctx.manager.topics())
     wanted = sorted(known) if names is None else list(names)
-    out = []
+    out: list[wire.MetadataTopicAnswer] = []
     done = 0
     for topic in wanted:
         done = await share_loop(done)  # every topic's partitions are listed: share the loop
-        entry: dict[str, Any] = {"topic": topic, "error": None, "message": None}
+        entry: wire.MetadataTopicAnswer = {"topic": topic, "error": None, "message": None}
         try:
             if topic not in known:
                 raise UnknownTopicOrPartition(f"unknown topic {topic!r}")
@@ -103,14 +103,18 @@ async def metadata(ctx: BrokerContext, body: Body) -> Answer:
     return {"topics": out}
 
 
-async def describe_configs(ctx: BrokerContext, body: Body) -> Answer:
+async def describe_configs(
+    ctx: BrokerContext, body: wire.DescribeConfigsRequest
+) -> wire.DescribeConfigsAnswer:
     topic = body["topic"]
     require_topic(ctx, topic)
     overrides = ctx.manager.topic_overrides(topic)
     return {"configs": ctx.config.describe_topic_configs(overrides)}
 
 
-async def alter_configs(ctx: BrokerContext, body: Body) -> Answer:
+async def alter_configs(
+    ctx: BrokerContext, body: wire.AlterConfigsRequest
+) -> wire.AlterConfigsAnswer:
     topic = body["topic"]
     require_topic(ctx, topic)
     check_not_internal(topic, "alter the configs of")

@@ -24,7 +24,10 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
+
+if TYPE_CHECKING:
+    from protocol import api_types as wire
 
 WILDCARD = "*"
 # The one cluster resource's name, as Kafka spells it.
@@ -138,7 +141,7 @@ class AclBinding:
             parse_enum(Permission, permission),
         )
 
-    def to_json(self) -> dict[str, str]:
+    def to_json(self) -> wire.AclBinding:
         return {
             "principal": self.principal,
             "host": self.host,
@@ -150,7 +153,7 @@ class AclBinding:
         }
 
     @classmethod
-    def from_json(cls, obj: dict[str, str]) -> AclBinding:
+    def from_json(cls, obj: wire.AclBinding) -> AclBinding:
         return cls.parse(
             obj["principal"],
             obj["host"],
