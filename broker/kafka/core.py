@@ -23,6 +23,7 @@ from broker.handlers.group_offsets import INTERNAL_TOPICS
 from broker.kafka.call import KafkaAnswer, KafkaCall, KafkaHandler
 from broker.kafka.edge import to_kafka, to_tidelog
 from broker.logging import get_logger
+from protocol.api_types import FetchRequest
 from protocol.errors import TidelogError
 from protocol.kafka.errors import KafkaCodecError, KafkaError, for_tidelog_code
 from protocol.kafka.messages import FETCH, LIST_OFFSETS, METADATA, PRODUCE
@@ -286,7 +287,7 @@ async def fetch(call: KafkaCall) -> KafkaAnswer:
             "session_id": NO_SESSION,
             "responses": [],
         }
-    native_body = {
+    native_body: FetchRequest = {
         "max_wait_ms": max(body["max_wait_ms"], 0),
         "min_bytes": max(body["min_bytes"], 0),
         "max_bytes": min(max(body["max_bytes"], 0), INT32_MAX),
@@ -304,6 +305,7 @@ async def fetch(call: KafkaCall) -> KafkaAnswer:
             }
             for t in body["topics"]
         ],
+        "local_read": False,  # the records travel on this connection
     }
     native = await handler_for("fetch")(call.ctx, native_body)
     assert native is not None and not isinstance(native, Deferred)
