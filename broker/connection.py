@@ -482,8 +482,9 @@ async def _handle_frames(
                 await out_send.send(slot)
                 continue
             if result is not None:
-                state.queued_bytes += _memory_bytes(result)
-                _hold(ctx, state, _memory_bytes(result))
+                size = _memory_bytes(result)
+                state.queued_bytes += size
+                _hold(ctx, state, size)
             await out_send.send(result)
             while state.queued_bytes > MAX_QUEUED_RESPONSE_BYTES:
                 state.room = trio.Event()

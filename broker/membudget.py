@@ -101,7 +101,8 @@ class MemoryBudget:
         """Give back `size` bytes and wake whoever waits for room; `freed=False` when no
         memory was actually let go (a reservation that was never filled)."""
         self.used_bytes -= size
-        self._lot.unpark_all()
+        if self._lot:  # nobody waits, nearly always: skip trio's wake-up machinery
+            self._lot.unpark_all()
         if not freed:
             return
         self._freed += size

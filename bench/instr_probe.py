@@ -1,0 +1,177 @@
+"""One workload of `bench.instr_ab`, run by a checkout's own python under callgrind.
+
+Run as a script (`python bench/instr_probe.py <probe> <tree> <n>`), not as a module:
+the file is read from the checkout under test but imports the packages of the checkout
+whose interpreter runs it, so one probe serves both sides of an A/B (round 1's tree
+kept the clients in `protocol`, later ones in `tidelog`). Every probe does the same
+fixed work `n` times after an identical start, so the difference between two values
+of `n` is the cost of the work alone.
+
+- `append`: `Log.append` of the storage benchmark's 1,000-record, 120 KB batch.
+- `broker`: the broker process (`tidelog serve`, the one under callgrind) answering
+  `n` pre-encoded `acks: 1` produce requests of 1,000 x 100 B records, then fetches
+  of all of them back, raw.
+- `consume`: the client process consuming `n` such batches with `Consumer.poll`.
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+RECORDS_PER_BATCH = 1000
+VALUE_BYTES = 100
+START_TIMEOUT_S = 600  # a broker under callgrind starts ~50x slower
+
+
+def _client_class() -> Any:
+    try:
+        from tidelog.client import Client
+    except ImportError:  # round 1's layout
+        from protocol.client import Client  # type: ignore[no-redef]
+    return Client
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _wait_for(port: int) -> None:
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), 0.5).close()
+            return
+        except OSError:
+            time.sleep(0.2)
+    raise SystemExit(f"no broker on port {port} after {START_TIMEOUT_S} s")
+
+
+def _batch() -> bytes:
+    from protocol.batch import encode_batch
+
+    values = [bytes([i % 251]) * VALUE_BYTES for i in range(RECORDS_PER_BATCH)]
+    return encode_batch([(None, v, (), None) for v in values], now_ms=int(time.time() * 1000))
+
+
+def probe_append(n: int) -> None:
+    from bench.storage_bench import BASE_TS, TS_STEP_MS, stamp, template_batch
+    from storage.config import LogConfig
+    from storage.manager import LogManager
+
+    with tempfile.TemporaryDirectory() as data_dir:
+        manager = LogManager(Path(data_dir), LogConfig(segment_index_bytes=1 << 20))
+        manager.open()
+        manager.create_topic("a", 1)
+        log = manager.get_log("a", 0)
+        template = template_batch()
+        for i in range(n):
+            log.append(stamp(template, BASE_TS + i * TS_STEP_MS))
+        manager.close()
+
+
+def _produce(bootstrap: str, n: int) -> None:
+    records = _batch()
+    body = {
+        "acks": 1,
+        "timeout_ms": 60_000,
+        "topics": [{"topic": "t", "partitions": [{"partition": 0, "records": records}]}],
+    }
+    with _client_class()(bootstrap) as client:
+        client.create_topic("t", 1)
+        sent = done = 0
+        while done < n:
+            while sent < n and sent - done < 4:
+                client.send("produce", body)
+                sent += 1
+            client.receive().result()
+            done += 1
+
+
+def probe_servers(tree: Path, n: int, what: str, out_file: str) -> None:
+    from protocol.batch import iter_headers
+
+    with tempfile.TemporaryDirectory() as data_dir:
+        port = _free_port()
+        serve = [
+            str(tree / ".venv" / "bin" / "tidelog"),
+            "serve",
+            "--data-dir",
+            f"{data_dir}/data",
+            "--listen",
+            f"127.0.0.1:{port}",
+            "--metrics-listen",
+            f"127.0.0.1:{_free_port()}",
+        ]
+        if what == "broker":
+            serve = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out_file}", *serve]
+        broker = subprocess.Popen(
+            serve, cwd=data_dir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        try:
+            _wait_for(port)
+            bootstrap = f"127.0.0.1:{port}"
+            _produce(bootstrap, n)
+            if what == "broker":
+                with _client_class()(bootstrap) as client:
+                    offset = 0
+                    while offset < n * RECORDS_PER_BATCH:
+                        answer = client.fetch("t", 0, offset, max_bytes=1 << 20)
+                        for _, header in iter_headers(answer.records):
+                            offset = header.next_offset
+            else:
+                code = f"import sys; sys.argv = ['', 'consume-client', '{bootstrap}', '{n}']\n"
+                code += f"exec(open({__file__!r}).read())"
+                subprocess.run(
+                    [
+                        "valgrind",
+                        "--tool=callgrind",
+                        f"--callgrind-out-file={out_file}",
+                        sys.executable,
+                        "-c",
+                        code,
+                    ],
+                    check=True,
+                    cwd=data_dir,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
+        finally:
+            broker.terminate()
+            broker.wait(START_TIMEOUT_S)
+
+
+def consume_client(bootstrap: str, n: int) -> None:
+    try:
+        from tidelog.consumer import Consumer, TopicPartition
+    except ImportError:  # round 1's layout
+        from protocol.consumer import Consumer, TopicPartition  # type: ignore[no-redef]
+    with Consumer(bootstrap_servers=bootstrap) as consumer:
+        partition = TopicPartition("t", 0)
+        consumer.assign([partition])
+        consumer.seek_to_beginning(partition)
+        got = 0
+        while got < n * RECORDS_PER_BATCH:
+            for records in consumer.poll(timeout_ms=1000, max_records=1 << 20).values():
+                got += len(records)
+
+
+def main(argv: list[str]) -> None:
+    probe = argv[1]
+    if probe == "consume-client":
+        consume_client(argv[2], int(argv[3]))
+    elif probe == "append":
+        probe_append(int(argv[3]))
+    else:
+        probe_servers(Path(argv[2]), int(argv[3]), probe, argv[4])
+
+
+if __name__ == "__main__":
+    main(sys.argv)
