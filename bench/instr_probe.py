@@ -74,6 +74,7 @@ def probe_append(n: int) -> None:
         template = template_batch()
         for i in range(n):
             log.append(stamp(template, BASE_TS + i * TS_STEP_MS))
+        print(f"log_end_offset={log.log_end_offset}")
         manager.close()
 
 
