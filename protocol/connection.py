@@ -194,6 +194,8 @@ def find_partition(body: Mapping[str, Any], topic: str, partition: int) -> dict[
 
     Raises its per-partition error as the matching `TidelogError`.
     """
+    topic_entry: dict[str, Any]
+    entry: dict[str, Any]
     for topic_entry in body["topics"]:
         if topic_entry["topic"] != topic:
             continue

@@ -9,7 +9,7 @@ envelope's shape only; `protocol.schemas` checks bodies.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeGuard
 
 from protocol.errors import InvalidRequest, TidelogError, error_from_wire
 
@@ -24,7 +24,7 @@ UNKNOWN_ID = -1
 MAX_CLIENT_ID_CHARS = 255
 
 
-def _is_int(value: object) -> bool:
+def _is_int(value: object) -> TypeGuard[int]:
     return type(value) is int
 
 

@@ -213,6 +213,7 @@ def encode_frame_parts(obj: Any, externals: list[E]) -> list[bytes | E]:
 
 def frame_length(header: bytes | bytearray | memoryview, max_frame_bytes: int) -> int:
     """The body length a 4-byte header announces, refused if over `max_frame_bytes`."""
+    length: int
     (length,) = LENGTH.unpack(header)
     if length > max_frame_bytes:
         raise FrameTooLarge(length, max_frame_bytes)

@@ -67,14 +67,16 @@ class OffsetAndMetadata(NamedTuple):
 
 def offset_key(group: str, topic: str, partition: int) -> bytes:
     """The `__consumer_offsets` record key of one group's position in one partition."""
-    return msgpack.packb([group, topic, partition], use_bin_type=True)
+    key: bytes = msgpack.packb([group, topic, partition], use_bin_type=True)
+    return key
 
 
 def offset_value(offset: int, metadata: str, commit_timestamp_ms: int) -> bytes:
-    return msgpack.packb(
+    value: bytes = msgpack.packb(
         {"offset": offset, "metadata": metadata, "commit_timestamp": commit_timestamp_ms},
         use_bin_type=True,
     )
+    return value
 
 
 def parse_offset_record(
