@@ -131,7 +131,7 @@ def commit_offsets(
     generation: int = -1,
     member_id: str = "",
     group_instance_id: str | None = None,
-) -> Call:
+) -> Call[None]:
     """Commit `{(topic, partition): offset or OffsetAndMetadata}`; raises the first
     partition error as its TidelogError class. A group member passes its generation
     and ids, and the broker refuses the commit if the group has moved on."""
@@ -158,7 +158,9 @@ def commit_offsets(
     return Call(COMMIT_OFFSETS, body, extract)
 
 
-def fetch_offsets(group: str, partitions: Iterable[tuple[str, int]] | None = None) -> Call:
+def fetch_offsets(
+    group: str, partitions: Iterable[tuple[str, int]] | None = None
+) -> Call[dict[tuple[str, int], OffsetAndMetadata]]:
     """The group's committed positions: `{(topic, partition): OffsetAndMetadata}`,
     leaving out partitions with nothing committed. `partitions=None`: all of them."""
     topics = None
@@ -169,7 +171,7 @@ def fetch_offsets(group: str, partitions: Iterable[tuple[str, int]] | None = Non
         topics = [{"topic": t, "partitions": sorted(p)} for t, p in wanted.items()]
 
     def extract(answer: dict[str, Any]) -> dict[tuple[str, int], OffsetAndMetadata]:
-        found = {}
+        found: dict[tuple[str, int], OffsetAndMetadata] = {}
         for topic in answer["topics"]:
             for part in topic["partitions"]:
                 if part.get("error"):
