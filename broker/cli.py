@@ -105,7 +105,8 @@ def _run_serve(args: argparse.Namespace) -> int:
 def run(args: argparse.Namespace) -> int:
     """Run a parsed command, mapping user errors to one line on stderr."""
     try:
-        return args.func(args)
+        code: int = args.func(args)
+        return code
     except OutputClosed:
         # The reader went away (`tidelog consume ... | head`): not an error.
         devnull = os.open(os.devnull, os.O_WRONLY)

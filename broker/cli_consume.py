@@ -18,6 +18,7 @@ import argparse
 import base64
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 
 from broker.cli_common import (
@@ -196,8 +197,8 @@ def _print_records(
             pending = {tp for tp in pending if consumer.position(tp) < ends[tp]}
 
 
-def _text_renderer(args: argparse.Namespace) -> Any:
-    separator = args.key_separator.encode()
+def _text_renderer(args: argparse.Namespace) -> Callable[[ConsumerRecord], bytes]:
+    separator: bytes = args.key_separator.encode()
 
     def render(record: ConsumerRecord) -> bytes:
         value = b"null" if record.value is None else record.value

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from broker.cli_common import (
@@ -176,7 +177,7 @@ def _config_text(value: Any) -> str:
     return str(value)
 
 
-def print_table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
+def print_table(header: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> None:
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
     for row in [header, *rows]:
         print_out(

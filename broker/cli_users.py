@@ -75,6 +75,7 @@ def register(subparsers: Any) -> None:
 
 
 def _read_password(args: argparse.Namespace) -> str:
+    text: str
     if args.password_file is not None:
         try:
             text = args.password_file.read_text(encoding="utf-8")
