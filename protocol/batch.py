@@ -172,7 +172,9 @@ _TIMESTAMP_DELTA = itemgetter(1)
 
 # PROTOCOL.md §3's record, as msgspec checks it while decoding (bin, not str, for
 # keys and values; bool and float are not integers).
-RecordTuple = tuple[int, int, bytes | None, bytes | None, tuple[tuple[str, bytes | None], ...]]
+# One record's headers, as decoded: (name, value or None) pairs.
+RecordHeaders = tuple[tuple[str, bytes | None], ...]
+RecordTuple = tuple[int, int, bytes | None, bytes | None, RecordHeaders]
 _PAYLOAD_DECODER = msgspec.msgpack.Decoder(tuple[RecordTuple, ...])
 # A record's headers as callers hand them in: (name, value) pairs, tuples or lists.
 HeaderPairs = Sequence[Sequence[str | bytes | None]]
@@ -201,7 +203,10 @@ __all__ = [
     "BatchLayout",
     "BatchWalk",
     "Compression",
+    "HeaderPairs",
     "Record",
+    "RecordHeaders",
+    "RecordTuple",
     "TimestampType",
     "build_batch",
     "check_crc",
@@ -281,7 +286,7 @@ class Record(NamedTuple):
     timestamp: int
     key: bytes | None
     value: bytes | None
-    headers: tuple[tuple[str, bytes | None], ...]
+    headers: RecordHeaders
 
 
 def max_decompressed_bytes(message_max_bytes: int) -> int:

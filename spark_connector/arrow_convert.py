@@ -25,6 +25,7 @@ from protocol.batch import (
     DEFAULT_MAX_DECOMPRESSED_BYTES,
     HEADER_SIZE,
     BatchHeader,
+    RecordHeaders,
     TimestampType,
     decode_payload,
     iter_headers,
@@ -35,15 +36,13 @@ from spark_connector.schema import HEADER_ARROW_TYPE, arrow_schema
 from spark_connector.uniform_scan import UniformFields, scan_uniform
 
 _TIMESTAMP_TYPE = pa.timestamp("us", tz="UTC")
-# One record's headers, as decoded: (name, value or None) pairs.
-_Headers = tuple[tuple[str, bytes | None], ...]
 # Offsets, timestamps (ms), keys, values, headers, and the slice [lo, hi) of a batch.
 _BatchColumns = tuple[
     np.ndarray,
     np.ndarray,
     tuple[bytes | None, ...],
     tuple[bytes | None, ...],
-    tuple[_Headers, ...],
+    tuple[RecordHeaders, ...],
     int,
     int,
 ]
@@ -385,7 +384,7 @@ def _decoded_columns(
     type_parts: list[np.ndarray] = []
     keys: list[bytes | None] = []
     values: list[bytes | None] = []
-    headers: list[_Headers] = []
+    headers: list[RecordHeaders] = []
     for pos, header in selection.batches:
         cols = _columns_of_batch(buf, pos, header, start, end)
         if cols is None:
@@ -410,7 +409,7 @@ def _decoded_columns(
     )
 
 
-def headers_column(headers: list[_Headers]) -> pa.Array:
+def headers_column(headers: list[RecordHeaders]) -> pa.Array:
     """`array<struct<key,value>>`, null for a record without headers (Kafka's converter)."""
     return pa.array(
         [[{"key": k, "value": v} for k, v in h] if h else None for h in headers],

@@ -36,7 +36,7 @@ from collections.abc import Sequence
 from types import TracebackType
 from typing import Any
 
-from protocol.batch import set_producer_fields
+from protocol.batch import RecordHeaders, set_producer_fields
 from protocol.compression import Compression
 from protocol.connection import DEFAULT_CLIENT_ID, BrokerProtocolError, Reply
 from protocol.errors import error_from_wire
@@ -92,7 +92,7 @@ DEFAULT_RETRY_BACKOFF_MS = 100
 # record's msgpack framing and list slots, roughly.
 _RECORD_OVERHEAD_BYTES = 16
 
-_NO_HEADERS: tuple[tuple[str, bytes | None], ...] = ()
+_NO_HEADERS: RecordHeaders = ()
 _MIN_INT64, _MAX_INT64 = -(2**63), 2**63 - 1
 
 
@@ -102,7 +102,7 @@ _BLOB_TYPES = frozenset({bytes, type(None)})
 
 def _check_headers(
     headers: Sequence[tuple[str, bytes | None]],
-) -> tuple[tuple[str, bytes | None], ...]:
+) -> RecordHeaders:
     """Headers as a tuple of (str, bytes | None) pairs, or TypeError."""
     pairs = tuple((k, v) for k, v in headers)
     for key, value in pairs:

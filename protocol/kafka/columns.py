@@ -32,8 +32,7 @@ from protocol.kafka.varint import VARINT_MAX_BYTES, VARLONG_MAX_BYTES, read_uvar
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
-# One record's headers, as decoded: (name, value or None) pairs.
-_Headers = tuple[tuple[str, bytes | None], ...]
+    from protocol.batch import RecordHeaders
 
 __all__ = ["RecordColumns", "decode_columns", "encode_columns", "scan_columns"]
 
@@ -128,13 +127,13 @@ class RecordColumns(NamedTuple):
     key_lengths: np.ndarray
     value_starts: np.ndarray
     value_lengths: np.ndarray
-    headers: list[_Headers] | repeat[_Headers]
+    headers: list[RecordHeaders] | repeat[RecordHeaders]
 
 
 def scan_columns(
     data: bytes,
     count: int,
-    decode_headers: Callable[[bytes, int, int, int], tuple[_Headers, int]],
+    decode_headers: Callable[[bytes, int, int, int], tuple[RecordHeaders, int]],
 ) -> RecordColumns:
     """Walk `count` records of uncompressed `data` column-wise, checking every bound.
 
@@ -163,7 +162,7 @@ def scan_columns(
     pos += size
     if (key_lengths < -1).any() or (value_lengths < -1).any():
         raise _corrupt("record key or value length below -1")
-    headers: list[_Headers] | repeat[_Headers] = repeat((), count)
+    headers: list[RecordHeaders] | repeat[RecordHeaders] = repeat((), count)
     with_headers = np.flatnonzero(header_counts)
     if (pos > ends).any():
         bad = int(np.flatnonzero(pos > ends)[0])
@@ -191,8 +190,8 @@ def scan_columns(
 def decode_columns(
     data: bytes,
     count: int,
-    decode_headers: Callable[[bytes, int, int, int], tuple[_Headers, int]],
-) -> list[tuple[int, int, bytes | None, bytes | None, _Headers]]:
+    decode_headers: Callable[[bytes, int, int, int], tuple[RecordHeaders, int]],
+) -> list[tuple[int, int, bytes | None, bytes | None, RecordHeaders]]:
     """`count` records of uncompressed `data` as Tidelog record tuples, column-wise."""
     columns = scan_columns(data, count, decode_headers)
     return list(
