@@ -20,6 +20,7 @@ from broker.cli_common import (
     EXIT_OK,
     CliError,
     HelpFormatter,
+    Subcommands,
     bootstrap_parent,
     format_parent,
     parse_time_ms,
@@ -40,7 +41,7 @@ _DURATION = re.compile(
 )
 
 
-def register(sub: Any) -> None:
+def register(sub: Subcommands) -> None:
     common = [bootstrap_parent(), format_parent()]
     groups = sub.add_parser(
         "groups",

@@ -10,6 +10,7 @@ from typing import Any
 from broker.cli_common import (
     EXIT_OK,
     CliError,
+    Subcommands,
     bootstrap_parent,
     cli_client,
     format_parent,
@@ -20,7 +21,7 @@ from protocol.errors import TopicAlreadyExists, UnknownTopicOrPartition, error_f
 from tidelog.client import Client
 
 
-def register(sub: Any) -> None:
+def register(sub: Subcommands) -> None:
     common = [bootstrap_parent()]
     topics = sub.add_parser(
         "topics",

@@ -275,7 +275,7 @@ async def send_parts(stream: trio.abc.SendStream, parts: FrameParts, timeout_s: 
         close_parts(parts)
 
 
-async def _sendfile(sock: Any, span: RecordSpan, timeout_s: float) -> None:
+async def _sendfile(sock: trio.socket.SocketType, span: RecordSpan, timeout_s: float) -> None:
     """`span` to the socket: bursts of `sendfile` in a worker thread (a cold page-cache
     read blocks that thread, not the event loop), and the waits for the peer to read
     on the event loop (a slow peer holds no thread)."""

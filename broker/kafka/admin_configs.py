@@ -16,6 +16,7 @@ and applied as a whole.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from broker.config import BrokerConfig
@@ -233,7 +234,9 @@ async def incremental_alter_configs(call: KafkaCall) -> KafkaAnswer:
     return await _per_resource(call, _change_configs)
 
 
-async def _per_resource(call: KafkaCall, alter: Any) -> KafkaAnswer:
+async def _per_resource(
+    call: KafkaCall, alter: Callable[[KafkaCall, dict[str, Any]], Awaitable[Outcome]]
+) -> KafkaAnswer:
     responses = []
     for resource in call.body["resources"]:
         try:
