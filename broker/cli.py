@@ -20,7 +20,6 @@ import socket
 import sys
 from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
-from typing import Any
 
 from broker import (
     cli_acls,
@@ -33,7 +32,7 @@ from broker import (
     cli_topics,
     cli_users,
 )
-from broker.cli_common import EXIT_ERROR, CliError, HelpFormatter, OutputClosed
+from broker.cli_common import EXIT_ERROR, CliError, HelpFormatter, OutputClosed, Subcommands
 from broker.serve_flags import SERVE_DESCRIPTION, SERVE_EPILOG, add_serve_arguments
 from protocol.errors import TidelogError
 
@@ -84,7 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _register_serve(sub: Any) -> None:
+def _register_serve(sub: Subcommands) -> None:
     serve = sub.add_parser(
         "serve",
         help="run a broker",
@@ -105,7 +104,8 @@ def _run_serve(args: argparse.Namespace) -> int:
 def run(args: argparse.Namespace) -> int:
     """Run a parsed command, mapping user errors to one line on stderr."""
     try:
-        return args.func(args)
+        code: int = args.func(args)
+        return code
     except OutputClosed:
         # The reader went away (`tidelog consume ... | head`): not an error.
         devnull = os.open(os.devnull, os.O_WRONLY)

@@ -11,9 +11,8 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
 
-from broker.cli_common import EXIT_OK, CliError, format_parent, print_out
+from broker.cli_common import EXIT_OK, CliError, Subcommands, format_parent, print_out
 from broker.cli_users import data_dir_parent
 from broker.security.acl import (
     CLUSTER_NAME,
@@ -50,7 +49,7 @@ def _resource_parent() -> argparse.ArgumentParser:
     return parent
 
 
-def register(subparsers: Any) -> None:
+def register(subparsers: Subcommands) -> None:
     """Add the `acls` command group."""
     acls = subparsers.add_parser(
         "acls",

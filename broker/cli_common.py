@@ -13,7 +13,7 @@ import re
 import sys
 import textwrap
 from datetime import UTC, datetime
-from typing import NoReturn
+from typing import NoReturn, TypeAlias
 
 from broker.config import parse_properties
 from protocol.errors import TidelogError
@@ -24,6 +24,10 @@ DEFAULT_BOOTSTRAP_SERVER = "127.0.0.1:9092"
 BOOTSTRAP_ENV = "TIDELOG_BOOTSTRAP_SERVER"
 COMMAND_CONFIG_ENV = "TIDELOG_COMMAND_CONFIG"
 CLI_CLIENT_ID = "tidelog-cli"
+
+# What `add_subparsers()` returns, where each command module registers its commands
+# (a string: argparse's class is generic only in its type stubs).
+Subcommands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 
 EXIT_OK = 0
 EXIT_ERROR = 1

@@ -18,12 +18,15 @@ import argparse
 import base64
 import json
 import re
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from broker.cli_common import (
     EXIT_OK,
     CliError,
     HelpFormatter,
+    Subcommands,
     bootstrap_parent,
     client_security,
     format_parent,
@@ -31,6 +34,7 @@ from broker.cli_common import (
     write_out,
 )
 from broker.cli_topics import topic_entry
+from protocol.calls import OffsetAndTimestamp
 from tidelog.consumer import Consumer, ConsumerRecord, TopicPartition
 
 # How long one poll waits for records before checking whether we are done.
@@ -38,7 +42,7 @@ _POLL_TIMEOUT_MS = 500
 _TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
 
 
-def register(sub: Any) -> None:
+def register(sub: Subcommands) -> None:
     consume = sub.add_parser(
         "consume",
         parents=[bootstrap_parent(), format_parent()],
@@ -93,7 +97,9 @@ def register(sub: Any) -> None:
 _RELATIVE = re.compile(r"[+-]\d+")
 
 
-def start_offset(spec: str, low: int, high: int, client_lookup: Any) -> int:
+def start_offset(
+    spec: str, low: int, high: int, client_lookup: Callable[[int], OffsetAndTimestamp | None]
+) -> int:
     """The first offset to read for `spec`, within [low, high]."""
     text = spec.strip()
     if text in ("start", "beginning", "earliest"):
@@ -152,7 +158,7 @@ def run_consume(args: argparse.Namespace) -> int:
                 args.offset or "start",
                 low,
                 high,
-                lambda ms, tp=tp: consumer.client.offset_for_time(tp.topic, tp.partition, ms),
+                partial(consumer.client.offset_for_time, tp.topic, tp.partition),
             )
             consumer.seek(tp, start)
         # What to commit: the next offset after the last record printed (poll may have
@@ -196,8 +202,8 @@ def _print_records(
             pending = {tp for tp in pending if consumer.position(tp) < ends[tp]}
 
 
-def _text_renderer(args: argparse.Namespace) -> Any:
-    separator = args.key_separator.encode()
+def _text_renderer(args: argparse.Namespace) -> Callable[[ConsumerRecord], bytes]:
+    separator: bytes = args.key_separator.encode()
 
     def render(record: ConsumerRecord) -> bytes:
         value = b"null" if record.value is None else record.value

@@ -20,9 +20,15 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-from broker.cli_common import EXIT_OK, CliError, bootstrap_parent, format_time_ms, print_out
+from broker.cli_common import (
+    EXIT_OK,
+    CliError,
+    Subcommands,
+    bootstrap_parent,
+    format_time_ms,
+    print_out,
+)
 from protocol.batch import (
     HEADER_SIZE,
     BatchHeader,
@@ -50,7 +56,7 @@ TIME_ENTRY = TimeIndex.PACKER  # timestamp, relative offset
 _MAX_SHOWN_BYTES = 200
 
 
-def register(sub: Any) -> None:
+def register(sub: Subcommands) -> None:
     dump = sub.add_parser(
         "dump-log",
         parents=[bootstrap_parent()],  # accepted like everywhere, unused: no broker needed

@@ -13,12 +13,14 @@ import argparse
 import json
 import re
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from broker.cli_common import (
     EXIT_OK,
     CliError,
     HelpFormatter,
+    Subcommands,
     bootstrap_parent,
     format_parent,
     parse_time_ms,
@@ -26,7 +28,7 @@ from broker.cli_common import (
 )
 from broker.cli_topics import print_table
 from protocol.errors import TidelogError
-from protocol.offsets_schema import commit_offsets, fetch_offsets
+from protocol.offsets_schema import OffsetAndMetadata, commit_offsets, fetch_offsets
 from tidelog.assignors import MalformedConsumerProtocol, decode_assignment
 from tidelog.client import Client
 
@@ -39,7 +41,7 @@ _DURATION = re.compile(
 )
 
 
-def register(sub: Any) -> None:
+def register(sub: Subcommands) -> None:
     common = [bootstrap_parent(), format_parent()]
     groups = sub.add_parser(
         "groups",
@@ -111,6 +113,7 @@ def run_list(args: argparse.Namespace) -> int:
 
 
 def _describe(client: Client, group: str) -> dict[str, Any]:
+    described: dict[str, Any]
     [described] = client.request("describe_groups", {"groups": [group]})["groups"]
     if described["error"] is not None:
         raise CliError(described["error"], described["message"] or group)
@@ -235,7 +238,9 @@ def parse_duration_ms(text: str) -> int:
     return int((((days * 24 + hours) * 60 + minutes) * 60 + seconds) * 1000)
 
 
-def _targets(client: Client, args: argparse.Namespace, committed: dict) -> list[tuple[str, int]]:
+def _targets(
+    client: Client, args: argparse.Namespace, committed: Mapping[tuple[str, int], OffsetAndMetadata]
+) -> list[tuple[str, int]]:
     if args.all_topics:
         return sorted(committed)
     wanted = []

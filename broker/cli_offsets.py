@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
 
 from broker.cli_common import (
     EXIT_OK,
     CliError,
     HelpFormatter,
+    Subcommands,
     bootstrap_parent,
     cli_client,
     format_parent,
@@ -29,7 +29,7 @@ _SPECS = {
 }
 
 
-def register(sub: Any) -> None:
+def register(sub: Subcommands) -> None:
     common = [bootstrap_parent(), format_parent()]
     offsets = sub.add_parser(
         "offsets",

@@ -17,12 +17,13 @@ import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, BinaryIO
+from typing import BinaryIO
 
 from broker.cli_common import (
     EXIT_OK,
     CliError,
     HelpFormatter,
+    Subcommands,
     bootstrap_parent,
     client_security,
     parse_key_value,
@@ -37,7 +38,7 @@ _PROGRESS_INTERVAL_S = 0.25
 _PROGRESS_WIDTH = 30
 
 
-def register(sub: Any) -> None:
+def register(sub: Subcommands) -> None:
     produce = sub.add_parser(
         "produce",
         parents=[bootstrap_parent()],

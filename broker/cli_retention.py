@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from broker.cli_common import (
     EXIT_ERROR,
     EXIT_OK,
+    Subcommands,
     bootstrap_parent,
     cli_client,
     format_parent,
@@ -26,7 +27,7 @@ from protocol.retention_schema import explain_retention
 from retention.explain import format_duration_ms
 
 
-def register(subparsers: Any) -> None:
+def register(subparsers: Subcommands) -> None:
     """Add the `retention` command group to the `tidelog` parser's subparsers."""
     retention = subparsers.add_parser(
         "retention",
@@ -75,7 +76,7 @@ def format_timestamp(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _limit(value: int | None, fmt: Any) -> str:
+def _limit(value: int | None, fmt: Callable[[int], str]) -> str:
     return "-1 (unlimited)" if value is None or value < 0 else f"{value} ({fmt(value)})"
 
 

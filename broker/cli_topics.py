@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from broker.cli_common import (
     EXIT_OK,
     CliError,
+    Subcommands,
     bootstrap_parent,
     cli_client,
     format_parent,
@@ -19,7 +21,7 @@ from protocol.errors import TopicAlreadyExists, UnknownTopicOrPartition, error_f
 from tidelog.client import Client
 
 
-def register(sub: Any) -> None:
+def register(sub: Subcommands) -> None:
     common = [bootstrap_parent()]
     topics = sub.add_parser(
         "topics",
@@ -176,7 +178,7 @@ def _config_text(value: Any) -> str:
     return str(value)
 
 
-def print_table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
+def print_table(header: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> None:
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
     for row in [header, *rows]:
         print_out(

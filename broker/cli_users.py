@@ -14,9 +14,8 @@ import getpass
 import json
 import sys
 from pathlib import Path
-from typing import Any
 
-from broker.cli_common import EXIT_ERROR, EXIT_OK, CliError, format_parent, print_out
+from broker.cli_common import EXIT_ERROR, EXIT_OK, CliError, Subcommands, format_parent, print_out
 from broker.security.credentials import CredentialStore
 from protocol.sasl.scram import DEFAULT_ITERATIONS, ITERATIONS_MAX, ITERATIONS_MIN, SCRAM_MECHANISMS
 
@@ -33,7 +32,7 @@ def data_dir_parent() -> argparse.ArgumentParser:
     return parent
 
 
-def register(subparsers: Any) -> None:
+def register(subparsers: Subcommands) -> None:
     """Add the `users` command group."""
     users = subparsers.add_parser(
         "users",
@@ -75,6 +74,7 @@ def register(subparsers: Any) -> None:
 
 
 def _read_password(args: argparse.Namespace) -> str:
+    text: str
     if args.password_file is not None:
         try:
             text = args.password_file.read_text(encoding="utf-8")

@@ -12,7 +12,8 @@ from collections.abc import Iterator
 from broker.context import BrokerContext
 from broker.housekeeping import LogTasks
 from broker.metrics import Readiness, Sample
-from compaction.service import CleanerService, CleanerStatistics
+from compaction.manager import CleanerStatistics
+from compaction.service import CleanerService
 from protocol.errors import TidelogError
 from retention.task import RetentionStatistics
 

@@ -188,7 +188,7 @@ def _encode(response: Response) -> Frame:
 def _socket_of(stream: trio.abc.Stream) -> socket.socket | None:
     """The TCP socket under `stream`, through TLS and other wrapping layers."""
     while getattr(stream, "socket", None) is None and hasattr(stream, "transport_stream"):
-        stream = stream.transport_stream  # type: ignore[attr-defined]
+        stream = stream.transport_stream
     return getattr(stream, "socket", None)
 
 
@@ -206,11 +206,13 @@ def _peer_name(stream: trio.abc.Stream) -> str:
 def _local_address(stream: trio.abc.Stream) -> tuple[str, int] | None:
     """The address the client connected to (what Kafka's Metadata advertises by default)."""
     sock = _socket_of(stream)
+    if sock is None:
+        return None
     try:
-        host, port = sock.getsockname()[:2] if sock is not None else (None, None)
+        host, port = sock.getsockname()[:2]
     except OSError:
         return None
-    return None if host is None else (host, port)
+    return host, port
 
 
 # Linux TCP states (tcp_states.h) in which the peer has sent FIN or the socket is gone.
@@ -351,7 +353,7 @@ class _Reading:
 
 async def _receive(
     stream: trio.abc.Stream, ctx: BrokerContext, state: ConnectionState, reading: _Reading
-) -> bytes | None:
+) -> bytes | bytearray | None:
     """The next bytes from the client (b"" at EOF), None when the connection must end
     (idle, or a frame too slow); reserves a frame's budget before buffering its body.
     Raises FrameError for a bad length header."""
@@ -405,6 +407,7 @@ async def _read_frames(
     reading = _Reading(codec.frame_reader(ctx.config.socket_request_max_bytes))
     decoder = reading.decoder
     received = first  # read but not yet fed (the sniffed bytes, at first)
+    data: bytes | bytearray | None
     async with req_send:
         with state.reader_scope:
             try:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import threading
 import weakref
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -219,11 +220,12 @@ def _fenced(
 
 # --- framing ------------------------------------------------------------------
 
-# Parts of one frame, in order: bytes as they are, spans sent from their file.
-FrameParts = list[bytes | RecordSpan]
+# Parts of one frame, in order: bytes as they are, spans sent from their file (a
+# frame without spans is bytes only: a large one's header and body).
+FrameParts = list[bytes] | list[bytes | RecordSpan]
 
 
-def spans_of_fetch(body: dict[str, Any]) -> list[RecordSpan]:
+def spans_of_fetch(body: Mapping[str, Any]) -> list[RecordSpan]:
     """The spans of a fetch response body, in the order they are encoded."""
     topics = body.get("topics")
     if not isinstance(topics, list):
@@ -273,7 +275,7 @@ async def send_parts(stream: trio.abc.SendStream, parts: FrameParts, timeout_s: 
         close_parts(parts)
 
 
-async def _sendfile(sock: Any, span: RecordSpan, timeout_s: float) -> None:
+async def _sendfile(sock: trio.socket.SocketType, span: RecordSpan, timeout_s: float) -> None:
     """`span` to the socket: bursts of `sendfile` in a worker thread (a cold page-cache
     read blocks that thread, not the event loop), and the waits for the peer to read
     on the event loop (a slow peer holds no thread)."""

@@ -31,7 +31,7 @@ from broker.logging import get_logger
 log = get_logger(component="metrics")
 
 # `_created` series double the scrape size and no dashboard uses them.
-prometheus_client.disable_created_metrics()
+prometheus_client.disable_created_metrics()  # type: ignore[no-untyped-call]  # unannotated there
 
 # Sub-millisecond produce latency needs buckets below prometheus' 5 ms default.
 LATENCY_BUCKETS_S = (

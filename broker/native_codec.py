@@ -15,7 +15,7 @@ from typing import Any
 import structlog
 import trio
 
-from broker.context import BrokerContext, Deferred
+from broker.context import Answer, BrokerContext, Deferred
 from broker.dispatch import HANDLERS, failure, first_error, handler_for
 from protocol.envelope import Response, error_response, parse_request, request_id_of
 from protocol.schemas import validate_request
@@ -25,7 +25,12 @@ class PendingResponse:
     """The rest of a request whose handler returned `Deferred`; `resolve` never raises."""
 
     def __init__(
-        self, ctx: BrokerContext, request_id: int, api: str, arrived: float, deferred: Deferred
+        self,
+        ctx: BrokerContext,
+        request_id: int,
+        api: str,
+        arrived: float,
+        deferred: Deferred[Answer],
     ) -> None:
         self._ctx, self._id, self._api, self._arrived = ctx, request_id, api, arrived
         self._deferred = deferred

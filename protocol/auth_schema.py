@@ -17,7 +17,7 @@ from protocol.schemas import AUTHENTICATE as API_NAME
 __all__ = ["API_NAME", "authenticate"]
 
 
-def authenticate(mechanism: str, auth_bytes: bytes) -> Call:
+def authenticate(mechanism: str, auth_bytes: bytes) -> Call[tuple[bytes, bool, str | None]]:
     """One exchange step; the answer is `(auth_bytes, complete, principal)`."""
 
     def extract(body: dict[str, Any]) -> tuple[bytes, bool, str | None]:

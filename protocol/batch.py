@@ -41,7 +41,7 @@ from enum import IntEnum
 from functools import lru_cache
 from itertools import chain, repeat
 from operator import add, itemgetter
-from typing import NamedTuple
+from typing import Any, NamedTuple, cast
 
 import crc32c
 import msgpack
@@ -172,19 +172,23 @@ _TIMESTAMP_DELTA = itemgetter(1)
 
 # PROTOCOL.md §3's record, as msgspec checks it while decoding (bin, not str, for
 # keys and values; bool and float are not integers).
-RecordTuple = tuple[int, int, bytes | None, bytes | None, tuple[tuple[str, bytes | None], ...]]
+# One record's headers, as decoded: (name, value or None) pairs.
+RecordHeaders = tuple[tuple[str, bytes | None], ...]
+RecordTuple = tuple[int, int, bytes | None, bytes | None, RecordHeaders]
 _PAYLOAD_DECODER = msgspec.msgpack.Decoder(tuple[RecordTuple, ...])
+# A record's headers as callers hand them in: (name, value) pairs, tuples or lists.
+HeaderPairs = Sequence[Sequence[str | bytes | None]]
 # msgspec writes the same bytes as msgpack's packb(use_bin_type=True), four times
 # faster; it holds the GIL throughout, so one encoder serves every thread.
 _PAYLOAD_ENCODER = msgspec.msgpack.Encoder()
 
 
-def encode_payload(records: Sequence[Sequence]) -> bytes:
+def encode_payload(records: Sequence[Sequence[Any]]) -> bytes:
     """The uncompressed msgpack payload of record rows, with one C call."""
     return _PAYLOAD_ENCODER.encode(records)
 
 
-def encode_payload_into(records: Sequence[Sequence], out: bytearray, offset: int) -> None:
+def encode_payload_into(records: Sequence[Sequence[Any]], out: bytearray, offset: int) -> None:
     """`encode_payload` written into `out` from `offset` on (which grows it): no copy."""
     _PAYLOAD_ENCODER.encode_into(records, out, offset)
 
@@ -199,7 +203,10 @@ __all__ = [
     "BatchLayout",
     "BatchWalk",
     "Compression",
+    "HeaderPairs",
     "Record",
+    "RecordHeaders",
+    "RecordTuple",
     "TimestampType",
     "build_batch",
     "check_crc",
@@ -279,7 +286,7 @@ class Record(NamedTuple):
     timestamp: int
     key: bytes | None
     value: bytes | None
-    headers: tuple[tuple[str, bytes | None], ...]
+    headers: RecordHeaders
 
 
 def max_decompressed_bytes(message_max_bytes: int) -> int:
@@ -342,7 +349,7 @@ def decode_payload(
     """
     if header is None:
         header = _whole_batch(buf, pos)
-    raw = memoryview(buf)[pos + HEADER_SIZE : pos + header.size]
+    raw: bytes | memoryview = memoryview(buf)[pos + HEADER_SIZE : pos + header.size]
     if header.compression:
         raw = decompress(header.compression, raw, max_decompressed)
     try:
@@ -618,6 +625,7 @@ def decode_records(
     if not records:
         return []
     deltas, ts_deltas, keys, values, headers = zip(*records, strict=True)
+    timestamps: Iterable[int]
     if header.timestamp_type == TimestampType.LOG_APPEND_TIME:
         # As in Kafka: every record of a LogAppendTime batch carries the broker's time.
         timestamps = repeat(header.max_timestamp, len(records))
@@ -644,7 +652,7 @@ def iter_records(
 
 
 def build_batch(
-    entries: Sequence[tuple[int, int, bytes | None, bytes | None, Sequence]],
+    entries: Sequence[tuple[int, int, bytes | None, bytes | None, HeaderPairs]],
     *,
     base_offset: int,
     base_timestamp: int,
@@ -710,7 +718,7 @@ def _assemble(payload: bytes, **fields: int) -> bytes:
 
 
 def encode_batch(
-    records: Iterable[tuple[bytes | None, bytes | None, Sequence | None, int | None]],
+    records: Iterable[tuple[bytes | None, bytes | None, HeaderPairs | None, int | None]],
     *,
     compression: Compression | int = Compression.NONE,
     base_offset: int = 0,
@@ -728,9 +736,10 @@ def encode_batch(
     rows = list(records)
     if not rows:
         raise ValueError("a batch needs at least one record")
-    timestamps = [now_ms if r[3] is None else r[3] for r in rows]
-    if None in timestamps:
+    maybe_timestamps = [now_ms if r[3] is None else r[3] for r in rows]
+    if None in maybe_timestamps:
         raise ValueError("now_ms is required for records without a timestamp")
+    timestamps = cast("list[int]", maybe_timestamps)  # None refused just above
     base_timestamp = timestamps[0]
     payload_records = [
         [i, ts - base_timestamp, key, value, [list(h) for h in hdrs] if hdrs else []]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, Generic, NamedTuple, TypeVar
 
 from protocol.connection import find_partition, one_partition
 
@@ -50,13 +50,20 @@ class FetchResult(NamedTuple):
     local: dict[str, Any] | None = None
 
 
+# What a call's answer is read into.
+T = TypeVar("T")
+
+
 @dataclass(frozen=True, slots=True)
-class Call:
-    """One request and the function that turns its body into the caller's result."""
+class Call(Generic[T]):
+    """One request and the function that turns its body into the caller's result (a `T`).
+
+    A call sent without expecting an answer (`produce` with `acks=0`) has None in its `T`.
+    """
 
     api: str
     body: dict[str, Any]
-    extract: Callable[[dict[str, Any]], Any]
+    extract: Callable[[dict[str, Any]], T]
     # Added to the request timeout: a fetch may legitimately wait this long.
     wait_ms: int = 0
     expect_response: bool = True
@@ -70,31 +77,33 @@ def _none(_body: dict[str, Any]) -> None:
     return None
 
 
-def api_versions() -> Call:
+def api_versions() -> Call[dict[str, Any]]:
     return Call("api_versions", {}, _body)
 
 
-def create_topic(topic: str, partitions: int = 1, configs: Mapping[str, Any] | None = None) -> Call:
+def create_topic(
+    topic: str, partitions: int = 1, configs: Mapping[str, Any] | None = None
+) -> Call[None]:
     body = {"topic": topic, "partitions": partitions, "configs": dict(configs or {})}
     return Call("create_topic", body, _none)
 
 
-def delete_topic(topic: str) -> Call:
+def delete_topic(topic: str) -> Call[None]:
     return Call("delete_topic", {"topic": topic}, _none)
 
 
-def metadata(topics: Iterable[str] | None = None) -> Call:
+def metadata(topics: Iterable[str] | None = None) -> Call[list[dict[str, Any]]]:
     body = {"topics": None if topics is None else list(topics)}
     return Call("metadata", body, lambda b: b["topics"])
 
 
-def describe_configs(topic: str) -> Call:
+def describe_configs(topic: str) -> Call[dict[str, dict[str, Any]]]:
     return Call("describe_configs", {"topic": topic}, lambda b: b["configs"])
 
 
 def alter_configs(
     topic: str, set: Mapping[str, Any] | None = None, delete: Iterable[str] = ()
-) -> Call:
+) -> Call[None]:
     body = {"topic": topic, "set": dict(set or {}), "delete": list(delete)}
     return Call("alter_configs", body, _none)
 
@@ -106,7 +115,7 @@ def produce(
     *,
     acks: int = -1,
     timeout_ms: int = DEFAULT_PRODUCE_TIMEOUT_MS,
-) -> Call:
+) -> Call[ProduceResult | None]:
     """Append whole batches to one partition; with `acks=0` the result is None."""
     body = {
         "acks": acks,
@@ -134,7 +143,7 @@ def fetch(
     max_wait_ms: int = 0,
     min_bytes: int = 1,
     local_read: bool = False,
-) -> Call:
+) -> Call[FetchResult]:
     """Whole batches of one partition starting with the one holding `offset`; with
     `local_read`, a large answer may say where they lie in the segment file instead."""
     body: dict[str, Any] = {
@@ -158,7 +167,9 @@ def fetch(
     return Call("fetch", body, extract, wait_ms=max_wait_ms)
 
 
-def _offset_and_timestamp(topic: str, partition: int) -> Callable[[dict[str, Any]], Any]:
+def _offset_and_timestamp(
+    topic: str, partition: int
+) -> Callable[[dict[str, Any]], OffsetAndTimestamp | None]:
     def extract(b: dict[str, Any]) -> OffsetAndTimestamp | None:
         entry = find_partition(b, topic, partition)
         if entry["offset"] is None:
@@ -169,19 +180,21 @@ def _offset_and_timestamp(topic: str, partition: int) -> Callable[[dict[str, Any
     return extract
 
 
-def list_offsets(topic: str, partition: int, spec: str) -> Call:
+def list_offsets(topic: str, partition: int, spec: str) -> Call[OffsetAndTimestamp | None]:
     """`spec` is "earliest", "latest" or "max_timestamp"."""
     body = {"topics": one_partition(topic, partition, spec=spec)}
     return Call("list_offsets", body, _offset_and_timestamp(topic, partition))
 
 
-def offset_for_time(topic: str, partition: int, timestamp_ms: int) -> Call:
+def offset_for_time(
+    topic: str, partition: int, timestamp_ms: int
+) -> Call[OffsetAndTimestamp | None]:
     """First offset whose timestamp is >= `timestamp_ms`; the result is None if none."""
     body = {"topics": one_partition(topic, partition, timestamp=timestamp_ms)}
     return Call("offset_for_time", body, _offset_and_timestamp(topic, partition))
 
 
-def delete_records(topic: str, partition: int, offset: int) -> Call:
+def delete_records(topic: str, partition: int, offset: int) -> Call[int]:
     """Move the log start offset up to `offset` (-1 = the high watermark)."""
     body = {"topics": one_partition(topic, partition, offset=offset)}
     return Call(

@@ -55,7 +55,8 @@ def compress(codec: Compression, data: bytes) -> bytes:
     if codec == Compression.SNAPPY:
         return bytes(cramjam.snappy.compress_raw(data))
     if codec == Compression.LZ4:
-        return lz4.frame.compress(data)
+        framed: bytes = lz4.frame.compress(data)
+        return framed
     if codec == Compression.ZSTD:
         return zstandard.ZstdCompressor(level=3).compress(data)
     raise CorruptMessage(f"unknown compression codec {int(codec)}")
@@ -95,11 +96,11 @@ def _decompress(codec: int, data: bytes | memoryview, max_bytes: int) -> bytes:
         return bytes(cramjam.snappy.decompress_raw(bytes(data)))
     if codec == Compression.LZ4:
         unpacker = lz4.frame.LZ4FrameDecompressor()
-        out = unpacker.decompress(bytes(data), max_length=max_bytes + 1)
-        if not unpacker.eof and len(out) <= max_bytes:
+        inflated: bytes = unpacker.decompress(bytes(data), max_length=max_bytes + 1)
+        if not unpacker.eof and len(inflated) <= max_bytes:
             raise CorruptMessage("truncated lz4 payload")
         _refuse_trailing("lz4 frame", unpacker.unused_data if unpacker.eof else b"")
-        return out
+        return inflated
     if codec == Compression.ZSTD:
         # Across frames: junk after the first is an error, and a second frame's bytes
         # reach the record decoder (which refuses them) instead of going unseen.

@@ -9,7 +9,7 @@ socket and feed this class; neither repeats any protocol logic.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -105,7 +105,7 @@ class ClientConnection:
         self,
         api: str,
         body: Mapping[str, Any],
-        tail: list[bytes | bytearray | memoryview],
+        tail: Sequence[bytes | bytearray | memoryview],
         *,
         expect_response: bool = True,
     ) -> tuple[int, list[bytes | bytearray | memoryview]]:
@@ -194,6 +194,8 @@ def find_partition(body: Mapping[str, Any], topic: str, partition: int) -> dict[
 
     Raises its per-partition error as the matching `TidelogError`.
     """
+    topic_entry: dict[str, Any]
+    entry: dict[str, Any]
     for topic_entry in body["topics"]:
         if topic_entry["topic"] != topic:
             continue

@@ -8,8 +8,9 @@ envelope's shape only; `protocol.schemas` checks bodies.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeGuard
 
 from protocol.errors import InvalidRequest, TidelogError, error_from_wire
 
@@ -24,7 +25,7 @@ UNKNOWN_ID = -1
 MAX_CLIENT_ID_CHARS = 255
 
 
-def _is_int(value: object) -> bool:
+def _is_int(value: object) -> TypeGuard[int]:
     return type(value) is int
 
 
@@ -73,13 +74,13 @@ class Response:
     id: int
     error: str | None = None
     message: str | None = None
-    body: dict[str, Any] | None = None
+    body: Mapping[str, Any] | None = None
 
     def to_wire(self) -> dict[str, Any]:
         """The msgpack map to frame."""
         return {"id": self.id, "error": self.error, "message": self.message, "body": self.body}
 
-    def raise_for_error(self) -> dict[str, Any]:
+    def raise_for_error(self) -> Mapping[str, Any]:
         """The body, or the request-level error as its `TidelogError` class."""
         if self.error is not None:
             raise error_from_wire(self.error, self.message)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import os
 import struct
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any, Protocol, TypeVar
 
 import msgpack
@@ -152,7 +152,7 @@ def _cut(encoded: bytes, holes: list[tuple[int, int]], sizes: list[int]) -> tupl
 
 
 def encode_frame_with_tail(
-    obj: Any, tail: list[bytes | bytearray | memoryview]
+    obj: Any, tail: Sequence[bytes | bytearray | memoryview]
 ) -> list[bytes | bytearray | memoryview]:
     """A frame whose object ends with one `bin` made of `tail`'s chunks, as buffers to send.
 
@@ -213,6 +213,7 @@ def encode_frame_parts(obj: Any, externals: list[E]) -> list[bytes | E]:
 
 def frame_length(header: bytes | bytearray | memoryview, max_frame_bytes: int) -> int:
     """The body length a 4-byte header announces, refused if over `max_frame_bytes`."""
+    length: int
     (length,) = LENGTH.unpack(header)
     if length > max_frame_bytes:
         raise FrameTooLarge(length, max_frame_bytes)

@@ -67,14 +67,16 @@ class OffsetAndMetadata(NamedTuple):
 
 def offset_key(group: str, topic: str, partition: int) -> bytes:
     """The `__consumer_offsets` record key of one group's position in one partition."""
-    return msgpack.packb([group, topic, partition], use_bin_type=True)
+    key: bytes = msgpack.packb([group, topic, partition], use_bin_type=True)
+    return key
 
 
 def offset_value(offset: int, metadata: str, commit_timestamp_ms: int) -> bytes:
-    return msgpack.packb(
+    value: bytes = msgpack.packb(
         {"offset": offset, "metadata": metadata, "commit_timestamp": commit_timestamp_ms},
         use_bin_type=True,
     )
+    return value
 
 
 def parse_offset_record(
@@ -129,7 +131,7 @@ def commit_offsets(
     generation: int = -1,
     member_id: str = "",
     group_instance_id: str | None = None,
-) -> Call:
+) -> Call[None]:
     """Commit `{(topic, partition): offset or OffsetAndMetadata}`; raises the first
     partition error as its TidelogError class. A group member passes its generation
     and ids, and the broker refuses the commit if the group has moved on."""
@@ -156,7 +158,9 @@ def commit_offsets(
     return Call(COMMIT_OFFSETS, body, extract)
 
 
-def fetch_offsets(group: str, partitions: Iterable[tuple[str, int]] | None = None) -> Call:
+def fetch_offsets(
+    group: str, partitions: Iterable[tuple[str, int]] | None = None
+) -> Call[dict[tuple[str, int], OffsetAndMetadata]]:
     """The group's committed positions: `{(topic, partition): OffsetAndMetadata}`,
     leaving out partitions with nothing committed. `partitions=None`: all of them."""
     topics = None
@@ -167,7 +171,7 @@ def fetch_offsets(group: str, partitions: Iterable[tuple[str, int]] | None = Non
         topics = [{"topic": t, "partitions": sorted(p)} for t, p in wanted.items()]
 
     def extract(answer: dict[str, Any]) -> dict[tuple[str, int], OffsetAndMetadata]:
-        found = {}
+        found: dict[tuple[str, int], OffsetAndMetadata] = {}
         for topic in answer["topics"]:
             for part in topic["partitions"]:
                 if part.get("error"):

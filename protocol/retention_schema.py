@@ -36,7 +36,9 @@ __all__ = [
 ]
 
 
-def explain_retention(topic: str, partitions: list[int] | None = None) -> Call:
+def explain_retention(
+    topic: str, partitions: list[int] | None = None
+) -> Call[list[dict[str, Any]]]:
     """A typed call: the answer is the list of per-partition explanations."""
 
     def extract(body: dict[str, Any]) -> list[dict[str, Any]]:

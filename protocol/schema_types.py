@@ -216,10 +216,10 @@ class Struct(Schema):
             name: spec if isinstance(spec, Field) else Field(spec) for name, spec in fields.items()
         }
 
-    def check(self, value: Any) -> Any:
+    def check(self, value: Any) -> dict[str, Any]:
         if not isinstance(value, dict):
             raise SchemaError(f"expected map, got {type_name(value)}")
-        out = {}
+        out: dict[str, Any] = {}
         for name, spec in self.fields.items():
             item = value.get(name, _MISSING)
             if item is _MISSING:

@@ -142,7 +142,7 @@ class Setting:
             return ",".join(sorted(value))
         return str(value)
 
-    def wire(self, value: Any) -> Any:
+    def wire(self, value: Any) -> str | int | float | None:
         """A value as describe_configs sends it: lists as sorted comma text, scalars as is."""
         return ",".join(sorted(value)) if isinstance(value, frozenset) else value
 

@@ -25,6 +25,7 @@ from protocol.batch import (
     DEFAULT_MAX_DECOMPRESSED_BYTES,
     HEADER_SIZE,
     BatchHeader,
+    RecordHeaders,
     TimestampType,
     decode_payload,
     iter_headers,
@@ -35,6 +36,16 @@ from spark_connector.schema import HEADER_ARROW_TYPE, arrow_schema
 from spark_connector.uniform_scan import UniformFields, scan_uniform
 
 _TIMESTAMP_TYPE = pa.timestamp("us", tz="UTC")
+# Offsets, timestamps (ms), keys, values, headers, and the slice [lo, hi) of a batch.
+_BatchColumns = tuple[
+    np.ndarray,
+    np.ndarray,
+    tuple[bytes | None, ...],
+    tuple[bytes | None, ...],
+    tuple[RecordHeaders, ...],
+    int,
+    int,
+]
 _US_PER_MS = 1000
 # Fetched bytes converted into one Arrow batch. The scan reads its chunk about eight
 # times over; a chunk that stays in a core's L2 cache converts about a third faster
@@ -58,7 +69,7 @@ class Converted:
 
 def _columns_of_batch(
     buf: bytes | memoryview, pos: int, header: BatchHeader, start: int, end: int
-) -> tuple[np.ndarray, np.ndarray, tuple, tuple, tuple, int, int] | None:
+) -> _BatchColumns | None:
     """Offsets, timestamps (ms), keys, values, headers of one batch cut to [start, end)."""
     _, records = decode_payload(buf, pos, header=header)
     if not records:
@@ -373,7 +384,7 @@ def _decoded_columns(
     type_parts: list[np.ndarray] = []
     keys: list[bytes | None] = []
     values: list[bytes | None] = []
-    headers: list[tuple] = []
+    headers: list[RecordHeaders] = []
     for pos, header in selection.batches:
         cols = _columns_of_batch(buf, pos, header, start, end)
         if cols is None:
@@ -398,7 +409,7 @@ def _decoded_columns(
     )
 
 
-def headers_column(headers: list[tuple]) -> pa.Array:
+def headers_column(headers: list[RecordHeaders]) -> pa.Array:
     """`array<struct<key,value>>`, null for a record without headers (Kafka's converter)."""
     return pa.array(
         [[{"key": k, "value": v} for k, v in h] if h else None for h in headers],

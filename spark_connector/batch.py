@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import sys
 from collections.abc import Iterable, Iterator, Sequence
+from types import FrameType
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition
@@ -53,7 +54,7 @@ def pushdown_planning_in_progress() -> bool:
     module when `spark.sql.python.filterPushdown.enabled` is true; seeing it on the stack
     lets `pushdown=auto` follow the conf.
     """
-    frame = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(1)
     while frame is not None:
         if frame.f_code.co_filename.endswith(_PUSHDOWN_WORKER_FILE):
             return True
@@ -71,8 +72,7 @@ def plan_ranges(
     ends = resolve_limit(client, opts.ending, infos, is_start=False)
     ranges = []
     for tp, info in infos.items():
-        rng = _range_of(info, starts[tp], ends[tp])
-        rng = _narrow(client, rng, info, bounds)
+        rng = _narrow(client, _range_of(info, starts[tp], ends[tp]), info, bounds)
         if rng is not None:
             ranges.append(rng)
     return ranges

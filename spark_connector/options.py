@@ -655,7 +655,7 @@ def bootstrap_servers(opts: Mapping[str, str]) -> str:
 def _auto_true_false(opts: Mapping[str, str], name: str) -> str:
     """An option that is `auto` (the default), `true` or `false`."""
     setting = _SOURCE[name]
-    value = opts.get(name.lower(), setting.default).strip().lower()
+    value: str = opts.get(name.lower(), setting.default).strip().lower()
     if value not in setting.choices:
         raise OptionError(f"Option '{name}' must be 'auto', 'true' or 'false', got '{value}'")
     return value

@@ -61,7 +61,10 @@ def _to_us(value: object) -> int | None:
     return None
 
 
-def _tighter(current: int | None, new: int, lower: bool) -> int:
+def _tighter(current: int | None, new: int | None, lower: bool) -> int | None:
+    """`current` narrowed by `new` (None: no bound on that side)."""
+    if new is None:
+        return current
     if current is None:
         return new
     return max(current, new) if lower else min(current, new)
@@ -82,26 +85,26 @@ def _range_bounds(flt: Filter, value: int) -> tuple[int | None, int | None]:
 
 def _apply_range(bounds: Bounds, column: str, flt: Filter, value: int) -> Bounds:
     lower, upper = _range_bounds(flt, value)
-    prefix = "offset" if column == "offset" else "ts"
-    unit = "" if column == "offset" else "_us"
-    changes: dict[str, int] = {}
-    if lower is not None:
-        changes[f"{prefix}_lower{unit}"] = _tighter(
-            getattr(bounds, f"{prefix}_lower{unit}"), lower, True
+    if column == "offset":
+        return replace(
+            bounds,
+            offset_lower=_tighter(bounds.offset_lower, lower, True),
+            offset_upper=_tighter(bounds.offset_upper, upper, False),
         )
-    if upper is not None:
-        changes[f"{prefix}_upper{unit}"] = _tighter(
-            getattr(bounds, f"{prefix}_upper{unit}"), upper, False
-        )
-    return replace(bounds, **changes)
+    return replace(
+        bounds,
+        ts_lower_us=_tighter(bounds.ts_lower_us, lower, True),
+        ts_upper_us=_tighter(bounds.ts_upper_us, upper, False),
+    )
 
 
 def _apply_set(bounds: Bounds, column: str, values: Iterable[object]) -> Bounds:
-    kind = str if column == "topic" else int
-    allowed = frozenset(v for v in values if type(v) is kind)
-    current = bounds.topics if column == "topic" else bounds.partitions
-    merged = allowed if current is None else current & allowed
-    return replace(bounds, **{"topics" if column == "topic" else "partitions": merged})
+    if column == "topic":
+        topics = frozenset(v for v in values if type(v) is str)
+        return replace(bounds, topics=topics if bounds.topics is None else bounds.topics & topics)
+    parts = frozenset(v for v in values if type(v) is int)
+    current = bounds.partitions
+    return replace(bounds, partitions=parts if current is None else current & parts)
 
 
 def push_filters(filters: Iterable[Filter]) -> tuple[Bounds, list[Filter]]:
@@ -109,7 +112,8 @@ def push_filters(filters: Iterable[Filter]) -> tuple[Bounds, list[Filter]]:
     bounds = NO_BOUNDS
     rejected: list[Filter] = []
     for flt in filters:
-        column = flt.attribute[0] if len(getattr(flt, "attribute", ())) == 1 else None
+        attribute: tuple[str, ...] = getattr(flt, "attribute", ())  # not on the base Filter
+        column = attribute[0] if len(attribute) == 1 else None
         if isinstance(flt, IsNotNull) and column in _NEVER_NULL:
             continue
         if column in ("topic", "partition") and isinstance(flt, (EqualTo, In)):

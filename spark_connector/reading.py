@@ -146,7 +146,7 @@ class _Fetcher:
         self.client, self.opts = client, opts
         self.topic, self.partition = topic, partition
         self.local = local
-        self.pending: tuple[int, calls.Call] | None = None
+        self.pending: tuple[int, calls.Call[FetchResult]] | None = None
 
     def send(self, offset: int, max_wait_ms: int = 0, *, local_read: bool | None = None) -> None:
         if local_read is None:

@@ -56,7 +56,7 @@ def _table(entries: dict[int, int], dtype: type = np.uint8) -> np.ndarray:
     Tables are one byte wide: numpy looks a uint8 index up in a uint8 table several
     times faster than in an int64 one, and every entry fits.
     """
-    table = np.zeros(256, dtype=dtype)
+    table: np.ndarray = np.zeros(256, dtype=dtype)
     for type_byte, value in entries.items():
         table[type_byte] = value
     return table
@@ -154,7 +154,7 @@ class _Bytes:
         """The 8 bytes from each position on, as uint64 (zeros past the end)."""
         clipped = np.clip(pos, 0, self.last_word)
         # Fancy indexing, not `take`: take copies a strided source array whole first.
-        words = self.words[clipped].astype(np.uint64)
+        words: np.ndarray = self.words[clipped].astype(np.uint64)
         past = pos - clipped
         if past.any():
             words <<= (np.minimum(past, WORD_BYTES) * 8).astype(np.uint64)

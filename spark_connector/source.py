@@ -26,6 +26,7 @@ from spark_connector.batch import (
 )
 from spark_connector.options import (
     OptionError,
+    SinkOptions,
     check_known,
     lower_keys,
     parse_bool,
@@ -92,7 +93,7 @@ class TidelogDataSource(DataSource):
         opts = self._sink_options(schema, overwrite)
         return TidelogStreamArrowWriter(opts)
 
-    def _sink_options(self, schema: StructType, overwrite: bool):
+    def _sink_options(self, schema: StructType, overwrite: bool) -> SinkOptions:
         if overwrite:
             raise OptionError(
                 "tidelog is an append-only log: save mode 'overwrite' is not supported; "

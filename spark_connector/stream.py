@@ -38,9 +38,11 @@ from tidelog.client import Client
 log = logging.getLogger("spark_connector")
 
 OffsetMap = dict[TopicPartition, int]
+# Offsets as Spark checkpoints them (JSON): {topic: {partition as text: offset}}.
+JsonOffsets = dict[str, dict[str, int]]
 
 
-def to_json_offsets(offsets: OffsetMap) -> dict[str, dict[str, int]]:
+def to_json_offsets(offsets: OffsetMap) -> JsonOffsets:
     """{"topic": {"partition": offset}} with string keys (Spark's JSON round trip)."""
     result: dict[str, dict[str, int]] = {}
     for (topic, partition), offset in sorted(offsets.items()):
@@ -48,7 +50,7 @@ def to_json_offsets(offsets: OffsetMap) -> dict[str, dict[str, int]]:
     return result
 
 
-def from_json_offsets(offsets: dict) -> OffsetMap:
+def from_json_offsets(offsets: JsonOffsets) -> OffsetMap:
     return {(t, int(p)): int(o) for t, per in offsets.items() for p, o in per.items()}
 
 
@@ -91,7 +93,7 @@ class TidelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     # -- the stream API --------------------------------------------------------------------
 
-    def initialOffset(self) -> dict:
+    def initialOffset(self) -> JsonOffsets:
         """Resolved once per process and cached: Spark calls it more than once."""
         if self._initial is None:
             infos = self._describe()
@@ -111,7 +113,7 @@ class TidelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         infos = self._describe()
         self._available_now_target = {tp: i.high_watermark for tp, i in infos.items()}
 
-    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+    def latestOffset(self, start: JsonOffsets, limit: ReadLimit) -> JsonOffsets:
         begin = from_json_offsets(start)
         infos = self._describe()
         latest = {tp: i.high_watermark for tp, i in infos.items()}
@@ -164,11 +166,11 @@ class TidelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return max(backlog, 1)
         return max(int(max_bytes * backlog / backlog_bytes), 1)
 
-    def reportLatestOffset(self) -> dict | None:
+    def reportLatestOffset(self) -> JsonOffsets | None:
         """The high watermarks seen at the last trigger: offsets behind = latest - end."""
         return to_json_offsets(self._latest) if self._latest else None
 
-    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+    def partitions(self, start: JsonOffsets, end: JsonOffsets) -> Sequence[InputPartition]:
         begin, until = from_json_offsets(start), from_json_offsets(end)
         infos = self._infos or self._describe()
         stats = ReadStats()
@@ -208,7 +210,7 @@ class TidelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         yield from read_ranges(self.opts, getattr(partition, "ranges", ()))
 
-    def commit(self, end: dict) -> None:
+    def commit(self, end: JsonOffsets) -> None:
         """Nothing to commit: like the Kafka source, progress lives in Spark's checkpoint."""
 
     def stop(self) -> None:

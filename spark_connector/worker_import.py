@@ -19,6 +19,7 @@ and would still fail with the bare `ModuleNotFoundError` (see docs/spark.md).
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
 from pyspark import cloudpickle
 from pyspark.sql.datasource import (
@@ -31,6 +32,9 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from spark_connector.source import FORMAT_NAME
+
+if TYPE_CHECKING:
+    from spark_connector.source import TidelogDataSource
 
 # The interpreter that pickled the class (the driver, or the worker that found the
 # format); pickling copies this value into the class, so a failing worker can name it.
@@ -60,7 +64,7 @@ def connector_import_message(cause: ImportError, worker_python: str, source_pyth
     )
 
 
-def import_source_class() -> type[DataSource]:
+def import_source_class() -> type[TidelogDataSource]:
     """The real `TidelogDataSource`, imported in this process (a Spark worker)."""
     try:
         from spark_connector.source import TidelogDataSource
@@ -103,4 +107,4 @@ class ShippedDataSource(DataSource):
 
 # Pickle this module's classes and functions by value: a worker then needs only PySpark
 # to rebuild `ShippedDataSource` and run its import check.
-cloudpickle.register_pickle_by_value(sys.modules[__name__])
+cloudpickle.register_pickle_by_value(sys.modules[__name__])  # type: ignore[no-untyped-call]  # PySpark's vendored cloudpickle has no type hints

@@ -37,7 +37,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from protocol.batch import encode_batch
+from protocol.batch import HeaderPairs, encode_batch
 from protocol.compression import Compression
 from protocol.errors import OutOfOrderSequenceNumber
 from spark_connector.exactly_once import (
@@ -119,10 +119,15 @@ class TidelogCommitMessage(WriterCommitMessage):
     appended: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
 
 
+# One record to produce: key, value, headers, timestamp (ms; None: the batch's clock).
+_Row = tuple[bytes | None, bytes | None, HeaderPairs | None, int | None]
+
+
 def _binary(column: pa.Array | pa.ChunkedArray) -> list[bytes | None]:
     if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
         column = pc.cast(column, pa.binary())
-    return column.to_pylist()
+    blobs: list[bytes | None] = column.to_pylist()
+    return blobs
 
 
 class InjectedTaskFailure(RuntimeError):
@@ -176,7 +181,7 @@ class _Producer:
         values = _binary(batch.column(names.index("value")))
         keys = _binary(batch.column(names.index("key"))) if "key" in names else [None] * n
         if self.opts.topic is not None:
-            topics: list = [self.opts.topic] * n
+            topics: list[str | None] = [self.opts.topic] * n
         else:
             topics = batch.column(names.index("topic")).to_pylist()
         partitions = (
@@ -198,7 +203,7 @@ class _Producer:
             timestamps = [None if t is None else t // 1000 for t in millis]
         else:
             timestamps = [None] * n
-        groups: dict[tuple[str, int | None], list[tuple]] = {}
+        groups: dict[tuple[str, int | None], list[_Row]] = {}
         for row in zip(topics, partitions, keys, values, headers, timestamps, strict=True):
             if row[0] is None:
                 raise SinkSchemaError("Null topic present in the data. Use the topic option.")
@@ -207,13 +212,13 @@ class _Producer:
             self._produce_rows(topic, partition, rows, now_ms)
 
     def _produce_rows(
-        self, topic: str, partition: int | None, rows: list[tuple], now_ms: int
+        self, topic: str, partition: int | None, rows: list[_Row], now_ms: int
     ) -> None:
         size = self.opts.batch_records
         for i in range(0, len(rows), size):
             chunk = rows[i : i + size]
             if partition is None:
-                by_partition: dict[int, list[tuple]] = {}
+                by_partition: dict[int, list[_Row]] = {}
                 for row in chunk:
                     by_partition.setdefault(self.choose(topic, row[0]), []).append(row)
                 targets = list(by_partition.items())
@@ -222,7 +227,7 @@ class _Producer:
             for target, part_rows in targets:
                 self._send(topic, target, part_rows, now_ms)
 
-    def _send(self, topic: str, partition: int, rows: list[tuple], now_ms: int) -> None:
+    def _send(self, topic: str, partition: int, rows: list[_Row], now_ms: int) -> None:
         """Produce one batch; with exactly once, stamped with the task's next sequence.
 
         A retried attempt re-sends the first attempt's batches: the broker answers the

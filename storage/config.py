@@ -192,7 +192,7 @@ class LogConfig:
                 break
         return replace(cls(), **changes)
 
-    def to_props(self) -> dict[str, object]:
+    def to_props(self) -> dict[str, str | int | float | None]:
         """Kafka name -> value (lists joined with commas, sorted), for describe_configs."""
         return {d.name: d.wire(getattr(self, d.attr)) for d in TOPIC_SETTINGS}
 

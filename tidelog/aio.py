@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import trio
 
@@ -36,6 +36,9 @@ from tidelog.client import (
     DEFAULT_REQUEST_TIMEOUT_MS,
 )
 from tidelog.security import PLAINTEXT, Security
+
+# What a typed call's answer is read into.
+T = TypeVar("T")
 
 # Read in chunks of this size: large enough for a fetch answer in a few calls.
 _RECEIVE_BYTES = 256 * 1024
@@ -137,11 +140,11 @@ class AsyncClient:
         assert slot.reply is not None
         return slot.reply.result()
 
-    async def call(self, call: Call) -> Any:
+    async def call(self, call: Call[T]) -> T:
         """Run one typed call from `protocol.calls`."""
         if not call.expect_response:
             await self.send(call.api, call.body, expect_response=False)
-            return None
+            return cast(T, None)  # only a call typed with None in its T expects no answer
         return call.extract(await self.request(call.api, call.body, wait_ms=call.wait_ms))
 
     # -- typed API (PROTOCOL.md §4), as on the blocking Client ------------------
@@ -230,14 +233,15 @@ async def open_client(
     host, port = parse_address(bootstrap_servers)
     context = security.ssl_context()
     stream: trio.abc.Stream
+    tls: trio.SSLStream[trio.SocketStream] | None = None
     with trio.fail_after(connect_timeout_ms / 1000):
         stream = await trio.open_tcp_stream(host, port)
     if context is not None:
-        stream = trio.SSLStream(stream, context, server_hostname=host)
+        stream = tls = trio.SSLStream(stream, context, server_hostname=host)
     try:
-        if context is not None:
+        if tls is not None:
             with trio.fail_after(connect_timeout_ms / 1000):
-                await stream.do_handshake()
+                await tls.do_handshake()
         with trio.fail_after(request_timeout_ms / 1000):
             await _authenticate(stream, security)
     except BaseException:

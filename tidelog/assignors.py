@@ -25,7 +25,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import ClassVar, NamedTuple, Protocol
+from typing import ClassVar, NamedTuple, Protocol, overload
 
 __all__ = [
     "ASSIGNORS",
@@ -134,10 +134,12 @@ class _Reader:
         return chunk
 
     def i16(self) -> int:
-        return _I16.unpack(self._take(2))[0]
+        value: int = _I16.unpack(self._take(2))[0]
+        return value
 
     def i32(self) -> int:
-        return _I32.unpack(self._take(4))[0]
+        value: int = _I32.unpack(self._take(4))[0]
+        return value
 
     def count(self) -> int:
         n = self.i32()
@@ -145,7 +147,12 @@ class _Reader:
             raise MalformedConsumerProtocol(f"array length {n} at byte {self.pos}")
         return n
 
+    @overload
+    def string(self) -> str: ...
+    @overload
+    def string(self, *, nullable: bool) -> str | None: ...
     def string(self, *, nullable: bool = False) -> str | None:
+        """A non-nullable string's -1 length is refused by `_take`: None only if `nullable`."""
         n = self.i16()
         if n == -1 and nullable:
             return None
@@ -164,7 +171,7 @@ class _Reader:
             topic = self.string()
             for _ in range(self.count()):
                 found.append((topic, self.i32()))
-        return tuple(found)  # type: ignore[arg-type]
+        return tuple(found)
 
 
 def encode_subscription(subscription: Subscription) -> bytes:
@@ -191,7 +198,7 @@ def decode_subscription(data: bytes) -> Subscription:
     version = r.i16()
     if version < 0:
         raise MalformedConsumerProtocol(f"subscription version {version}")
-    topics = tuple(r.string() for _ in range(r.count()))  # type: ignore[misc]
+    topics = tuple(r.string() for _ in range(r.count()))
     user_data = r.bytes_()
     owned: tuple[TopicPartition, ...] = ()
     generation, rack = NO_GENERATION, None

@@ -16,9 +16,9 @@ from __future__ import annotations
 import contextlib
 import socket
 import ssl
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from protocol import calls
 from protocol.auth_schema import authenticate
@@ -34,6 +34,9 @@ from protocol.connection import (
 from protocol.errors import RequestTimedOut
 from protocol.framing import LENGTH_SIZE, FrameError, decode_body, frame_length
 from tidelog.security import PLAINTEXT, Security
+
+# What a typed call's answer is read into.
+T = TypeVar("T")
 
 DEFAULT_BOOTSTRAP_SERVER = "127.0.0.1:9092"
 
@@ -111,7 +114,7 @@ class Client:
         exchange = self.security.sasl_client()
         if exchange is not None:
             try:
-                token = exchange.start()
+                token: bytes | None = exchange.start()
                 while token is not None:
                     answer, complete, _ = self.call(authenticate(exchange.mechanism, token))
                     token = exchange.respond(answer, complete)
@@ -173,7 +176,7 @@ class Client:
         self,
         api: str,
         body: Mapping[str, Any],
-        tail: list[bytes | bytearray | memoryview],
+        tail: Sequence[bytes | bytearray | memoryview],
         *,
         expect_response: bool = True,
     ) -> int:
@@ -240,11 +243,11 @@ class Client:
         self.send(api, body)
         return self.receive(timeout_ms=self.request_timeout_ms + wait_ms).result()
 
-    def call(self, call: Call) -> Any:
+    def call(self, call: Call[T]) -> T:
         """Run one typed call from `protocol.calls`."""
         if not call.expect_response:
             self.send(call.api, call.body, expect_response=False)
-            return None
+            return cast(T, None)  # only a call typed with None in its T expects no answer
         return call.extract(self.request(call.api, call.body, wait_ms=call.wait_ms))
 
     def _recv_exactly(self, sock: socket.socket, view: memoryview) -> None:

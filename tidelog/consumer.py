@@ -59,7 +59,7 @@ from protocol.errors import (
     UnknownMemberId,
     error_from_wire,
 )
-from protocol.offsets_schema import commit_offsets, fetch_offsets
+from protocol.offsets_schema import OffsetAndMetadata, commit_offsets, fetch_offsets
 from tidelog.client import DEFAULT_BOOTSTRAP_SERVER, DEFAULT_REQUEST_TIMEOUT_MS, Client
 from tidelog.consumer_record import ConsumerRecord, decode_fetched, next_position
 from tidelog.group_member import (
@@ -452,12 +452,13 @@ class Consumer:
             offsets = {tp: self.position(tp) for tp in self._states}
         if not offsets:
             return
+        positions: dict[tuple[str, int], OffsetAndMetadata | int] = dict(offsets.items())
         if self._subscription is None:
-            self.client.call(commit_offsets(group, dict(offsets)))
+            self.client.call(commit_offsets(group, positions))
             return
         member = self._subscription.member
         try:
-            self.client.call(commit_offsets(group, dict(offsets), **member.commit_fields()))
+            self.client.call(commit_offsets(group, positions, **member.commit_fields()))
         except (IllegalGeneration, UnknownMemberId, RebalanceInProgress) as exc:
             member.mark_rejoin(forget_member_id=isinstance(exc, UnknownMemberId))
             raise CommitFailedError(
@@ -650,7 +651,9 @@ class Consumer:
         if error is not None:
             raise error
 
-    def _fetch_body(self, positions: Mapping[TopicPartition, int], max_wait_ms: int) -> dict:
+    def _fetch_body(
+        self, positions: Mapping[TopicPartition, int], max_wait_ms: int
+    ) -> dict[str, Any]:
         wanted: dict[str, list[dict[str, Any]]] = {}
         for tp, position in positions.items():
             wanted.setdefault(tp.topic, []).append(

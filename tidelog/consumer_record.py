@@ -125,7 +125,7 @@ class ConsumerRecord(msgspec.Struct, metaclass=_RecordMeta, frozen=True, gc=Fals
             return origin.base_timestamp
         return origin.base_timestamp + self._timestamp_delta
 
-    def _attributes(self) -> tuple:
+    def _attributes(self) -> tuple[Any, ...]:
         return (
             self.topic,
             self.partition,
@@ -145,7 +145,7 @@ class ConsumerRecord(msgspec.Struct, metaclass=_RecordMeta, frozen=True, gc=Fals
     def __hash__(self) -> int:
         return hash(self._attributes())
 
-    def __reduce__(self) -> tuple[type[ConsumerRecord], tuple]:
+    def __reduce__(self) -> tuple[type[ConsumerRecord], tuple[Any, ...]]:
         return ConsumerRecord, self._attributes()
 
     def __repr__(self) -> str:

@@ -48,7 +48,7 @@ class BatchMetadata(NamedTuple):
     topic: str
     partition: int
     base_offset: int
-    count: int
+    count: int  # type: ignore[assignment]  # public name, as Kafka's; shadows tuple.count
     log_start_offset: int
 
 
@@ -84,7 +84,7 @@ class PendingBatch:
         self.created = created
         self.keys: list[bytes | None] = []
         self.values: list[bytes | None] = []
-        self.headers: list[Sequence] = []
+        self.headers: list[Sequence[tuple[str, bytes | None]]] = []
         self.timestamps: list[int] = []
         self.size_bytes = 0
         self.sealed = False

@@ -36,7 +36,7 @@ from collections.abc import Sequence
 from types import TracebackType
 from typing import Any
 
-from protocol.batch import set_producer_fields
+from protocol.batch import RecordHeaders, set_producer_fields
 from protocol.compression import Compression
 from protocol.connection import DEFAULT_CLIENT_ID, BrokerProtocolError, Reply
 from protocol.errors import error_from_wire
@@ -92,7 +92,7 @@ DEFAULT_RETRY_BACKOFF_MS = 100
 # record's msgpack framing and list slots, roughly.
 _RECORD_OVERHEAD_BYTES = 16
 
-_NO_HEADERS: tuple = ()
+_NO_HEADERS: RecordHeaders = ()
 _MIN_INT64, _MAX_INT64 = -(2**63), 2**63 - 1
 
 
@@ -100,7 +100,9 @@ _MIN_INT64, _MAX_INT64 = -(2**63), 2**63 - 1
 _BLOB_TYPES = frozenset({bytes, type(None)})
 
 
-def _check_headers(headers: Sequence[tuple[str, bytes | None]]) -> tuple:
+def _check_headers(
+    headers: Sequence[tuple[str, bytes | None]],
+) -> RecordHeaders:
     """Headers as a tuple of (str, bytes | None) pairs, or TypeError."""
     pairs = tuple((k, v) for k, v in headers)
     for key, value in pairs:
@@ -310,7 +312,8 @@ class Producer:
         # Encoded here, in the caller's thread (as Kafka's producer does): the sender
         # thread then only frames and sends, and the two overlap.
         batch.encoded = batch.encode(self.compression)
-        batch.keys = batch.values = batch.headers = []  # the bytes above are what is sent
+        # The bytes above are what is sent.
+        batch.keys, batch.values, batch.headers = [], [], []
         with self._lock:
             self._wait_for_room(min(size, self.buffer_memory))
             previous = self._open.get((topic, partition))
@@ -684,7 +687,9 @@ class Producer:
             self._buffered_bytes -= sum(b.size_bytes for b in batches if b.done.is_set())
             self._room.notify_all()
 
-    def _retry(self, batch: PendingBatch, error: BaseException, retried: list) -> bool:
+    def _retry(
+        self, batch: PendingBatch, error: BaseException, retried: list[PendingBatch]
+    ) -> bool:
         """Whether an idempotent producer tries `batch` again (tidelog.idempotence)."""
         if not self.enable_idempotence or self._sender_error is not None:
             return False

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, overload
 
 import msgpack
 
@@ -56,11 +56,12 @@ class MalformedRecord(ValueError):
 
 
 def group_key(group_id: str) -> bytes:
-    return msgpack.packb([group_id], use_bin_type=True)
+    key: bytes = msgpack.packb([group_id], use_bin_type=True)
+    return key
 
 
 def group_value(metadata: GroupMetadata) -> bytes:
-    return msgpack.packb(
+    value: bytes = msgpack.packb(
         {
             "version": GROUP_METADATA_VERSION,
             "protocol_type": metadata.protocol_type,
@@ -74,6 +75,7 @@ def group_value(metadata: GroupMetadata) -> bytes:
         },
         use_bin_type=True,
     )
+    return value
 
 
 def group_record(group_id: str, metadata: GroupMetadata | None) -> Record:
@@ -88,6 +90,10 @@ def offset_record(group_id: str, tp: TopicPartition, committed: CommittedOffset 
     return key, offset_value(committed.offset, committed.metadata, committed.commit_timestamp_ms)
 
 
+@overload
+def _string(value: Any) -> str: ...
+@overload
+def _string(value: Any, *, nullable: bool) -> str | None: ...
 def _string(value: Any, *, nullable: bool = False) -> str | None:
     if value is None and nullable:
         return None
@@ -96,6 +102,10 @@ def _string(value: Any, *, nullable: bool = False) -> str | None:
     return value
 
 
+@overload
+def _integer(value: Any) -> int: ...
+@overload
+def _integer(value: Any, *, nullable: bool) -> int | None: ...
 def _integer(value: Any, *, nullable: bool = False) -> int | None:
     if value is None and nullable:
         return None
@@ -114,12 +124,12 @@ def _member(raw: Any) -> MemberMetadata:
     if not isinstance(raw, dict):
         raise MalformedRecord("member: expected a map")
     return MemberMetadata(
-        member_id=_string(raw["member_id"]),  # type: ignore[arg-type]
+        member_id=_string(raw["member_id"]),
         group_instance_id=_string(raw["group_instance_id"], nullable=True),
-        client_id=_string(raw["client_id"]),  # type: ignore[arg-type]
-        client_host=_string(raw["client_host"]),  # type: ignore[arg-type]
-        rebalance_timeout_ms=_integer(raw["rebalance_timeout_ms"]),  # type: ignore[arg-type]
-        session_timeout_ms=_integer(raw["session_timeout_ms"]),  # type: ignore[arg-type]
+        client_id=_string(raw["client_id"]),
+        client_host=_string(raw["client_host"]),
+        rebalance_timeout_ms=_integer(raw["rebalance_timeout_ms"]),
+        session_timeout_ms=_integer(raw["session_timeout_ms"]),
         subscription=_bytes(raw["subscription"]),
         assignment=_bytes(raw["assignment"]),
     )
@@ -136,7 +146,7 @@ def decode_group_value(value: bytes) -> GroupMetadata:
             raise MalformedRecord("group metadata: members is not a list")
         return GroupMetadata(
             protocol_type=_string(raw["protocol_type"], nullable=True),
-            generation_id=_integer(raw["generation"]),  # type: ignore[arg-type]
+            generation_id=_integer(raw["generation"]),
             protocol_name=_string(raw["protocol"], nullable=True),
             leader_id=_string(raw["leader"], nullable=True),
             state_timestamp_ms=_integer(raw["state_timestamp"], nullable=True),
@@ -154,12 +164,12 @@ def decode_offset_value(value: bytes) -> CommittedOffset:
         if not isinstance(raw, dict):
             raise MalformedRecord("offset commit: not a map")
         offset = _integer(raw["offset"])
-        if not 0 <= offset <= MAX_OFFSET:  # type: ignore[operator]
+        if not 0 <= offset <= MAX_OFFSET:
             raise MalformedRecord(f"offset commit: offset {offset} out of range")
         return CommittedOffset(
-            offset,  # type: ignore[arg-type]
-            _string(raw.get("metadata", "")),  # type: ignore[arg-type]
-            _integer(raw["commit_timestamp"]),  # type: ignore[arg-type]
+            offset,
+            _string(raw.get("metadata", "")),
+            _integer(raw["commit_timestamp"]),
         )
     except MalformedRecord:
         raise
@@ -185,9 +195,9 @@ def decode_key(key: bytes) -> tuple[str] | tuple[str, str, int]:
         return (_group_id(raw[0]),)
     if isinstance(raw, list) and len(raw) == 3:
         partition = _integer(raw[2])
-        if not 0 <= partition <= MAX_PARTITION:  # type: ignore[operator]
+        if not 0 <= partition <= MAX_PARTITION:
             raise MalformedRecord(f"key: partition {partition} out of range")
-        return (_group_id(raw[0]), _string(raw[1]), partition)  # type: ignore[return-value]
+        return (_group_id(raw[0]), _string(raw[1]), partition)
     raise MalformedRecord("key: neither [group] nor [group, topic, partition]")
 
 
@@ -213,7 +223,7 @@ def load_records(records: Iterable[tuple[bytes | None, bytes | None]]) -> Loaded
             if len(decoded) == 1:
                 _apply_group(state, decoded[0], value)
             else:
-                _apply_offset(state, decoded, value)  # type: ignore[arg-type]
+                _apply_offset(state, decoded, value)
         except MalformedRecord:
             state.malformed += 1
     return state

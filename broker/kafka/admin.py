@@ -23,6 +23,7 @@ from broker.kafka.core import CLUSTER_ID, advertised_address
 from broker.kafka.native_call import Outcome, Refused, run_native
 from broker.security.acl import CLUSTER_NAME, Operation, ResourceType
 from broker.security.gate import allows, permits
+from protocol.api_types import CreateTopicRequest, DeleteRecordsRequest, DeleteTopicRequest
 from protocol.errors import InvalidTopic
 from protocol.kafka.errors import KafkaError, for_tidelog_code
 from protocol.kafka.messages import CREATE_TOPICS, DELETE_RECORDS, DELETE_TOPICS, DESCRIBE_CLUSTER
@@ -99,9 +100,9 @@ def _assigned_partitions(call: KafkaCall, topic: dict[str, Any]) -> int:
     return len(assignments)
 
 
-def _topic_configs(topic: dict[str, Any]) -> dict[str, str]:
+def _topic_configs(topic: dict[str, Any]) -> dict[str, str | int | float]:
     """The configs as a dict (a repeated key: the last wins, as in Kafka)."""
-    configs: dict[str, str] = {}
+    configs: dict[str, str | int | float] = {}
     for entry in topic["configs"]:
         if entry["value"] is None:
             raise Refused(
@@ -149,7 +150,7 @@ async def _create_one(
         )
     try:
         _check_new_name(name, *existing)
-        body = {
+        body: CreateTopicRequest = {
             "topic": name,
             "partitions": _partition_count(call, topic),
             "configs": _topic_configs(topic),
@@ -216,7 +217,9 @@ async def delete_topics(call: KafkaCall) -> KafkaAnswer:
                 else KafkaError.TOPIC_AUTHORIZATION_FAILED
             )
         else:
-            error = (await run_native(call.ctx, "delete_topic", {"topic": name})).error
+            error = (
+                await run_native(call.ctx, "delete_topic", DeleteTopicRequest(topic=name))
+            ).error
         results.append({"name": name, "error_code": error.code})
     return {"throttle_time_ms": 0, "responses": results}
 
@@ -227,7 +230,7 @@ async def delete_topics(call: KafkaCall) -> KafkaAnswer:
 async def delete_records(call: KafkaCall) -> KafkaAnswer:
     """DeleteRecords v0-1: the native per-partition answer in Kafka's shape."""
     topics = call.body["topics"]
-    native_body = {
+    native_body: DeleteRecordsRequest = {
         "topics": [
             {
                 "topic": t["name"],

@@ -16,6 +16,7 @@ and applied as a whole.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from broker.config import BrokerConfig
@@ -24,6 +25,7 @@ from broker.kafka.config_view import broker_entries, topic_entries
 from broker.kafka.native_call import Outcome, Refused, failed_outcome, run_native
 from broker.security.acl import CLUSTER_NAME, Operation, ResourceType
 from broker.security.gate import permits
+from protocol.api_types import AlterConfigsRequest, DescribeConfigsRequest
 from protocol.kafka.errors import KafkaError
 from protocol.kafka.messages import ALTER_CONFIGS, DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS
 from storage.config import TOPIC_CONFIG_DEFS
@@ -101,7 +103,7 @@ async def _describe_one(
     synonyms = call.body["include_synonyms"]
     config = call.ctx.config
     if kind == TOPIC:
-        outcome = await run_native(call.ctx, "describe_configs", {"topic": name})
+        outcome = await run_native(call.ctx, "describe_configs", DescribeConfigsRequest(topic=name))
         if outcome.answer is None:
             return outcome, []
         return outcome, topic_entries(
@@ -144,9 +146,9 @@ def _null_refusal(name: str) -> Refused:
 
 
 async def _alter_topic(
-    call: KafkaCall, topic: str, new: dict[str, str], delete: list[str]
+    call: KafkaCall, topic: str, new: dict[str, str | int | float], delete: list[str]
 ) -> Outcome:
-    body = {
+    body: AlterConfigsRequest = {
         "topic": topic,
         "set": new,
         "delete": delete,
@@ -161,7 +163,7 @@ async def _replace_configs(call: KafkaCall, resource: dict[str, Any]) -> Outcome
     other = _not_topic(call, resource, [c["name"] for c in configs])
     if other is not None:
         return other
-    new: dict[str, str] = {}
+    new: dict[str, str | int | float] = {}
     for entry in configs:
         if entry["value"] is None:
             raise _null_refusal(entry["name"])
@@ -209,7 +211,7 @@ async def _change_configs(call: KafkaCall, resource: dict[str, Any]) -> Outcome:
         return other
     topic = resource["resource_name"]
     current = call.ctx.manager.topic_overrides(topic) if _known(call, topic) else {}
-    new: dict[str, str] = {}
+    new: dict[str, str | int | float] = {}
     delete: list[str] = []
     for entry in configs:
         op, key, value = entry["config_operation"], entry["name"], entry["value"]
@@ -232,7 +234,9 @@ async def incremental_alter_configs(call: KafkaCall) -> KafkaAnswer:
     return await _per_resource(call, _change_configs)
 
 
-async def _per_resource(call: KafkaCall, alter: Any) -> KafkaAnswer:
+async def _per_resource(
+    call: KafkaCall, alter: Callable[[KafkaCall, dict[str, Any]], Awaitable[Outcome]]
+) -> KafkaAnswer:
     responses = []
     for resource in call.body["resources"]:
         try:

@@ -32,4 +32,4 @@ class KafkaCall:
         return self.request.body
 
 
-KafkaHandler = Callable[[KafkaCall], Awaitable[KafkaAnswer | Deferred | None]]
+KafkaHandler = Callable[[KafkaCall], Awaitable[KafkaAnswer | Deferred[KafkaAnswer] | None]]

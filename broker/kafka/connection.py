@@ -175,7 +175,11 @@ class _KafkaPending:
     """A Kafka answer finished beside later requests (Produce acks=all's fsync wait)."""
 
     def __init__(
-        self, ctx: BrokerContext, request: KafkaRequest, deferred: Deferred, arrived: float
+        self,
+        ctx: BrokerContext,
+        request: KafkaRequest,
+        deferred: Deferred[KafkaAnswer],
+        arrived: float,
     ) -> None:
         self._ctx, self._request, self._deferred, self._arrived = ctx, request, deferred, arrived
 
@@ -207,7 +211,7 @@ class KafkaCodec:
     def frame_reader(self, max_frame_bytes: int) -> _KafkaFrames:
         return _KafkaFrames(max_frame_bytes)
 
-    def needs_room(self, message: Any) -> bool:
+    def needs_room(self, message: bytes) -> bool:
         return message[:2] == _FETCH_KEY_BYTES
 
     async def handle(

@@ -14,7 +14,7 @@ validate positions with OffsetsForLeaderEpoch, which is not served.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from broker.context import BrokerContext, Deferred
@@ -23,7 +23,18 @@ from broker.handlers.group_offsets import INTERNAL_TOPICS
 from broker.kafka.call import KafkaAnswer, KafkaCall, KafkaHandler
 from broker.kafka.edge import to_kafka, to_tidelog
 from broker.logging import get_logger
-from protocol.api_types import FetchRequest
+from protocol.api_types import (
+    CreateTopicRequest,
+    FetchRequest,
+    ListOffsetsPartition,
+    ListOffsetsRequest,
+    MetadataRequest,
+    OffsetForTimePartition,
+    OffsetForTimeRequest,
+    ProducePartition,
+    ProduceRequest,
+    ProduceTopic,
+)
 from protocol.errors import TidelogError
 from protocol.kafka.errors import KafkaCodecError, KafkaError, for_tidelog_code
 from protocol.kafka.messages import FETCH, LIST_OFFSETS, METADATA, PRODUCE
@@ -90,7 +101,12 @@ async def _auto_create(ctx: BrokerContext, names: Iterable[str]) -> dict[str, Ka
     for name in names:
         if name in known:
             continue
-        body = {"topic": name, "partitions": ctx.config.num_partitions, "configs": {}}
+        body: CreateTopicRequest = {
+            "topic": name,
+            "partitions": ctx.config.num_partitions,
+            "configs": {},
+            "validate_only": False,
+        }
         try:
             await create(ctx, body)
             log.info("topic_auto_created", topic=name, partitions=ctx.config.num_partitions)
@@ -100,7 +116,9 @@ async def _auto_create(ctx: BrokerContext, names: Iterable[str]) -> dict[str, Ka
     return failed
 
 
-def _topic_metadata(entry: dict[str, Any], node: int, failed: dict[str, KafkaError]) -> dict:
+def _topic_metadata(
+    entry: dict[str, Any], node: int, failed: dict[str, KafkaError]
+) -> dict[str, Any]:
     error = failed.get(entry["topic"]) or _kafka_error(entry["error"])
     partitions = [
         {
@@ -131,7 +149,8 @@ async def metadata(call: KafkaCall) -> KafkaAnswer:
     failed: dict[str, KafkaError] = {}
     if names and ctx.config.auto_create_topics_enable and body["allow_auto_topic_creation"]:
         failed = await _auto_create(ctx, names)
-    native = await handler_for("metadata")(ctx, {"topics": names})
+    metadata_body: MetadataRequest = {"topics": names}
+    native = await handler_for("metadata")(ctx, metadata_body)
     assert native is not None and not isinstance(native, Deferred)
     node = ctx.config.node_id
     host, port = advertised_address(call)
@@ -176,7 +195,7 @@ def _refuse_all(body: dict[str, Any], error: KafkaError, message: str) -> KafkaA
 
 def _produce_answer(
     body: dict[str, Any],
-    native: dict[str, Any],
+    native: Mapping[str, Any],
     refused: dict[tuple[str, int], tuple[KafkaError, str]],
 ) -> KafkaAnswer:
     results = {(t["topic"], p["partition"]): p for t in native["topics"] for p in t["partitions"]}
@@ -204,7 +223,7 @@ def _produce_answer(
     return {"responses": responses, "throttle_time_ms": 0}
 
 
-async def produce(call: KafkaCall) -> KafkaAnswer | Deferred | None:
+async def produce(call: KafkaCall) -> KafkaAnswer | Deferred[KafkaAnswer] | None:
     """Append through the native produce; batches converted to Tidelog's at the edge."""
     body = call.body
     acks = body["acks"]
@@ -216,9 +235,9 @@ async def produce(call: KafkaCall) -> KafkaAnswer | Deferred | None:
             body, KafkaError.INVALID_REQUIRED_ACKS, f"acks must be 0, 1 or -1, got {acks}"
         )
     refused: dict[tuple[str, int], tuple[KafkaError, str]] = {}
-    topics = []
+    topics: list[ProduceTopic] = []
     for t in body["topic_data"]:
-        parts = []
+        parts: list[ProducePartition] = []
         for p in t["partition_data"]:
             records = p["records"]
             try:
@@ -234,7 +253,11 @@ async def produce(call: KafkaCall) -> KafkaAnswer | Deferred | None:
                 continue
             parts.append({"partition": p["index"], "records": converted})
         topics.append({"topic": t["name"], "partitions": parts})
-    native_body = {"acks": acks, "timeout_ms": max(body["timeout_ms"], 0), "topics": topics}
+    native_body: ProduceRequest = {
+        "acks": acks,
+        "timeout_ms": max(body["timeout_ms"], 0),
+        "topics": topics,
+    }
     result = await handler_for("produce")(call.ctx, native_body)
     if result is None:
         return None  # acks=0: nothing is sent back
@@ -327,10 +350,10 @@ async def fetch(call: KafkaCall) -> KafkaAnswer:
 
 def _offsets_query(
     body: dict[str, Any], version: int
-) -> tuple[dict, dict, dict[tuple[str, int], KafkaError]]:
+) -> tuple[ListOffsetsRequest, OffsetForTimeRequest, dict[tuple[str, int], KafkaError]]:
     """Split a ListOffsets request into native list_offsets and offset_for_time bodies."""
-    specs: dict[str, list] = {}
-    times: dict[str, list] = {}
+    specs: dict[str, list[ListOffsetsPartition]] = {}
+    times: dict[str, list[OffsetForTimePartition]] = {}
     refused: dict[tuple[str, int], KafkaError] = {}
     for t in body["topics"]:
         for p in t["partitions"]:
@@ -350,17 +373,24 @@ def _offsets_query(
             else:
                 times.setdefault(t["name"], []).append({"partition": index, "timestamp": ts})
 
-    def native(groups: dict[str, list]) -> dict:
-        return {"topics": [{"topic": name, "partitions": parts} for name, parts in groups.items()]}
-
-    return native(specs), native(times), refused
+    by_spec: ListOffsetsRequest = {
+        "topics": [{"topic": name, "partitions": parts} for name, parts in specs.items()]
+    }
+    by_time: OffsetForTimeRequest = {
+        "topics": [{"topic": name, "partitions": parts} for name, parts in times.items()]
+    }
+    return by_spec, by_time, refused
 
 
 async def list_offsets(call: KafkaCall) -> KafkaAnswer:
     """Earliest, latest and by-timestamp offsets through the native offset handlers."""
     specs, times, refused = _offsets_query(call.body, call.version)
     found: dict[tuple[str, int], dict[str, Any]] = {}
-    for api, native_body in (("list_offsets", specs), ("offset_for_time", times)):
+    native_bodies: tuple[tuple[str, ListOffsetsRequest | OffsetForTimeRequest], ...] = (
+        ("list_offsets", specs),
+        ("offset_for_time", times),
+    )
+    for api, native_body in native_bodies:
         if native_body["topics"]:
             answer = await handler_for(api)(call.ctx, native_body)
             assert answer is not None and not isinstance(answer, Deferred)

@@ -9,6 +9,7 @@ UNKNOWN_SERVER_ERROR) as for the msgpack codec.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,7 +23,7 @@ from protocol.schemas import validate_request_body
 class Outcome:
     """A native call's answer (None when it failed) and the Kafka error to report."""
 
-    answer: dict[str, Any] | None
+    answer: Mapping[str, Any] | None
     error: KafkaError = KafkaError.NONE
     message: str | None = None
 
@@ -39,7 +40,7 @@ class Refused(Exception):
         self.outcome = Outcome.failed(error, message)
 
 
-async def run_native(ctx: BrokerContext, api: str, body: dict[str, Any]) -> Outcome:
+async def run_native(ctx: BrokerContext, api: str, body: Mapping[str, Any]) -> Outcome:
     """Validate `body` as the msgpack codec does, run `api`'s handler, map a failure."""
     try:
         result = await handler_for(api)(ctx, validate_request_body(api, body))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from broker.dispatch import failure, handler_for
 from broker.kafka.call import KafkaAnswer, KafkaCall, KafkaHandler
+from protocol.api_types import InitProducerIdRequest
 from protocol.kafka.errors import KafkaError, for_tidelog_code
 from protocol.kafka.messages import INIT_PRODUCER_ID
 
@@ -21,7 +22,7 @@ NO_PRODUCER_EPOCH = -1
 
 
 async def init_producer_id(call: KafkaCall) -> KafkaAnswer:
-    body = {
+    body: InitProducerIdRequest = {
         "transactional_id": call.body["transactional_id"],
         "producer_id": NO_PRODUCER_ID,
         "producer_epoch": NO_PRODUCER_EPOCH,

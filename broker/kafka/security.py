@@ -26,10 +26,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from broker.context import Deferred
 from broker.dispatch import failure, handler_for
 from broker.kafka.call import KafkaAnswer, KafkaCall, KafkaHandler
 from broker.security.acl import MATCH
 from broker.security.session import current_session
+from protocol.api_types import AuthenticateRequest
 from protocol.errors import IllegalSaslState, UnsupportedSaslMechanism
 from protocol.kafka.errors import KafkaError, for_tidelog_code
 from protocol.kafka.messages import (
@@ -61,9 +63,11 @@ async def sasl_authenticate(call: KafkaCall) -> KafkaAnswer:
     try:
         if not mechanism:
             raise IllegalSaslState("SaslAuthenticate before a SaslHandshake")
-        answer = await handler_for("authenticate")(
-            call.ctx, {"mechanism": mechanism, "auth_bytes": bytes(call.body["auth_bytes"])}
-        )
+        body: AuthenticateRequest = {
+            "mechanism": mechanism,
+            "auth_bytes": bytes(call.body["auth_bytes"]),
+        }
+        answer = await handler_for("authenticate")(call.ctx, body)
     except Exception as exc:
         err = failure("authenticate", exc)
         return {
@@ -164,6 +168,7 @@ async def create_acls(call: KafkaCall) -> KafkaAnswer:
     wanted = [e for e in entries if e is not None]
     try:
         answer = await handler_for("create_acls")(call.ctx, {"acls": wanted}) if wanted else None
+        assert not isinstance(answer, Deferred)  # create_acls answers at once
         native = iter(answer["results"] if answer else [])
         for entry, result in zip(entries, results, strict=True):
             if entry is not None:

@@ -30,7 +30,7 @@ def guard(api: str, handler: Handler) -> Handler:
     """`handler` behind the authentication gate and the API's authorization policy."""
     policy = policy_for(api)
 
-    async def guarded(ctx: BrokerContext, body: Body) -> Answer | Deferred | None:
+    async def guarded(ctx: BrokerContext, body: Body) -> Answer | Deferred[Answer] | None:
         security = ctx.security
         if security is None:
             return await handler(ctx, body)

@@ -70,7 +70,7 @@ class Access:
         return False
 
 
-Result = Answer | Deferred | None
+Result = Answer | Deferred[Answer] | None
 Policy = Callable[[Access, Handler, BrokerContext, Body], Awaitable[Result]]
 
 
@@ -97,7 +97,8 @@ def per_topic(op: Operation, **failed_fields: Any) -> Policy:
     """`op` on every topic of `body.topics`; denied ones get per-partition errors."""
 
     async def apply(access: Access, handler: Handler, ctx: BrokerContext, body: Body) -> Result:
-        allowed, denied = [], []
+        allowed: list[dict[str, Any]] = []
+        denied: list[dict[str, Any]] = []
         for entry in body["topics"]:
             ok = access.require(op, TOPIC, entry["topic"])
             if ok and access.api == "produce":

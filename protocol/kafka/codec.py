@@ -22,8 +22,9 @@ answer: `unsupported_version_response`).
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from protocol.kafka.errors import KafkaCodecError, KafkaError
 from protocol.kafka.messages import ALL_APIS, API_VERSIONS
@@ -74,7 +75,7 @@ class KafkaRequest:
 
     header: RequestHeader
     api: Api
-    body: dict
+    body: dict[str, Any]
 
     @property
     def version(self) -> int:
@@ -88,7 +89,7 @@ class KafkaResponse:
     correlation_id: int
     api: Api
     version: int
-    body: dict
+    body: dict[str, Any]
 
 
 def _flexible_request(api_key: int, api_version: int) -> bool:
@@ -195,7 +196,7 @@ def decode_request(frame: bytes | bytearray | memoryview) -> KafkaRequest:
     return KafkaRequest(header, api, body)
 
 
-def encode_request(header: RequestHeader, body: dict) -> bytes:
+def encode_request(header: RequestHeader, body: Mapping[str, Any]) -> bytes:
     """A whole request frame (size prefix included), as a client sends it."""
     api = APIS_BY_KEY[header.api_key]
     out = bytearray(4)
@@ -214,7 +215,7 @@ def encode_request(header: RequestHeader, body: dict) -> bytes:
     return bytes(out)
 
 
-def encode_response(api: Api, version: int, correlation_id: int, body: dict) -> bytes:
+def encode_response(api: Api, version: int, correlation_id: int, body: Mapping[str, Any]) -> bytes:
     """A whole response frame (size prefix included) for `api` at `version`."""
     out = bytearray(4)
     out += _CORRELATION.pack(correlation_id)
@@ -225,7 +226,9 @@ def encode_response(api: Api, version: int, correlation_id: int, body: dict) -> 
     return bytes(out)
 
 
-def _encode_body(api: Api, version: int, response: bool, body: dict, out: bytearray) -> None:
+def _encode_body(
+    api: Api, version: int, response: bool, body: Mapping[str, Any], out: bytearray
+) -> None:
     try:
         api.codec(version, response).encode(body, out)
     except (struct.error, ValueError, TypeError, AttributeError, KeyError) as exc:
@@ -256,7 +259,7 @@ def decode_response(frame: bytes | bytearray | memoryview, api: Api, version: in
     return KafkaResponse(correlation_id, api, version, body)
 
 
-def api_version_ranges(apis: Iterable[Api] = ALL_APIS) -> list[dict]:
+def api_version_ranges(apis: Iterable[Api] = ALL_APIS) -> list[dict[str, Any]]:
     """The `api_keys` entries of an ApiVersions answer for `apis`, by key."""
     return [
         {"api_key": api.key, "min_version": api.min_version, "max_version": api.max_version}

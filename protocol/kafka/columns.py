@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from itertools import repeat
 from operator import is_
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 import numpy as np
 
@@ -31,6 +31,8 @@ from protocol.kafka.varint import VARINT_MAX_BYTES, VARLONG_MAX_BYTES, read_uvar
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
+
+    from protocol.batch import RecordHeaders
 
 __all__ = ["RecordColumns", "decode_columns", "encode_columns", "scan_columns"]
 
@@ -105,7 +107,9 @@ def _blobs(data: bytes, starts: np.ndarray, lengths: np.ndarray) -> list[bytes |
     if nulls.all():
         return [None] * len(lengths)
     stops = starts + np.maximum(lengths, 0)
-    out = list(map(data.__getitem__, map(slice, starts.tolist(), stops.tolist())))
+    out: list[bytes | None] = list(
+        map(data.__getitem__, map(slice, starts.tolist(), stops.tolist()))
+    )
     if nulls.any():
         column = np.empty(len(out), dtype=object)
         column[:] = out
@@ -123,13 +127,13 @@ class RecordColumns(NamedTuple):
     key_lengths: np.ndarray
     value_starts: np.ndarray
     value_lengths: np.ndarray
-    headers: list | repeat
+    headers: list[RecordHeaders] | repeat[RecordHeaders]
 
 
 def scan_columns(
     data: bytes,
     count: int,
-    decode_headers: Callable[[bytes, int, int, int], tuple[tuple, int]],
+    decode_headers: Callable[[bytes, int, int, int], tuple[RecordHeaders, int]],
 ) -> RecordColumns:
     """Walk `count` records of uncompressed `data` column-wise, checking every bound.
 
@@ -158,7 +162,7 @@ def scan_columns(
     pos += size
     if (key_lengths < -1).any() or (value_lengths < -1).any():
         raise _corrupt("record key or value length below -1")
-    headers: list | repeat = repeat((), count)
+    headers: list[RecordHeaders] | repeat[RecordHeaders] = repeat((), count)
     with_headers = np.flatnonzero(header_counts)
     if (pos > ends).any():
         bad = int(np.flatnonzero(pos > ends)[0])
@@ -186,8 +190,8 @@ def scan_columns(
 def decode_columns(
     data: bytes,
     count: int,
-    decode_headers: Callable[[bytes, int, int, int], tuple[tuple, int]],
-) -> list[tuple]:
+    decode_headers: Callable[[bytes, int, int, int], tuple[RecordHeaders, int]],
+) -> list[tuple[int, int, bytes | None, bytes | None, RecordHeaders]]:
     """`count` records of uncompressed `data` as Tidelog record tuples, column-wise."""
     columns = scan_columns(data, count, decode_headers)
     return list(
@@ -236,9 +240,9 @@ def _varint_rows(columns: list[tuple[np.ndarray, np.ndarray]]) -> list[bytes]:
     return list(map(data.__getitem__, map(slice, bounds[:-1].tolist(), bounds[1:].tolist())))
 
 
-def _lengths(blobs: tuple) -> tuple[np.ndarray, list[bytes]]:
+def _lengths(blobs: tuple[bytes | None, ...]) -> tuple[np.ndarray, list[bytes]]:
     """Lengths (-1 for None) and the blobs with None as b"" (for joining), in C loops."""
-    present = list(map(_NULL_AS_EMPTY.get, blobs, blobs))
+    present = cast("list[bytes]", list(map(_NULL_AS_EMPTY.get, blobs, blobs)))  # no None left
     lengths = np.fromiter(map(len, present), dtype=np.int64, count=len(present))
     nulls = np.fromiter(map(is_, blobs, repeat(None)), dtype=bool, count=len(blobs))
     lengths[nulls] = -1
@@ -246,11 +250,12 @@ def _lengths(blobs: tuple) -> tuple[np.ndarray, list[bytes]]:
 
 
 # dict.get(blob, blob): b"" for None, the blob itself otherwise.
-_NULL_AS_EMPTY: dict = {None: b""}
+_NULL_AS_EMPTY: dict[bytes | None, bytes] = {None: b""}
 
 
 def encode_columns(
-    records: Sequence[Sequence], encode_header_entries: Callable[[Sequence], bytes]
+    records: Sequence[Sequence[Any]],
+    encode_header_entries: Callable[[Sequence[Sequence[Any]]], bytes],
 ) -> bytes:
     """Varint records from Tidelog record tuples, column-wise (see `decode_columns`).
 
@@ -263,8 +268,8 @@ def encode_columns(
     """
     offset_deltas, timestamp_deltas, keys, values, headers = zip(*records, strict=True)
     count = len(keys)
-    key_lengths, keys = _lengths(keys)
-    value_lengths, values = _lengths(values)
+    key_lengths, key_blobs = _lengths(keys)
+    value_lengths, value_blobs = _lengths(values)
     header_counts = np.fromiter(map(len, headers), dtype=np.int64, count=count)
     with_headers = np.flatnonzero(header_counts).tolist()
     entries = {i: encode_header_entries(headers[i]) for i in with_headers}
@@ -292,8 +297,10 @@ def encode_columns(
     for i in with_headers:
         tails[i] = varint(int(header_counts[i])) + entries[i]
     if not (key_lengths > 0).any():
-        return _interleave(_varint_rows([*head, value_column]), values, tails)
-    return _interleave(_varint_rows(head), keys, _varint_rows([value_column]), values, tails)
+        return _interleave(_varint_rows([*head, value_column]), value_blobs, tails)
+    return _interleave(
+        _varint_rows(head), key_blobs, _varint_rows([value_column]), value_blobs, tails
+    )
 
 
 # The end of a record without headers: a header count of 0.

@@ -103,6 +103,7 @@ class KafkaFrameDecoder:
             raise self._failed
         if len(self._buf) < SIZE_BYTES:
             return None
+        size: int
         (size,) = _SIZE.unpack_from(self._buf, 0)
         if size < 0 or size > self.max_frame_bytes:
             self._failed = KafkaCodecError(

@@ -68,7 +68,8 @@ def snake(name: str) -> str:
 def load(path: Path) -> dict[str, Any]:
     """A schema file without its // comments."""
     text = "\n".join(re.sub(r"^\s*//.*$", "", line) for line in path.read_text().splitlines())
-    return json.loads(text)
+    schema: dict[str, Any] = json.loads(text)
+    return schema
 
 
 def _overlaps(spec: str, served: str) -> bool:

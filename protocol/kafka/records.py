@@ -43,7 +43,7 @@ import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 from operator import itemgetter
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import crc32c
 import numpy as np
@@ -285,7 +285,7 @@ _NULL = varint(-1)
 _NO_HEADERS = varint(0)
 
 
-def encode_records(records: Sequence[Sequence]) -> bytes:
+def encode_records(records: Sequence[Sequence[Any]]) -> bytes:
     """Varint records from Tidelog record tuples (or lists): the uncompressed payload.
 
     Batches of ENCODE_COLUMNS_MIN_RECORDS or more are encoded column-wise (columns.py).
@@ -295,7 +295,7 @@ def encode_records(records: Sequence[Sequence]) -> bytes:
     return encode_each(records)
 
 
-def encode_header_entries(headers: Sequence[Sequence]) -> bytes:
+def encode_header_entries(headers: Sequence[Sequence[Any]]) -> bytes:
     """A record's header entries (after their count)."""
     out = bytearray()
     for header_key, header_value in headers:
@@ -310,9 +310,9 @@ def encode_header_entries(headers: Sequence[Sequence]) -> bytes:
     return bytes(out)
 
 
-def encode_each(records: Sequence[Sequence]) -> bytes:
+def encode_each(records: Sequence[Sequence[Any]]) -> bytes:
     """`encode_records` one record at a time: the reference, and faster for few records."""
-    parts: list[bytes] = []
+    parts: list[bytes | bytearray] = []
     append = parts.append
     for offset_delta, timestamp_delta, key, value, headers in records:
         body = bytearray(b"\x00")
@@ -340,7 +340,7 @@ def encode_each(records: Sequence[Sequence]) -> bytes:
 
 def assemble_batch(
     records_payload: bytes,
-    fields_from_attributes: bytes,
+    fields_from_attributes: bytes | memoryview,
     *,
     base_offset: int = 0,
     partition_leader_epoch: int = -1,

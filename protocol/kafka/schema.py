@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import re
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -70,8 +70,8 @@ _UNSET: Any = object()
 Reader = Callable[[memoryview, int], tuple[Any, int]]
 Writer = Callable[[bytearray, Any], None]
 # A struct step reads into / writes from the message dict.
-ReadStep = Callable[[memoryview, int, dict], int]
-WriteStep = Callable[[bytearray, dict], None]
+ReadStep = Callable[[memoryview, int, dict[str, Any]], int]
+WriteStep = Callable[[bytearray, Mapping[str, Any]], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,7 +147,9 @@ class Api:
     flexible: str
     request: tuple[Field, ...]
     response: tuple[Field, ...]
-    _codecs: dict = field(default_factory=dict, compare=False, repr=False)
+    _codecs: dict[tuple[int, bool], MessageCodec] = field(
+        default_factory=dict, compare=False, repr=False
+    )
 
     @property
     def min_version(self) -> int:
@@ -186,15 +188,15 @@ class MessageCodec:
         self.flexible = flexible
         self._read_steps, self._write_steps, self._absent = _compile(fields, version, flexible)
 
-    def decode(self, buf: memoryview, pos: int = 0) -> tuple[dict, int]:
-        out: dict = {}
+    def decode(self, buf: memoryview, pos: int = 0) -> tuple[dict[str, Any], int]:
+        out: dict[str, Any] = {}
         for step in self._read_steps:
             pos = step(buf, pos, out)
         for name, make in self._absent:
             out[name] = make()
         return out, pos
 
-    def encode(self, value: dict, out: bytearray) -> None:
+    def encode(self, value: Mapping[str, Any], out: bytearray) -> None:
         for step in self._write_steps:
             step(out, value)
 
@@ -245,11 +247,11 @@ def _add_fixed_run(run: list[Field], reads: list[ReadStep], writes: list[WriteSt
     unpack_from = fmt.unpack_from
     pack = fmt.pack
 
-    def read(buf: memoryview, pos: int, out: dict) -> int:
+    def read(buf: memoryview, pos: int, out: dict[str, Any]) -> int:
         out.update(zip(names, unpack_from(buf, pos), strict=True))
         return pos + size
 
-    def write(out: bytearray, value: dict) -> None:
+    def write(out: bytearray, value: Mapping[str, Any]) -> None:
         get = value.get
         out += pack(*[get(name, default) for name, default in defaults])
 
@@ -258,7 +260,7 @@ def _add_fixed_run(run: list[Field], reads: list[ReadStep], writes: list[WriteSt
 
 
 def _read_into(name: str, reader: Reader) -> ReadStep:
-    def step(buf: memoryview, pos: int, out: dict) -> int:
+    def step(buf: memoryview, pos: int, out: dict[str, Any]) -> int:
         out[name], pos = reader(buf, pos)
         return pos
 
@@ -266,7 +268,7 @@ def _read_into(name: str, reader: Reader) -> ReadStep:
 
 
 def _write_from(name: str, default: Any, writer: Writer) -> WriteStep:
-    def step(out: bytearray, value: dict) -> None:
+    def step(out: bytearray, value: Mapping[str, Any]) -> None:
         writer(out, value.get(name, default))
 
     return step
@@ -389,7 +391,7 @@ def _array_codec(
         # refused before allocating anything for it.
         if count > len(buf) - pos:
             raise ValueError(f"{what} claims {count} elements, {len(buf) - pos} bytes left")
-        items = []
+        items: list[Any] = []
         append = items.append
         for _ in range(count):
             item, pos = elem_reader(buf, pos)
@@ -409,7 +411,7 @@ def _array_codec(
     return read, write
 
 
-def _skip_tagged_fields(buf: memoryview, pos: int, out: dict) -> int:
+def _skip_tagged_fields(buf: memoryview, pos: int, out: dict[str, Any]) -> int:
     """Skip a KIP-482 tagged-field section: count, then (tag, size, bytes) each."""
     count, pos = read_uvarint(buf, pos)
     for _ in range(count):
@@ -421,5 +423,5 @@ def _skip_tagged_fields(buf: memoryview, pos: int, out: dict) -> int:
     return pos
 
 
-def _write_no_tagged_fields(out: bytearray, value: dict) -> None:
+def _write_no_tagged_fields(out: bytearray, value: Mapping[str, Any]) -> None:
     out.append(0)
