@@ -280,9 +280,7 @@ def confluent_details(bootstrap: str, topic: str) -> dict[str, Any]:
     }
     # Kafka answers CreateTopics before its metadata has the topic (describe_configs
     # then says UNKNOWN_TOPIC_OR_PART under load), as the kafka-python scenario knows.
-    wait_until(
-        lambda: admin.list_topics(timeout=SCENARIO_TIMEOUT_S).topics, lambda ts: topic in ts
-    )
+    wait_until(lambda: admin.list_topics(timeout=SCENARIO_TIMEOUT_S).topics, lambda ts: topic in ts)
     seen["configs"] = _ck_configs(admin, ResourceType.TOPIC, topic, TOPIC_KEYS)
     seen["broker_configs"] = _ck_configs(admin, ResourceType.BROKER, NODE, BROKER_KEYS)
     seen["append"] = _ck_change(
