@@ -30,7 +30,9 @@ __all__ = ["rebuild_producer_state", "segment_headers"]
 
 
 def segment_headers(segments: Sequence[Segment], offset: int) -> Iterator[BatchHeader]:
-    """Headers of the logged batches from the one holding `offset` on, in order.
+    """Headers of the logged batches from the one holding `offset` on, in order (the
+    sparse index may start the walk a few batches earlier in that segment: callers
+    skip batches that end before `offset`).
 
     A fenced (damaged) range ends its segment's walk; the walk goes on with the next
     segment, as reads do. Damage the walk meets is not reported here: recovery and
