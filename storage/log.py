@@ -181,8 +181,11 @@ class Log:
         self._recovery_point = recovery_point
         self._last_flush_ms = clock_ms()
         self._dir_dirty = dir_dirty
-        # Snapshots written at rolls without their fsyncs: the next flush makes them durable.
-        self._unsynced_snapshots: list[Path] = []
+        # The newest snapshot written at a roll without its fsyncs; the next flush (or a
+        # deletion of segments) makes it durable. Only the newest: a log taking only
+        # acks=1 appends may roll many times between flushes, and an older snapshot
+        # lost to a power cut costs nothing while a newer one survives.
+        self._unsynced_snapshot: Path | None = None
         self._poisoned: str | None = None
         self._deleted = False
         # Set by recovery when the log was opened: what the last start had to repair.
@@ -501,7 +504,7 @@ class Log:
                 sync=sync,
             )
             if not sync:
-                self._unsynced_snapshots.append(path)
+                self._unsynced_snapshot = path
                 self._dir_dirty = True
         except OSError as exc:
             self._log.warning(
@@ -563,12 +566,12 @@ class Log:
                     if s.next_offset > self._recovery_point and s.base_offset < target
                 ]
                 dir_dirty, self._dir_dirty = self._dir_dirty, False
-                snapshots, self._unsynced_snapshots = self._unsynced_snapshots, []
+                snapshot, self._unsynced_snapshot = self._unsynced_snapshot, None
             try:
                 failpoints.hit("log.flush.before_fsync")
                 for segment in segments:
                     segment.flush()
-                self._sync_snapshots(snapshots)
+                self._sync_snapshot(snapshot)
                 if dir_dirty:
                     self._io.fsync_dir(self.directory)
                 failpoints.hit("log.flush.after_fsync")
@@ -778,7 +781,7 @@ class Log:
             infos = [s.info(is_active=False) for s in victims]
             self._schedule_deletion(victims)
             self._producers.truncate_head(self._log_start_offset)
-            self._sync_snapshots_before_deletion()
+            self._sync_snapshot_before_deletion()
             self._delete_snapshots_below(new_start)
             for info in infos:
                 self._log.info(
@@ -791,29 +794,30 @@ class Log:
                 )
             return infos
 
-    def _sync_snapshots(self, paths: list[Path]) -> None:
-        """fsync snapshots written at rolls (their directory entries: the caller's
-        directory fsync). A failure is logged: a torn snapshot costs a longer scan."""
-        for path in paths:
-            try:
-                self._io.fsync_file(path)
-            except FileNotFoundError:
-                pass  # deleted since (retention, a newer snapshot at the same offset)
-            except OSError as exc:
-                self._log.warning("producer_snapshot_fsync_failed", path=str(path), errno=exc.errno)
+    def _sync_snapshot(self, path: Path | None) -> None:
+        """fsync a snapshot written at a roll (its directory entry: the caller's directory
+        fsync). A failure is logged: a torn snapshot costs a longer scan."""
+        if path is None:
+            return
+        try:
+            self._io.fsync_file(path)
+        except FileNotFoundError:
+            pass  # deleted since (retention, a newer snapshot at the same offset)
+        except OSError as exc:
+            self._log.warning("producer_snapshot_fsync_failed", path=str(path), errno=exc.errno)
 
-    def _sync_snapshots_before_deletion(self) -> None:
-        """Under `_lock`, before segments go: the newest snapshots must survive a power
+    def _sync_snapshot_before_deletion(self) -> None:
+        """Under `_lock`, before segments go: the newest snapshot must survive a power
         cut, for the older ones are deleted with the segments and a restart would
         otherwise forget producers whose batches lived only there."""
-        if not self._unsynced_snapshots:
+        snapshot, self._unsynced_snapshot = self._unsynced_snapshot, None
+        if snapshot is None:
             return
-        snapshots, self._unsynced_snapshots = self._unsynced_snapshots, []
-        self._sync_snapshots(snapshots)
+        self._sync_snapshot(snapshot)
         try:
             self._io.fsync_dir(self.directory)
         except OSError as exc:
-            self._unsynced_snapshots = snapshots + self._unsynced_snapshots
+            self._unsynced_snapshot = self._unsynced_snapshot or snapshot
             self._log.warning(
                 "producer_snapshot_fsync_failed", path=str(self.directory), errno=exc.errno
             )

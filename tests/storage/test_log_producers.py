@@ -155,6 +155,20 @@ def test_a_roll_defers_its_snapshots_fsyncs_to_the_next_flush(tmp_path: Path) ->
     assert snapshot not in io.synced  # once durable, never fsynced again
 
 
+def test_rolls_without_a_flush_keep_only_the_newest_snapshot_pending(tmp_path: Path) -> None:
+    """A log taking only acks=1 appends is flushed rarely: what waits for the flush stays
+    one snapshot however many rolls pass (every queue has a bound), and it is the newest."""
+    io = FsyncJournal()
+    log = open_test_log(tmp_path, io=io)
+    for seq in range(50):
+        log.append(idem(seq))
+        log.roll()
+    io.synced.clear()
+    log.flush()
+    snapshots = [p for p in io.synced if p.endswith(".snapshot")]
+    assert snapshots == [str(snapshot_path(tmp_path, 50))]
+
+
 def test_deleting_segments_first_makes_the_newest_snapshot_durable(tmp_path: Path) -> None:
     """The snapshots below the new log start go with the segments, so the newest one
     must survive a power cut before they do: else a restart forgets producers whose
