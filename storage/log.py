@@ -50,7 +50,7 @@ from storage.fdbudget import FDS_PER_ACTIVE_SEGMENT, FdBudget
 from storage.fileio import FileIO
 from storage.files import DeletionQueue, log_path
 from storage.producer_log import rebuild_producer_state
-from storage.producer_snapshot import delete_snapshots_below, write_snapshot
+from storage.producer_snapshot import delete_snapshots_below, snapshot_path, write_snapshot
 from storage.producer_state import Duplicate, ProducerEntry, ProducerState
 from storage.scan import first_batch_fields, iter_batch_fields
 from storage.segment import Segment, SegmentInfo, TornAppendError
@@ -911,7 +911,20 @@ class Log:
             segments = self._segments[:first] + new + self._segments[first + len(old) :]
             self._segments = segments
             self._bases = [s.base_offset for s in segments]
+            self._delete_merged_snapshots(set(old_bases) - set(self._bases))
             self._log.info("segments_replaced", old=old_bases, new=[s.base_offset for s in new])
+
+    def _delete_merged_snapshots(self, bases: set[int]) -> None:
+        """Kafka's deleteProducerSnapshots for segments the cleaner merged away: their
+        snapshots match no segment any more (an open removes such strays too), and a
+        compacted topic rolling often would otherwise gather one file per roll."""
+        for base in sorted(bases):
+            try:
+                self._io.unlink(snapshot_path(self.directory, base))
+            except FileNotFoundError:
+                pass  # none was written at that roll (or a restart removed it)
+            except OSError as exc:  # a stray the next open removes
+                self._log.warning("producer_snapshot_delete_failed", offset=base, errno=exc.errno)
 
     def mark_deleted(self) -> None:
         """Its topic was deleted: later appends fail, readers already inside finish."""

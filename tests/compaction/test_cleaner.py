@@ -12,6 +12,7 @@ from protocol.batch import Compression, decode_records, encode_batch, iter_heade
 from storage.checkpoint import read_checkpoint
 from storage.fileio import FileIO
 from storage.files import CLEANER_OFFSET_CHECKPOINT
+from storage.producer_snapshot import list_snapshots
 from tests.compaction.helpers import (
     Clock,
     append,
@@ -224,6 +225,26 @@ def test_second_pass_merges_small_cleaned_segments(logs, clock):
     cleaners.clean_one(make_cleaner())
     assert log.segment_count < segments_after_first
     assert len(read_all(log)) == 4
+
+
+def test_snapshots_of_merged_segments_go_with_them(logs, clock, tmp_path):
+    """Kafka deletes the producer snapshots of the segments the cleaner replaced: a
+    compacted topic rolls a snapshot per segment, so they would otherwise pile up."""
+    logs.create_topic("t", 1, {**COMPACT, "min.cleanable.dirty.ratio": "0.01"})
+    log = logs.get_log("t", 0)
+    for start in range(0, 400, 50):
+        fill(log, clock, 50, 4, start=start)
+        log.roll()
+    directory = tmp_path / "t-0"
+    assert len(list_snapshots(directory)) == 8
+    cleaners = make_cleaner_manager(logs, clock)
+    cleaners.clean_one(make_cleaner())
+    fill(log, clock, 10, 4, start=400)
+    log.roll()
+    cleaners.clean_one(make_cleaner())  # the second pass merges the small cleaned segments
+    bases = {info.base_offset for info in log.segments_info()}
+    assert len(bases) < 10
+    assert {at for at, _ in list_snapshots(directory)} <= bases
 
 
 def test_repeated_failure_marks_uncleanable_and_leaves_log_intact(tmp_path, clock):
