@@ -27,7 +27,7 @@ from pathlib import Path
 PROBE = Path(__file__).with_name("instr_probe.py")
 # (smaller, larger) amounts of work per probe: enough units for the difference to
 # dwarf the run-to-run jitter of start-up (imports, timers), small enough for callgrind.
-AMOUNTS = {"append": (10, 60), "broker": (30, 130), "consume": (20, 120)}
+AMOUNTS = {"append": (10, 60), "broker": (30, 130), "consume": (20, 120), "clean": (8, 24)}
 # Without these the counts move by ~4% between runs of the same code: str hashes are
 # salted per process (dict and set probing differ), and OpenBLAS's idle worker threads
 # spin-wait, which callgrind counts.
@@ -41,6 +41,7 @@ UNITS = {
     "append": "Log.append of a 1,000-record batch",
     "broker": "broker: one produce request of 1,000 records, and its share of the fetches",
     "consume": "client: Consumer.poll of one 1,000-record batch",
+    "clean": "cleaning 1 MiB of the compaction benchmark's dirty log",
 }
 
 
@@ -51,7 +52,7 @@ def instructions(tree: Path, probe: str, amount: int) -> int:
     with tempfile.TemporaryDirectory() as scratch:
         out_file = f"{scratch}/callgrind.out"
         command = [python, str(PROBE), probe, str(tree), str(amount), out_file]
-        if probe == "append":
+        if probe in ("append", "build", "clean"):
             command = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out_file}", *command]
         subprocess.run(
             command,
@@ -69,6 +70,12 @@ def instructions(tree: Path, probe: str, amount: int) -> int:
 
 def per_unit(tree: Path, probe: str) -> float:
     small, large = AMOUNTS[probe]
+    if probe == "clean":  # building the log is not the cleaner's work: subtract it
+        cleaning = [
+            instructions(tree, "clean", amount) - instructions(tree, "build", amount)
+            for amount in (small, large)
+        ]
+        return (cleaning[1] - cleaning[0]) / (large - small)
     return (instructions(tree, probe, large) - instructions(tree, probe, small)) / (large - small)
 
 
@@ -76,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--a", type=Path, required=True, help="the base checkout")
     parser.add_argument("--b", type=Path, required=True, help="the checkout under test")
-    parser.add_argument("--probes", default="append,broker,consume", help="comma-separated")
+    parser.add_argument("--probes", default="append,broker,consume,clean", help="comma-separated")
     opts = parser.parse_args(argv)
     result: dict[str, object] = {"unit": "instructions per unit of work (callgrind)"}
     for probe in opts.probes.split(","):
