@@ -302,21 +302,26 @@ def test_ctrl_c_stops_a_follower_quietly(
     with Client(broker.bootstrap) as client:
         client.produce("stopme", 0, encode_batch([(None, b"first", None, 1)]))
     env = dict(os.environ, TIDELOG_BOOTSTRAP_SERVER=broker.bootstrap, PYTHONUNBUFFERED="1")
+    # Ctrl-C at a terminal: SIGINT at its default in the follower, even when this test
+    # runs under a shell that started it in the background (which ignores SIGINT, and
+    # an ignored signal stays ignored across exec).
     follower = subprocess.Popen(
         [sys.executable, "-m", "broker", "consume", "stopme", "--follow"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         cwd=ROOT,
         env=env,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
-    try:
-        assert follower.stdout is not None
-        assert follower.stdout.readline() == b"first\n"  # it is up and waiting now
-        follower.send_signal(signal.SIGINT)
-        _, err = follower.communicate(timeout=30)
-    finally:
-        if follower.poll() is None:
-            follower.kill()
-            follower.wait()
+    with follower:  # closes the pipes whatever happens
+        try:
+            assert follower.stdout is not None
+            assert follower.stdout.readline() == b"first\n"  # it is up and waiting now
+            follower.send_signal(signal.SIGINT)
+            _, err = follower.communicate(timeout=30)
+        finally:
+            if follower.poll() is None:
+                follower.kill()
+                follower.wait()
     assert follower.returncode == 130
     assert err == b""
