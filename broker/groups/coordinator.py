@@ -383,11 +383,19 @@ class GroupCoordinator:
             group.join_deadline_ms = now + rebalance_ms
 
     def _fail_pending_syncs(self, group: Group, error: str) -> None:
+        now = self._clock_ms()
         for member in group.members.values():
             if member.sync_ticket is not None:
-                self._deliver(member.sync_ticket, SyncResponse(error))
-                member.sync_ticket = None
+                self._answer_sync(member, SyncResponse(error), now)
         group.assignment_in_flight = False
+
+    def _answer_sync(self, member: Member, response: SyncResponse, now: int) -> None:
+        """Answer a waiting SyncGroup and start the member's next session, as Kafka's
+        completeAndScheduleNextHeartbeatExpiration: its old deadline passed while it
+        waited (waiting members are not expired), and must not expire it at once."""
+        self._deliver(member.sync_ticket, response)  # type: ignore[arg-type]
+        member.sync_ticket = None
+        member.heartbeat_deadline_ms = now + member.session_timeout_ms
 
     def _try_complete_join(self, group: Group, now: int) -> None:
         if group.is_in(_S.PREPARING_REBALANCE) and not group.initial_delay and group.all_joined():
@@ -498,13 +506,13 @@ class GroupCoordinator:
             self._prepare_rebalance(group, self._clock_ms())
             return
         group.transition(_S.STABLE, group.stable_since_ms)
+        now = self._clock_ms()
         for member in group.members.values():
             if member.sync_ticket is not None:
                 response = SyncResponse(
                     None, group.protocol_type, group.protocol_name, member.assignment
                 )
-                self._deliver(member.sync_ticket, response)
-                member.sync_ticket = None
+                self._answer_sync(member, response, now)
 
     # --- Heartbeat and LeaveGroup -------------------------------------------------
 

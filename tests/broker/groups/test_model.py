@@ -352,3 +352,19 @@ class GroupModel(RuleBasedStateMachine):
 
 GroupModel.TestCase.settings = settings(max_examples=300, stateful_step_count=60, deadline=None)
 TestGroupModel = GroupModel.TestCase
+
+
+def test_a_sync_answered_at_the_sync_deadline_starts_a_fresh_session() -> None:
+    """The state machine found this: three members join, a static one restarts, all join
+    again, only the first syncs, then silence. At the sync deadline the others are
+    removed and the first's sync is answered REBALANCE_IN_PROGRESS; its heartbeat
+    deadline had passed while it waited, so without a fresh session the tick left it
+    already due (Kafka restarts the session whenever it answers a member)."""
+    state = GroupModel()
+    for step in ("everyone_joins", "restart", "everyone_joins", "everyone_joins"):
+        getattr(state, step)()
+    state.static_member_restarts()
+    state.everyone_joins()
+    state.sync(i=0)
+    state.silence()  # asserts after every tick that nothing is already due
+    state.teardown()
