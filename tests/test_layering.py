@@ -278,23 +278,28 @@ def test_codec_and_clients_have_no_cycle() -> None:
     assert cycles == set()
 
 
+def modules_loaded_by(statement: str, scratch: Path) -> list[str]:
+    """Every module a fresh interpreter holds after `statement`, run from a scratch
+    directory against the installed packages."""
+    probe = f"{statement}\nimport sys\nprint(sorted(sys.modules))"
+    out = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=scratch,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout
+    return list(ast.literal_eval(out.strip().splitlines()[-1]))
+
+
 @pytest.mark.parametrize(
     "statement",
     ["import storage, compaction, retention", f"import {', '.join(REQUEST_PATH)}"],
     ids=["storage-compaction-retention", "broker-request-path"],
 )
 def test_importing_loads_no_client_module(tmp_path: Path, statement: str) -> None:
-    """A fresh interpreter, run from a scratch directory against the installed packages."""
-    probe = f"{statement}\nimport sys\nprint(sorted(sys.modules))"
-    out = subprocess.run(
-        [sys.executable, "-c", probe],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=60,
-    ).stdout
-    loaded = ast.literal_eval(out.strip().splitlines()[-1])
+    loaded = modules_loaded_by(statement, tmp_path)
     assert "protocol.batch" in loaded or "broker.server" in loaded  # the probe really ran
     clients = [name for name in loaded if name == "tidelog" or name.startswith("tidelog.")]
     assert clients == []
@@ -303,16 +308,7 @@ def test_importing_loads_no_client_module(tmp_path: Path, statement: str) -> Non
 def test_the_clients_start_without_numpy(tmp_path: Path) -> None:
     """numpy's import (~100 ms, a third of a client's start) serves only the broker's
     validator: `import tidelog` (every CLI command, every Spark task) must not pay it."""
-    probe = "import tidelog, tidelog.aio\nimport sys\nprint(sorted(sys.modules))"
-    out = subprocess.run(
-        [sys.executable, "-c", probe],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=60,
-    ).stdout
-    loaded = ast.literal_eval(out.strip().splitlines()[-1])
+    loaded = modules_loaded_by("import tidelog, tidelog.aio", tmp_path)
     assert "tidelog.consumer_record" in loaded and "protocol.batch" in loaded
     assert [name for name in loaded if name == "numpy" or name.startswith("numpy.")] == []
 
