@@ -8,7 +8,8 @@
   files whose `file.delete.delay.ms` has passed.
 - `log-flusher`: every `log.flush.scheduler.interval.ms` (at most
   `FLUSH_CHECK_INTERVAL_MAX_MS`), after the initial delay: fsync the logs whose
-  `flush.ms` or `flush.messages` is due.
+  `flush.ms` or `flush.messages` is due, and write the producer snapshot of the
+  others' newest roll (Kafka writes it in the roll; here it waits a second at most).
 - `log-checkpoint`: every `log.flush.offset.checkpoint.interval.ms` (or the
   start-offset interval, whichever is smaller), after the initial delay: the
   recovery-point and log-start-offset checkpoints.
@@ -88,6 +89,8 @@ def _flush_due(logs: list[Log], now_ms: int) -> None:
         try:
             if log.flush_needed(now_ms):
                 log.flush()
+            else:  # a roll's producer snapshot, kept off the append path (storage.log)
+                log.write_pending_snapshot()
         except Exception:
             # A poisoned partition refuses writes until restart; others still flush.
             logger.exception("scheduled_flush_failed", topic=log.topic, partition=log.partition)

@@ -5,8 +5,10 @@ lie below the next base; `log_start_offset <= high_watermark == log_end_offset`
 (single broker: every appended batch is committed); `recovery_point <=
 log_end_offset` and everything below it has been fsynced; the producer state
 (storage.producer_state) describes exactly the batches in [log_start_offset,
-log_end_offset) (`map_end_offset == log_end_offset`), and a `<base>.snapshot` is
-written at each roll and at a clean close (docs/idempotence.md).
+log_end_offset) (`map_end_offset == log_end_offset`), and a `<base>.snapshot` of the
+state at the newest roll is written off the append path (the next flush, the broker's
+flush task within a second, a deletion of segments) and one at a clean close
+(docs/idempotence.md).
 
 Thread safety: every method may be called from any thread. Appends, rolls,
 truncation and deletions hold `_lock`; `flush` holds it only to capture what to
@@ -181,10 +183,15 @@ class Log:
         self._recovery_point = recovery_point
         self._last_flush_ms = clock_ms()
         self._dir_dirty = dir_dirty
-        # The newest snapshot written at a roll without its fsyncs; the next flush (or a
-        # deletion of segments) makes it durable. Only the newest: a log taking only
-        # acks=1 appends may roll many times between flushes, and an older snapshot
-        # lost to a power cut costs nothing while a newer one survives.
+        # The producer state at the newest roll, not yet written: creating a file is
+        # a roll's dearest step (~0.2 ms, a third of it), so the append path only
+        # keeps the state; `write_pending_snapshot` (the broker's flush task, a flush,
+        # a deletion of segments) writes it. Only the newest: an older roll's snapshot
+        # only shortens a rebuild that the newer one shortens more.
+        self._pending_snapshot: tuple[int, dict[int, ProducerEntry]] | None = None
+        # The newest snapshot written without its fsyncs; the next flush (or a
+        # deletion of segments) makes it durable. A power cut before that costs a
+        # longer rebuild scan, never state.
         self._unsynced_snapshot: Path | None = None
         self._poisoned: str | None = None
         self._deleted = False
@@ -479,7 +486,8 @@ class Log:
         self._dir_dirty = True
         self._roll_deferred = False
         self._assert_invariants()
-        self._snapshot_producers("roll", sync=False)
+        # Kafka's roll takes the snapshot here (without fsync); the file waits too.
+        self._pending_snapshot = (self._producers.map_end_offset, self._producers.entries())
         self._log.info(
             "segment_rolled",
             reason=reason,
@@ -490,29 +498,41 @@ class Log:
         )
         return segment
 
-    def _snapshot_producers(self, when: str, *, sync: bool = True) -> None:
-        """Write `<log end>.snapshot` (under `_lock`). A failure is logged, not raised: the
-        state is still in memory, and a restart rebuilds it from an older snapshot and
-        the log, only with a longer scan. `sync=False` leaves its fsyncs to the next flush
-        (a roll: Kafka's `takeSnapshot(sync = false)`)."""
+    def _snapshot_producers(self, when: str) -> None:
+        """Write `<log end>.snapshot` with its fsyncs (under `_lock`: a clean close)."""
+        self._write_snapshot(
+            when, self._producers.map_end_offset, self._producers.entries(), sync=True
+        )
+
+    def _write_snapshot(
+        self, when: str, offset: int, entries: dict[int, ProducerEntry], *, sync: bool
+    ) -> None:
+        """A failure is logged, not raised: the state is still in memory, and a restart
+        rebuilds it from an older snapshot and the log, only with a longer scan.
+        `sync=False` leaves its fsyncs to the next flush (Kafka's `takeSnapshot(sync =
+        false)`)."""
         try:
-            path = write_snapshot(
-                self._io,
-                self.directory,
-                self._producers.map_end_offset,
-                self._producers.entries(),
-                sync=sync,
-            )
+            path = write_snapshot(self._io, self.directory, offset, entries, sync=sync)
             if not sync:
                 self._unsynced_snapshot = path
                 self._dir_dirty = True
         except OSError as exc:
-            self._log.warning(
-                "producer_snapshot_failed",
-                when=when,
-                offset=self._producers.map_end_offset,
-                errno=exc.errno,
-            )
+            self._log.warning("producer_snapshot_failed", when=when, offset=offset, errno=exc.errno)
+
+    def _write_pending_snapshot_locked(self) -> None:
+        pending, self._pending_snapshot = self._pending_snapshot, None
+        if pending is not None:
+            self._write_snapshot("roll", *pending, sync=False)
+
+    def write_pending_snapshot(self) -> bool:
+        """Write the snapshot of the newest roll if it waits (without fsync: the next
+        flush makes it durable); the broker's flush task calls this every second, off
+        the event loop. Returns whether one was written."""
+        with self._lock:
+            if self._pending_snapshot is None or self._deleted:
+                return False
+            self._write_pending_snapshot_locked()
+            return True
 
     # ---- producer state ----------------------------------------------------
 
@@ -565,6 +585,7 @@ class Log:
                     for s in self._segments
                     if s.next_offset > self._recovery_point and s.base_offset < target
                 ]
+                self._write_pending_snapshot_locked()
                 dir_dirty, self._dir_dirty = self._dir_dirty, False
                 snapshot, self._unsynced_snapshot = self._unsynced_snapshot, None
             try:
@@ -733,6 +754,9 @@ class Log:
             self._schedule_deletion(drop)
             self._recovery_point = min(self._recovery_point, self.log_end_offset)
             self._log_start_offset = min(self._log_start_offset, self.log_end_offset)
+            if self._pending_snapshot and self._pending_snapshot[0] > self.log_end_offset:
+                self._pending_snapshot = None  # a state the truncation took back
+            self._write_pending_snapshot_locked()  # the rebuild below starts from it
             self._producers = rebuild_producer_state(
                 self._io,
                 self.directory,
@@ -810,6 +834,7 @@ class Log:
         """Under `_lock`, before segments go: the newest snapshot must survive a power
         cut, for the older ones are deleted with the segments and a restart would
         otherwise forget producers whose batches lived only there."""
+        self._write_pending_snapshot_locked()
         snapshot, self._unsynced_snapshot = self._unsynced_snapshot, None
         if snapshot is None:
             return

@@ -205,3 +205,26 @@ async def test_idle_producers_are_forgotten_every_check_interval(
         await expiry.wait_runs(2)
         assert log.producer_count() == 0
         await scheduler.aclose()
+
+
+async def test_the_flusher_writes_a_rolls_producer_snapshot_within_a_run(
+    mock_clock: trio.testing.MockClock, tmp_path: Path, manager: LogManager, wall: WallClock
+) -> None:
+    """A roll keeps its producer snapshot in memory (a file creation would be a third of
+    the roll's time on the append path); the flush task writes it, flush.ms or not."""
+    config = broker_config(tmp_path, **{"log.initial.task.delay.ms": 0})
+    manager.create_topic("t", 1, {})
+    log = manager.get_log("t", 0)
+    log.append(
+        encode_batch([(b"k", b"v", None, NOW_MS)], producer_id=3, producer_epoch=0, base_sequence=0)
+    )
+    log.roll()
+    directory = tmp_path / "data" / "t-0"
+    assert not list(directory.glob("*.snapshot"))
+    async with trio.open_nursery() as nursery:
+        scheduler = Scheduler(nursery)
+        tasks = start_log_tasks(scheduler, manager, config, clock_ms=wall)
+        await tasks.scheduled["log-flusher"].wait_runs(1)
+        assert [p.name for p in directory.glob("*.snapshot")] == ["00000000000000000001.snapshot"]
+        assert log.recovery_point == 0  # written, not flushed: flush.ms is "never"
+        await scheduler.aclose()

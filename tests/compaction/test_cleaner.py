@@ -235,12 +235,14 @@ def test_snapshots_of_merged_segments_go_with_them(logs, clock, tmp_path):
     for start in range(0, 400, 50):
         fill(log, clock, 50, 4, start=start)
         log.roll()
+        log.write_pending_snapshot()  # the broker's flush task, within a second
     directory = tmp_path / "t-0"
     assert len(list_snapshots(directory)) == 8
     cleaners = make_cleaner_manager(logs, clock)
     cleaners.clean_one(make_cleaner())
     fill(log, clock, 10, 4, start=400)
     log.roll()
+    log.write_pending_snapshot()
     cleaners.clean_one(make_cleaner())  # the second pass merges the small cleaned segments
     bases = {info.base_offset for info in log.segments_info()}
     assert len(bases) < 10

@@ -19,7 +19,7 @@ from protocol.errors import (
 from storage.config import LogConfig
 from storage.files import DeletionQueue
 from storage.log import Log
-from storage.producer_snapshot import list_snapshots, snapshot_path
+from storage.producer_snapshot import list_snapshots, read_snapshot, snapshot_path
 from storage.producer_state import BATCHES_RETAINED
 from tests.faulty_io import FaultyFileIO
 from tests.storage.helpers import BASE_TS, ManualClock, batch, open_test_log, read_all
@@ -109,14 +109,68 @@ def test_a_failed_write_leaves_the_state_so_the_retry_is_appended(tmp_path: Path
     assert values(log) == [b"0:0:0", b"0:1:0"]
 
 
-def test_snapshots_are_written_at_roll_and_clean_close(tmp_path: Path) -> None:
+def test_a_rolls_snapshot_is_written_off_the_append_path_and_at_clean_close(
+    tmp_path: Path,
+) -> None:
     log = open_test_log(tmp_path)
     log.append(idem(0, 3))
     log.roll()
+    assert list_snapshots(tmp_path) == []  # the roll only keeps the state
+    assert log.write_pending_snapshot()
     assert [at for at, _ in list_snapshots(tmp_path)] == [3]
+    assert not log.write_pending_snapshot()  # written once
     log.append(idem(3))
     log.close()
     assert [at for at, _ in list_snapshots(tmp_path)] == [3, 4]
+
+
+def test_a_rolls_snapshot_holds_the_state_at_the_roll(tmp_path: Path) -> None:
+    """Written later, it still describes the producers as they were at the roll."""
+    log = open_test_log(tmp_path)
+    log.append(idem(0, 3))
+    log.roll()
+    log.append(idem(3))
+    log.append(idem(0, pid=PID + 1))
+    log.write_pending_snapshot()
+    assert [at for at, _ in list_snapshots(tmp_path)] == [3]
+    snapshot = read_snapshot(FaultyFileIO(), snapshot_path(tmp_path, 3), 3)
+    assert list(snapshot) == [PID] and snapshot[PID].last_sequence == 2
+
+
+def test_a_roll_creates_no_snapshot_file(tmp_path: Path) -> None:
+    io = OpenJournal()
+    log = open_test_log(tmp_path, io=io)
+    log.append(idem(0, 3))
+    io.opened.clear()
+    log.roll()
+    assert {Path(p).suffix for p in io.opened} == {".index", ".log", ".timeindex"}
+
+
+def test_a_pending_snapshot_above_a_truncation_is_dropped(tmp_path: Path) -> None:
+    log = open_test_log(tmp_path)
+    log.append(idem(0, 2))
+    log.roll()
+    log.truncate_to(1)
+    log.flush()
+    assert list_snapshots(tmp_path) == []
+    log.close()
+    reopened = open_test_log(tmp_path)
+    entry = reopened.producer_entry(PID)
+    assert entry is None or entry.last_sequence != 1  # the truncation took batch 0 back
+
+
+class OpenJournal(FaultyFileIO):
+    """Records the path of every file opened."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.opened: list[str] = []
+
+    def open(
+        self, path: Path, *, create: bool = False, writable: bool = True, exclusive: bool = False
+    ) -> int:
+        self.opened.append(str(path))
+        return super().open(path, create=create, writable=writable, exclusive=exclusive)
 
 
 class FsyncJournal(FaultyFileIO):
@@ -135,9 +189,10 @@ class FsyncJournal(FaultyFileIO):
         super().fsync_dir(path)
 
 
-def test_a_roll_defers_its_snapshots_fsyncs_to_the_next_flush(tmp_path: Path) -> None:
+def test_a_roll_defers_its_snapshot_to_the_next_flush(tmp_path: Path) -> None:
     """Kafka's roll takes its snapshot with sync = false: a roll costs no fsync (it was
-    two, doubling a roll's time); the next flush makes the snapshot and its entry durable."""
+    two, doubling a roll's time) and here no file either; the next flush writes the
+    snapshot and makes it and its directory entry durable."""
     io = FsyncJournal()
     log = open_test_log(tmp_path, io=io)
     log.append(idem(0, 3))
@@ -145,8 +200,9 @@ def test_a_roll_defers_its_snapshots_fsyncs_to_the_next_flush(tmp_path: Path) ->
     io.synced.clear()
     log.roll()
     assert io.synced == []
-    assert [at for at, _ in list_snapshots(tmp_path)] == [3]
+    assert list_snapshots(tmp_path) == []
     log.flush()
+    assert [at for at, _ in list_snapshots(tmp_path)] == [3]
     snapshot = str(snapshot_path(tmp_path, 3))
     assert snapshot in io.synced and str(tmp_path) in io.synced
     assert io.synced.index(snapshot) < len(io.synced) - 1 - io.synced[::-1].index(str(tmp_path))
@@ -224,6 +280,7 @@ def test_retention_deletes_the_snapshots_of_deleted_segments(tmp_path: Path) -> 
     for seq in range(3):
         log.append(idem(seq))
         log.roll()
+        log.write_pending_snapshot()
     assert [at for at, _ in list_snapshots(tmp_path)] == [1, 2, 3]
     log.delete_oldest_segments(2, "test")
     assert [at for at, _ in list_snapshots(tmp_path)] == [2, 3]
