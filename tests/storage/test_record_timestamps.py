@@ -11,8 +11,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from protocol.batch import encode_batch
+from protocol.batch import encode_batch, validate_batch
 from protocol.errors import InvalidTimestamp
 from storage.config import LogConfig
 from tests.storage.helpers import BASE_TS, ManualClock, open_test_log
@@ -83,3 +85,32 @@ def test_one_bad_record_in_a_large_batch_is_named(tmp_path: Path, count: int) ->
     with pytest.raises(InvalidTimestamp, match=rf"record {count - 2} "):
         _append(tmp_path, _batch(*timestamps))
     assert _append(tmp_path / "ok", _batch(*[BASE_TS - HOUR_MS] * count)) == 0
+
+
+def test_an_old_base_with_ordered_records_names_the_first_record(tmp_path: Path) -> None:
+    """Deltas >= 0 (the decode checks them): the base is the smallest, and still checked."""
+    with pytest.raises(InvalidTimestamp, match=r"record 0 .*before.max.ms"):
+        _append(tmp_path, _batch(BASE_TS - YEAR_MS, BASE_TS, BASE_TS))
+
+
+_TIMESTAMPS = st.one_of(
+    st.just(-1),
+    st.integers(-5, 5),
+    st.integers(BASE_TS - 2 * HOUR_MS, BASE_TS + 2 * HOUR_MS),
+    st.integers(0, 2**62),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(timestamps=st.lists(_TIMESTAMPS, min_size=1, max_size=300))
+def test_a_batch_is_refused_exactly_when_a_record_is_out_of_bounds(timestamps: list[int]) -> None:
+    """Whichever path finds the bounds (ordered deltas, numpy, map), the verdict is the
+    model's: every record is -1 or a timestamp >= 0 within [now - before, now + after]."""
+    low, high = BASE_TS - HOUR_MS, BASE_TS + HOUR_MS
+    bad = [i for i, ts in enumerate(timestamps) if ts != -1 and not (max(low, 0) <= ts <= high)]
+    batch = _batch(*timestamps)
+    if bad:
+        with pytest.raises(InvalidTimestamp, match=rf"record {bad[0]} "):
+            validate_batch(batch, producer=True, timestamp_bounds=(low, high))
+    else:
+        validate_batch(batch, producer=True, timestamp_bounds=(low, high))
