@@ -61,6 +61,8 @@ class BrokerContext:
 
     def __post_init__(self) -> None:
         self.memory = MemoryBudget(self.config.queued_max_request_bytes)
+        # Read at scrape time: a request changes it twice, a scrape is rare.
+        self.metrics.get("tidelog_inflight_requests").set_function(lambda: self.inflight_total)
         offsets_log = OffsetsLog(self.manager, self.config.offsets_topic_segment_bytes)
         self.groups = GroupService(self.config.group_config, offsets_log, self.clock_ms)
 
@@ -73,7 +75,6 @@ class BrokerContext:
         """A request was read (+1) or answered (-1) on `state`'s connection."""
         state.inflight += delta
         self.inflight_total += delta
-        self.metrics.get("tidelog_inflight_requests").set(self.inflight_total)
 
     def connection_closed(self, state: ConnectionState) -> None:
         self.memory.release(state.held_bytes)  # whatever its queues still held

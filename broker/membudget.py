@@ -72,6 +72,7 @@ class MemoryBudget:
         self._trims = 0
         self._freed = 0
         self._lot = trio.lowlevel.ParkingLot()
+        self._parked = 0  # tasks in `_lot`: the lot's own count is a Python call away
 
     def room(self) -> int:
         """Bytes that may still be taken before the budget is full (never negative)."""
@@ -82,7 +83,7 @@ class MemoryBudget:
         if size > SMALL_REQUEST_BYTES and self.used_bytes and size > self.room():
             self._waits += 1
             while self.used_bytes and size > self.room():
-                await self._lot.park()
+                await self._park()
         self.charge(size)
 
     async def wait_for_room(self) -> None:
@@ -90,18 +91,26 @@ class MemoryBudget:
         if not self.room():
             self._waits += 1
             while not self.room():
-                await self._lot.park()
+                await self._park()
+
+    async def _park(self) -> None:
+        self._parked += 1
+        try:
+            await self._lot.park()
+        finally:
+            self._parked -= 1
 
     def charge(self, size: int) -> None:
         """Take `size` bytes at once (memory that already exists)."""
         self.used_bytes += size
-        self._peak = max(self._peak, self.used_bytes)
+        if self.used_bytes > self._peak:
+            self._peak = self.used_bytes
 
     def release(self, size: int, *, freed: bool = True) -> None:
         """Give back `size` bytes and wake whoever waits for room; `freed=False` when no
         memory was actually let go (a reservation that was never filled)."""
         self.used_bytes -= size
-        if self._lot:  # nobody waits, nearly always: skip trio's wake-up machinery
+        if self._parked:  # nobody waits, nearly always: skip trio's wake-up machinery
             self._lot.unpark_all()
         if not freed:
             return

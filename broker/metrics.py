@@ -70,6 +70,10 @@ class MetricDef:
     doc: str
     labels: tuple[str, ...] = ()
     buckets: tuple[float, ...] | None = None
+    # Counted in plain ints and read at scrape time (`ScrapedCounter`): for a counter
+    # bumped on every frame, where prometheus_client's lock and checks (five calls)
+    # would be paid per request.
+    scraped: bool = False
 
 
 METRIC_DEFS: tuple[MetricDef, ...] = (
@@ -106,6 +110,7 @@ METRIC_DEFS: tuple[MetricDef, ...] = (
         "counter",
         "Bytes received from and sent to clients, by protocol (tidelog, kafka) and direction.",
         ("protocol", "direction"),
+        scraped=True,
     ),
     MetricDef("tidelog_records_in", "counter", "Records appended by produce.", ("topic",)),
     MetricDef("tidelog_bytes_in", "counter", "Batch bytes appended by produce.", ("topic",)),
@@ -255,6 +260,25 @@ class _StatisticsCollector(Collector):
         yield from families.values()
 
 
+class ScrapedCounter(Collector):
+    """A labelled counter kept as plain ints by its one writer (the trio thread) and
+    read at scrape time from the metrics thread (a `list` of a dict's items is taken
+    under the GIL in one step)."""
+
+    def __init__(self, name: str, doc: str, labels: tuple[str, ...]) -> None:
+        self.name, self.doc, self.labels = name, doc, labels
+        self.counts: dict[tuple[str, ...], int] = {}
+
+    def add(self, labels: tuple[str, ...], amount: int) -> None:
+        self.counts[labels] = self.counts.get(labels, 0) + amount
+
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        family = CounterMetricFamily(self.name, self.doc, labels=list(self.labels))
+        for labels, value in list(self.counts.items()):
+            family.add_metric(list(labels), value)
+        yield family
+
+
 class BrokerMetrics:
     """The broker's metrics, built from `METRIC_DEFS` in a private registry."""
 
@@ -266,10 +290,14 @@ class BrokerMetrics:
         self.get("tidelog_build_info").labels(version, platform.python_version()).set(1)
         # Label children are cached: `.labels()` costs a lock and a dict lookup per call.
         self._request_children: dict[tuple[str, str, str], tuple[Any, Any]] = {}
-        self._network_children: dict[tuple[str, str], Any] = {}
+        self._network: ScrapedCounter = self._metrics["tidelog_network_bytes"]
         self._topic_children: dict[tuple[str, str], Any] = {}
 
     def _build(self, d: MetricDef) -> Any:
+        if d.scraped:
+            counter = ScrapedCounter(d.name, d.doc, d.labels)
+            self.registry.register(counter)
+            return counter
         if d.kind == "counter":
             return Counter(d.name, d.doc, d.labels, registry=self.registry)
         if d.kind == "gauge":
@@ -306,18 +334,11 @@ class BrokerMetrics:
         children[0].inc()
         children[1].observe(duration_s)
 
-    def _network(self, protocol: str, direction: str) -> Any:
-        child = self._network_children.get((protocol, direction))
-        if child is None:
-            child = self.get("tidelog_network_bytes").labels(protocol, direction)
-            self._network_children[(protocol, direction)] = child
-        return child
-
     def received(self, protocol: str, size_bytes: int) -> None:
-        self._network(protocol, "in").inc(size_bytes)
+        self._network.add((protocol, "in"), size_bytes)
 
     def sent(self, protocol: str, size_bytes: int) -> None:
-        self._network(protocol, "out").inc(size_bytes)
+        self._network.add((protocol, "out"), size_bytes)
 
     def _topic_child(self, name: str, topic: str) -> Any:
         child = self._topic_children.get((name, topic))

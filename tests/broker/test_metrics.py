@@ -109,3 +109,15 @@ async def test_http_listener_serves_scrapes_and_refuses_other_methods() -> None:
         got = await _get(port, b"HEAD /healthz HTTP/1.1\r\n\r\n")
         assert got.startswith(b"HTTP/1.0 200") and got.endswith(b"\r\n\r\n")
         nursery.cancel_scope.cancel()
+
+
+def test_network_bytes_are_counted_per_protocol_and_direction() -> None:
+    m = BrokerMetrics("0")
+    m.received("tidelog", 100)
+    m.received("tidelog", 50)
+    m.sent("kafka", 7)
+    text = m.render().decode()
+    assert 'tidelog_network_bytes_total{direction="in",protocol="tidelog"} 150.0' in text
+    assert 'tidelog_network_bytes_total{direction="out",protocol="kafka"} 7.0' in text
+    assert "# TYPE tidelog_network_bytes_total counter" in text
+    assert 'direction="out",protocol="tidelog"' not in text  # nothing sent on it yet
