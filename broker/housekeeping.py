@@ -8,8 +8,11 @@
   files whose `file.delete.delay.ms` has passed.
 - `log-flusher`: every `log.flush.scheduler.interval.ms` (at most
   `FLUSH_CHECK_INTERVAL_MAX_MS`), after the initial delay: fsync the logs whose
-  `flush.ms` or `flush.messages` is due, and write the producer snapshot of the
-  others' newest roll (Kafka writes it in the roll; here it waits a second at most).
+  `flush.ms` or `flush.messages` is due.
+- `producer-snapshots`: every `PRODUCER_SNAPSHOT_INTERVAL_MS`, from the start: write
+  the producer snapshot of each log's newest roll (Kafka writes it inside the roll;
+  here the append path only keeps the state, storage.log), so a kill -9 costs at
+  most that interval's rolls of rebuild scan.
 - `log-checkpoint`: every `log.flush.offset.checkpoint.interval.ms` (or the
   start-offset interval, whichever is smaller), after the initial delay: the
   recovery-point and log-start-offset checkpoints.
@@ -40,6 +43,10 @@ FILE_DELETE_CHECK_INTERVAL_MS = 500
 """How late a `.deleted` file may be unlinked after its delay; an idle check is one
 lock and an empty list."""
 
+PRODUCER_SNAPSHOT_INTERVAL_MS = 1000
+"""How long a roll's producer snapshot may wait in memory (no initial delay: a broker
+killed in its first seconds should not rebuild from an older one)."""
+
 FLUSH_CHECK_INTERVAL_MAX_MS = 1000
 """Kafka's flush scheduler defaults to "never", which silently ignores a topic's
 `flush.ms`; checking at least every second makes the setting mean what it says."""
@@ -49,6 +56,7 @@ MS_PER_S = 1000.0
 __all__ = [
     "FILE_DELETE_CHECK_INTERVAL_MS",
     "FLUSH_CHECK_INTERVAL_MAX_MS",
+    "PRODUCER_SNAPSHOT_INTERVAL_MS",
     "LogTasks",
     "start_log_tasks",
 ]
@@ -77,6 +85,9 @@ class LogTasks:
         # One check per log (a lock each): thousands of partitions stay off the event loop.
         await trio.to_thread.run_sync(_flush_due, list(self.manager.all_logs()), self.clock_ms())
 
+    async def write_producer_snapshots(self) -> None:
+        await trio.to_thread.run_sync(_write_pending_snapshots, list(self.manager.all_logs()))
+
     async def write_checkpoints(self) -> None:
         await trio.to_thread.run_sync(self.manager.write_checkpoints)
 
@@ -89,11 +100,19 @@ def _flush_due(logs: list[Log], now_ms: int) -> None:
         try:
             if log.flush_needed(now_ms):
                 log.flush()
-            else:  # a roll's producer snapshot, kept off the append path (storage.log)
-                log.write_pending_snapshot()
         except Exception:
             # A poisoned partition refuses writes until restart; others still flush.
             logger.exception("scheduled_flush_failed", topic=log.topic, partition=log.partition)
+
+
+def _write_pending_snapshots(logs: list[Log]) -> None:
+    for log in logs:
+        try:
+            log.write_pending_snapshot()
+        except Exception:  # logged; the snapshot waits for the next run or a flush
+            logger.exception(
+                "producer_snapshot_task_failed", topic=log.topic, partition=log.partition
+            )
 
 
 def _expire_producers(logs: list[Log], now_ms: int) -> None:
@@ -136,6 +155,13 @@ def start_log_tasks(
     flush_ms = min(config.log_flush_scheduler_interval_ms, FLUSH_CHECK_INTERVAL_MAX_MS)
     schedule["log-flusher"] = _schedule(
         scheduler, "log-flusher", tasks.flush_due_logs, delay_ms, max(flush_ms, 1)
+    )
+    schedule["producer-snapshots"] = _schedule(
+        scheduler,
+        "producer-snapshots",
+        tasks.write_producer_snapshots,
+        PRODUCER_SNAPSHOT_INTERVAL_MS,
+        PRODUCER_SNAPSHOT_INTERVAL_MS,
     )
     checkpoint_ms = min(
         config.log_flush_offset_checkpoint_interval_ms,

@@ -12,7 +12,11 @@ import trio
 import trio.testing
 
 from broker.config import BrokerConfig
-from broker.housekeeping import FLUSH_CHECK_INTERVAL_MAX_MS, start_log_tasks
+from broker.housekeeping import (
+    FLUSH_CHECK_INTERVAL_MAX_MS,
+    PRODUCER_SNAPSHOT_INTERVAL_MS,
+    start_log_tasks,
+)
 from broker.scheduler import Scheduler
 from protocol.batch import encode_batch
 from storage.files import RECOVERY_POINT_CHECKPOINT
@@ -207,12 +211,13 @@ async def test_idle_producers_are_forgotten_every_check_interval(
         await scheduler.aclose()
 
 
-async def test_the_flusher_writes_a_rolls_producer_snapshot_within_a_run(
+async def test_a_rolls_producer_snapshot_is_written_within_a_second_of_the_start(
     mock_clock: trio.testing.MockClock, tmp_path: Path, manager: LogManager, wall: WallClock
 ) -> None:
     """A roll keeps its producer snapshot in memory (a file creation would be a third of
-    the roll's time on the append path); the flush task writes it, flush.ms or not."""
-    config = broker_config(tmp_path, **{"log.initial.task.delay.ms": 0})
+    the roll's time on the append path); a task writes it within a second, from the
+    start (not after log.initial.task.delay.ms: a broker killed early would rebuild more)."""
+    config = broker_config(tmp_path, **{"log.initial.task.delay.ms": 60_000})
     manager.create_topic("t", 1, {})
     log = manager.get_log("t", 0)
     log.append(
@@ -224,7 +229,9 @@ async def test_the_flusher_writes_a_rolls_producer_snapshot_within_a_run(
     async with trio.open_nursery() as nursery:
         scheduler = Scheduler(nursery)
         tasks = start_log_tasks(scheduler, manager, config, clock_ms=wall)
-        await tasks.scheduled["log-flusher"].wait_runs(1)
+        mock_clock.jump(PRODUCER_SNAPSHOT_INTERVAL_MS / 1000)
+        await tasks.scheduled["producer-snapshots"].wait_runs(1)
+        assert tasks.scheduled["log-flusher"].runs == 0  # still in its initial delay
         assert [p.name for p in directory.glob("*.snapshot")] == ["00000000000000000001.snapshot"]
         assert log.recovery_point == 0  # written, not flushed: flush.ms is "never"
         await scheduler.aclose()
