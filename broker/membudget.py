@@ -22,11 +22,11 @@ pages, and raises its mmap threshold after large frees, so RSS would stay high.
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 from dataclasses import dataclass
 
 import trio
+
+from broker.memory import malloc_trim
 
 # Requests up to this size are charged without waiting for room: bounded by the
 # per-connection in-flight cap, and they keep small clients served while the
@@ -35,19 +35,6 @@ SMALL_REQUEST_BYTES = 64 * 1024
 # After this many bytes are released, and once usage is low, freed heap pages are
 # returned to the OS (a trim walks the heap: a few ms, so not after every answer).
 TRIM_AFTER_FREED_BYTES = 64 * 1024 * 1024
-
-
-def _load_malloc_trim() -> ctypes._CFuncPtr | None:  # type: ignore[name-defined]
-    name = ctypes.util.find_library("c")
-    if name is None:
-        return None
-    trim = getattr(ctypes.CDLL(name), "malloc_trim", None)  # glibc only
-    if trim is not None:
-        trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
-    return trim
-
-
-_MALLOC_TRIM = _load_malloc_trim()
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,8 +104,7 @@ class MemoryBudget:
         self._freed += size
         if self._freed >= TRIM_AFTER_FREED_BYTES and self.used_bytes <= self.capacity_bytes // 4:
             self._freed = 0
-            if _MALLOC_TRIM is not None:
-                _MALLOC_TRIM(0)
+            if malloc_trim():
                 self._trims += 1
 
     def statistics(self) -> MemoryBudgetStatistics:

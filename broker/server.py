@@ -39,6 +39,7 @@ from broker.housekeeping import start_log_tasks
 from broker.kafka.connection import KAFKA
 from broker.logging import configure_logging, get_logger
 from broker.longpoll import AppendNotifier
+from broker.memory import limit_malloc_arenas
 from broker.metrics import BrokerMetrics, PartitionStats, Readiness, serve_metrics_http
 from broker.scheduler import Scheduler
 from broker.sdnotify import notify
@@ -487,6 +488,9 @@ def run_serve(args: argparse.Namespace) -> int:
         level=getattr(args, "log_level", None) or "info",
     )
     _tune_gc()
+    # Before trio starts any worker thread: see broker/memory.py.
+    arenas = limit_malloc_arenas()
+    log.info("malloc_arenas", limit=arenas if arenas is not None else "unchanged")
     try:
         trio.run(_run_with_signals, config)
     except (TidelogError, OSError, ShutdownFailed, BaseExceptionGroup) as exc:
