@@ -7,7 +7,7 @@ log_end_offset` and everything below it has been fsynced; the producer state
 (storage.producer_state) describes exactly the batches in [log_start_offset,
 log_end_offset) (`map_end_offset == log_end_offset`), and a `<base>.snapshot` of the
 state at the newest roll is written off the append path (the next flush, the broker's
-flush task within a second, a deletion of segments) and one at a clean close
+`producer-snapshots` task within a second, a deletion of segments) and one at a clean close
 (docs/idempotence.md).
 
 Thread safety: every method may be called from any thread. Appends, rolls,
@@ -185,9 +185,9 @@ class Log:
         self._dir_dirty = dir_dirty
         # The producer state at the newest roll, not yet written: creating a file is
         # a roll's dearest step (~0.2 ms, a third of it), so the append path only
-        # keeps the state; `write_pending_snapshot` (the broker's flush task, a flush,
-        # a deletion of segments) writes it. Only the newest: an older roll's snapshot
-        # only shortens a rebuild that the newer one shortens more.
+        # keeps the state; `write_pending_snapshot` (the broker's `producer-snapshots`
+        # task, a flush, a deletion of segments) writes it. Only the newest: an older
+        # roll's snapshot only shortens a rebuild that the newer one shortens more.
         self._pending_snapshot: tuple[int, dict[int, ProducerEntry]] | None = None
         # The newest snapshot written without its fsyncs; the next flush (or a
         # deletion of segments) makes it durable. A power cut before that costs a
@@ -526,8 +526,8 @@ class Log:
 
     def write_pending_snapshot(self) -> bool:
         """Write the snapshot of the newest roll if it waits (without fsync: the next
-        flush makes it durable); the broker's flush task calls this every second, off
-        the event loop. Returns whether one was written."""
+        flush makes it durable); the broker's `producer-snapshots` task calls this every
+        second, off the event loop. Returns whether one was written."""
         with self._lock:
             if self._pending_snapshot is None or self._deleted:
                 return False
