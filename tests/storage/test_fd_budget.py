@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from protocol.errors import StorageError, TopicAlreadyExists
-from storage.fdbudget import FdBudget, storage_limit
+from storage.fdbudget import FD_COUNT_CACHE_FAR_S, FD_COUNT_CACHE_S, FdBudget, storage_limit
 from storage.manager import LogManager
 from tests.faulty_io import FaultyFileIO
 from tests.storage.helpers import ManualClock
@@ -114,6 +114,23 @@ def test_budget_counts_what_it_admitted_until_it_measures_again() -> None:
     assert budget.allows(300) and not budget.allows(101) and budget.allows(100)
     now[0] += 1.0
     assert budget.headroom() == 400  # measured again: the fake count did not move
+
+
+def test_budget_counts_again_sooner_the_closer_it_is_to_the_limit() -> None:
+    """Listing /proc/self/fd costs per open descriptor: far from the limit (at least
+    half the budget free) a count is trusted for FD_COUNT_CACHE_FAR_S, else for
+    FD_COUNT_CACHE_S."""
+    now, counted = [0.0], [100]
+    budget = FdBudget(1000, reserve=100, count=lambda: counted[0], clock=lambda: now[0])
+    assert budget.headroom() == 800  # 800 of 900 free: far
+    counted[0] = 700
+    now[0] += FD_COUNT_CACHE_S
+    assert budget.headroom() == 800  # still the old count
+    now[0] += FD_COUNT_CACHE_FAR_S
+    assert budget.headroom() == 200  # 200 of 900 free: near, so the next count comes sooner
+    counted[0] = 800
+    now[0] += FD_COUNT_CACHE_S
+    assert budget.headroom() == 100
 
 
 def test_an_unloaded_topic_can_be_deleted(tmp_path: Path) -> None:
