@@ -47,6 +47,29 @@ def run_once(tree: Path, module: str, args: list[str]) -> dict[str, float]:
     return dict(numeric_leaves(json.loads(proc.stdout)))
 
 
+def compare(
+    runs: dict[str, list[dict[str, float]]], module: str, args: list[str], rounds: int
+) -> dict[str, Any]:
+    """Median ratios of the leaves both sides print, with every run's value (a single
+    median hides a bimodal figure), and the medians of leaves only one side prints."""
+    ratios: dict[str, dict[str, Any]] = {}
+    for key in sorted(set(runs["a"][0]) & set(runs["b"][0])):
+        a_runs = [r[key] for r in runs["a"] if key in r]
+        b_runs = [r[key] for r in runs["b"] if key in r]
+        a, b = statistics.median(a_runs), statistics.median(b_runs)
+        ratios[key] = {"a": a, "b": b, "b_over_a": round(b / a, 3) if a else float("nan"),
+                       "a_runs": a_runs, "b_runs": b_runs}  # fmt: skip
+    only = {
+        side: {
+            key: statistics.median(r[key] for r in runs[side] if key in r)
+            for key in sorted(set(runs[side][0]) - set(runs[other][0]))
+        }
+        for side, other in (("a", "b"), ("b", "a"))
+    }
+    return {"module": module, "args": args, "rounds": rounds, "ratios": ratios,
+            "only_a": only["a"], "only_b": only["b"]}  # fmt: skip
+
+
 def run_order(rounds: int) -> Iterator[tuple[int, str]]:
     """(round, side) in the order the runs happen: A B, then B A, and so on."""
     for round_no in range(rounds):
@@ -70,13 +93,7 @@ def main(argv: list[str] | None = None) -> int:
         time.sleep(opts.settle_s)
         print(f"round {round_no + 1}/{opts.rounds}: {side}", file=sys.stderr)
         runs[side].append(run_once(getattr(opts, side).resolve(), opts.module, opts.args))
-    ratios: dict[str, dict[str, float]] = {}
-    for key in sorted(set(runs["a"][0]) & set(runs["b"][0])):
-        a = statistics.median(r[key] for r in runs["a"] if key in r)
-        b = statistics.median(r[key] for r in runs["b"] if key in r)
-        ratios[key] = {"a": a, "b": b, "b_over_a": round(b / a, 3) if a else float("nan")}
-    print(json.dumps({"module": opts.module, "args": opts.args, "rounds": opts.rounds,
-                      "ratios": ratios}, indent=2))  # fmt: skip
+    print(json.dumps(compare(runs, opts.module, opts.args, opts.rounds), indent=2))
     return 0
 
 
