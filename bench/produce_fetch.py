@@ -407,7 +407,15 @@ def _run_round(
         admin.delete_topic(topic)
 
 
-def run(records: int, rounds: int, latency_batches: int, warmup_rounds: int) -> dict[str, Any]:
+def run(
+    records: int,
+    rounds: int,
+    latency_batches: int,
+    warmup_rounds: int,
+    latency_rate: float | None = None,
+) -> dict[str, Any]:
+    """`latency_rate`: pace the latency runs at these records/s instead of half the
+    measured acks-1 peak, so that two trees compared are under the same load."""
     batches = max(1, records // BATCH_RECORDS)
     load_before = os.getloadavg()[0]
     gauge_before = cpu_gauge_us()
@@ -428,7 +436,8 @@ def run(records: int, rounds: int, latency_batches: int, warmup_rounds: int) -> 
                     _run_round(broker.bootstrap, admin, r, batches, label,
                                warmup if r < warmup_rounds else runs)  # fmt: skip
                 peak = statistics.median(runs["produce_acks1"])
-                latency = latency_runs(broker.bootstrap, admin, peak / 2, latency_batches, rounds)
+                pace = latency_rate if latency_rate is not None else peak / 2
+                latency = latency_runs(broker.bootstrap, admin, pace, latency_batches, rounds)
         finally:
             broker.stop()
     summaries = {name: _summary(values) for name, values in runs.items()}
@@ -447,6 +456,7 @@ def run(records: int, rounds: int, latency_batches: int, warmup_rounds: int) -> 
             "batch_records": BATCH_RECORDS,
             "producers": PRODUCERS,
             "latency_batches": latency_batches,
+            "latency_rate": "half the acks-1 peak" if latency_rate is None else latency_rate,
         },
         "machine": {
             "cores": os.cpu_count(),
@@ -480,12 +490,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--latency-batches", type=int, help="batches timed per latency run (default 2,000)"
     )
+    parser.add_argument(
+        "--latency-rate",
+        type=float,
+        help="records/s of the latency runs (default: half the measured acks-1 peak; "
+        "give one figure when comparing two trees, whose peaks differ)",
+    )
     args = parser.parse_args(argv)
     records = args.records or (200_000 if args.quick else 2_000_000)
     rounds = args.rounds or (1 if args.quick else 3)
     latency_batches = args.latency_batches or (500 if args.quick else 2_000)
     warmup_rounds = 0 if args.quick else 1
-    print(json.dumps(run(records, rounds, latency_batches, warmup_rounds), indent=2))
+    result = run(records, rounds, latency_batches, warmup_rounds, args.latency_rate)
+    print(json.dumps(result, indent=2))
     return 0
 
 
