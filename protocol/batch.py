@@ -244,6 +244,11 @@ class TimestampType(IntEnum):
     LOG_APPEND_TIME = 1
 
 
+# Indexed by whether bit 3 is set: calling the enum costs ~0.7 µs, and the validator
+# asks each produced batch three times.
+_TIMESTAMP_TYPES = (TimestampType.CREATE_TIME, TimestampType.LOG_APPEND_TIME)
+
+
 @dataclass(frozen=True, slots=True)
 class BatchHeader:
     """The 57-byte header of one batch, parsed."""
@@ -280,7 +285,7 @@ class BatchHeader:
 
     @property
     def timestamp_type(self) -> TimestampType:
-        return TimestampType(1 if self.attributes & TIMESTAMP_TYPE_MASK else 0)
+        return _TIMESTAMP_TYPES[(self.attributes & TIMESTAMP_TYPE_MASK) != 0]
 
     @property
     def has_delete_horizon(self) -> bool:

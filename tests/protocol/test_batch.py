@@ -114,9 +114,10 @@ def test_set_base_offset_keeps_crc_valid() -> None:
 
 def test_set_log_append_time_rewrites_type_and_crc() -> None:
     data = bytearray(b.encode_batch(RECORDS))
+    assert b.validate_batch(data).timestamp_type is b.TimestampType.CREATE_TIME
     b.set_log_append_time(data, 0, 9_999)
     header = b.validate_batch(data)
-    assert header.timestamp_type == b.TimestampType.LOG_APPEND_TIME
+    assert header.timestamp_type is b.TimestampType.LOG_APPEND_TIME
     assert header.max_timestamp == 9_999
     assert [r.timestamp for r in b.decode_records(data)] == [9_999] * len(RECORDS)
 
