@@ -95,6 +95,15 @@ class BatchLayout:
         # batch_length of a batch with an empty payload.
         self.min_batch_length = self.size - self.log_overhead
 
+    def header_problem(self, magic: int, size: int) -> str | None:
+        """Why a header with this magic and total batch `size` cannot start a batch,
+        or None (what `BatchWalk` checks before it trusts a length)."""
+        if magic != self.magic:
+            return f"a batch header has magic {magic}, expected {self.magic}"
+        if size < self.size:
+            return f"a batch header has batch_length {size - self.log_overhead}, below the minimum"
+        return None
+
 
 # The field names follow BatchHeader's order (the dataclass is built from this tuple's
 # unpacked values).
@@ -617,7 +626,7 @@ class BatchWalk:
             fields = unpack(buf, pos)
             size = fields[length_at] + overhead
             if fields[magic_at] != magic or size < size_min:
-                self.position, self.problem = pos, _header_problem(layout, fields[magic_at], size)
+                self.position, self.problem = pos, layout.header_problem(fields[magic_at], size)
                 return
             if pos + size > end:
                 if self._whole:
@@ -630,12 +639,6 @@ class BatchWalk:
         self.position = pos
         if self._whole and pos < end:
             self.problem = "a batch header is cut by the end of the bytes"
-
-
-def _header_problem(layout: BatchLayout, magic: int, size: int) -> str:
-    if magic != layout.magic:
-        return f"a batch header has magic {magic}, expected {layout.magic}"
-    return f"a batch header has batch_length {size - layout.log_overhead}, below the minimum"
 
 
 def iter_headers(

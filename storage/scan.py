@@ -119,6 +119,7 @@ class SegmentScan:
         layout, end = self._layout, self._end
         header_size, overhead = layout.size, layout.log_overhead
         length_at, crc_at = layout.index["batch_length"], layout.index["crc"]
+        magic_at, unpack = layout.index["magic"], layout.header.unpack_from
         with_bytes, crc, crc_start = self._with_bytes, self._crc, layout.crc_start
         want_bytes = with_bytes or crc
         new = tuple.__new__  # a ScannedBatch without NamedTuple's Python-level __new__
@@ -136,27 +137,40 @@ class SegmentScan:
                 if self._whole:
                     self.problem = "a batch header is cut by the end of the file"
                 break
-            walk = BatchWalk(block, whole=False, layout=layout)
-            view = memoryview(block)
-            size = 0
-            for at, fields in walk:
+            if len(block) == header_size:
+                # One header read alone (after a big batch: a fetch of 110 KB batches
+                # reads only those): no walk over a block that holds no whole batch.
+                fields = unpack(block, 0)
                 size = fields[length_at] + overhead
-                if crc and crc32c.crc32c(view[at + crc_start : at + size]) != fields[crc_at]:
-                    self._refuse(block, at)
-                    self.position = position + at
+                problem = layout.header_problem(fields[magic_at], size)
+                if problem is not None:
+                    self.position, self.problem = position, problem
                     return
-                batch = new(
-                    ScannedBatch,
-                    (position + at, size, fields, view[at : at + size] if with_bytes else None),
-                )
-                self.previous = batch
-                yield batch
-            if walk.problem is not None:
-                self.position, self.problem = position + walk.position, walk.problem
-                return
-            if walk.position == 0:  # one batch larger than the block, or cut by `end`
-                fields = layout.header.unpack_from(block, 0)
-                size = fields[length_at] + overhead
+                walked = 0
+            else:
+                walk = BatchWalk(block, whole=False, layout=layout)
+                view = memoryview(block)
+                size = 0
+                for at, fields in walk:
+                    size = fields[length_at] + overhead
+                    if crc and crc32c.crc32c(view[at + crc_start : at + size]) != fields[crc_at]:
+                        self._refuse(block, at)
+                        self.position = position + at
+                        return
+                    batch = new(
+                        ScannedBatch,
+                        (position + at, size, fields, view[at : at + size] if with_bytes else None),
+                    )
+                    self.previous = batch
+                    yield batch
+                if walk.problem is not None:
+                    self.position, self.problem = position + walk.position, walk.problem
+                    return
+                walked = walk.position
+                if walked == 0:
+                    fields = unpack(block, 0)
+                    size = fields[length_at] + overhead
+            if walked == 0:  # one batch larger than the block, or cut by `end`
                 if position + size > end:
                     if self._whole:
                         self.problem = f"a batch's length ({size} bytes) runs past the end"
@@ -165,14 +179,14 @@ class SegmentScan:
                 if crc and crc32c.crc32c(memoryview(data)[crc_start:size]) != fields[crc_at]:
                     self._refuse(data, 0)
                     break
-                batch = ScannedBatch(
-                    position, size, fields, memoryview(data) if with_bytes else None
+                batch = new(
+                    ScannedBatch, (position, size, fields, memoryview(data) if with_bytes else None)
                 )
                 self.previous = batch
                 yield batch
                 position += size
             else:
-                position += walk.position
+                position += walked
             read = header_size if size > big and not want_bytes else self._block_bytes
         self.position = position
 

@@ -6,7 +6,15 @@ from pathlib import Path
 
 import pytest
 
-from protocol.batch import CRC_START, F_BASE_OFFSET, F_RECORD_COUNT, MAGIC_OFFSET, encode_batch
+from protocol.batch import (
+    BATCH_LENGTH_OFFSET,
+    CRC_START,
+    F_BASE_OFFSET,
+    F_RECORD_COUNT,
+    HEADER_SIZE,
+    MAGIC_OFFSET,
+    encode_batch,
+)
 from storage.fileio import FileIO
 from storage.scan import SegmentScan
 
@@ -79,6 +87,29 @@ def test_damage_stops_the_scan_where_it_is(tmp_path: Path, at: int, words: str) 
     assert scan.position == len(batches[0])
     assert scan.problem is not None and words in scan.problem
     assert scan.previous is not None and scan.previous.position == 0
+
+
+@pytest.mark.parametrize(
+    ("at", "value", "words"),
+    [(MAGIC_OFFSET, 7, "magic"), (BATCH_LENGTH_OFFSET, 3, "below the minimum")],
+)
+def test_damage_in_a_header_read_alone_stops_the_scan_there(
+    tmp_path: Path, at: int, value: int, words: str
+) -> None:
+    """After a big batch the scan reads the next header alone (a fetch's header walk):
+    a bad magic or length there stops it at that batch, as in a block."""
+    path, batches = _file(tmp_path, [200, 200, 200], value_bytes=100)
+    data = bytearray(path.read_bytes())
+    third = len(batches[0]) + len(batches[1])
+    size = 1 if at == MAGIC_OFFSET else 4
+    data[third + at : third + at + size] = value.to_bytes(size, "big")
+    path.write_bytes(bytes(data))
+    reads: list[int] = []
+    scan, got = _scan(path, block_bytes=4096, on_read=reads.append)
+    assert [b.position for b in got] == [0, len(batches[0])]
+    assert scan.position == third
+    assert scan.problem is not None and words in scan.problem
+    assert reads[-1] == HEADER_SIZE  # it was read alone
 
 
 def test_a_crc_flip_passes_when_crc_is_not_asked(tmp_path: Path) -> None:
