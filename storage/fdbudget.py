@@ -148,7 +148,6 @@ class FdBudget:
         self._measured = 0
         self._measured_at: float | None = None
         self._admitted = 0  # descriptors admitted since the last measurement
-        self._cache_s = FD_COUNT_CACHE_S  # how long the last measurement is trusted
 
     def headroom(self) -> int:
         """Descriptors storage may still open (negative when over budget)."""
@@ -157,12 +156,15 @@ class FdBudget:
 
     def _headroom_locked(self) -> int:
         now = self._clock()
-        if self._measured_at is None or now - self._measured_at >= self._cache_s:
+        if self._measured_at is None or now - self._measured_at >= self._trusted_for():
             self._measured, self._measured_at, self._admitted = self._count(), now, 0
-            budget = self.limit - self.reserve
-            far = budget - self._measured >= budget / 2
-            self._cache_s = FD_COUNT_CACHE_FAR_S if far else FD_COUNT_CACHE_S
         return self.limit - self.reserve - self._measured - self._admitted
+
+    def _trusted_for(self) -> float:
+        """Seconds the last count stands: longer while half the budget was free then."""
+        budget = self.limit - self.reserve
+        far = budget - self._measured >= budget / 2
+        return FD_COUNT_CACHE_FAR_S if far else FD_COUNT_CACHE_S
 
     def allows(self, descriptors: int) -> bool:
         """Admit `descriptors` more if they fit (counted until the next measurement)."""
