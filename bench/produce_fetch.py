@@ -12,7 +12,9 @@ this one client process, with 100-byte values in batches of 1,000 records:
   after 300 untimed ones; the headline is the median run's.
 
 Every throughput is measured once per round, one warm-up round and then three
-(the results are the medians; every run is in the JSON), and each round's topics
+(the results are the medians; every run is in the JSON). Each measurement lasts at
+least `--min-seconds` (default 1 s): a run that ends sooner is repeated, on the same
+topic, and the figure is all its records over all its timed seconds. Each round's topics
 are deleted afterwards, as retention would, so the next round writes into
 recycled page cache rather than never-touched guest memory (see `_run_round`).
 `machine` carries a CPU gauge read before and after, and `machine_stalls` what a
@@ -27,7 +29,7 @@ rec/s and ~35,000-70,000 page faults per 2M records; 1 MiB: 3.3-3.6M and 450-2,2
 
 Prints one JSON document on stdout; progress goes to stderr.
 
-    .venv/bin/python -m bench.produce_fetch [--quick] [--records N] [--rounds N]
+    .venv/bin/python -m bench.produce_fetch [--quick] [--records N] [--rounds N] [--min-seconds S]
 
 Goals on the 2-core CI machine: produce >= 2,000,000 records/s (acks 1), consume
 >= 3,000,000 records/s, acks -1 with 8 producers >= 1,000,000 records/s, p99 < 5 ms
@@ -47,6 +49,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -80,6 +83,14 @@ LATENCY_WARMUP_BATCHES = 300
 LATENCY_WINDOW_BATCHES = 1000
 # A broker that is not ready after this long has failed to start.
 START_TIMEOUT_S = 60.0
+# The shortest measurement behind a throughput figure. One quick run's pass is 70-170 ms
+# for the acks -1 and undecoded-fetch measures, and passes that short spread by +-30% on
+# this shared 2-core machine, more than the 5% an A/B must resolve (docs/benchmarks.md,
+# round 2's sixth session).
+MIN_MEASURE_S = 1.0
+
+# What one pass of a measure did: (records, timed seconds).
+Pass = tuple[int, float]
 
 
 def _note(text: str) -> None:
@@ -137,6 +148,16 @@ def _values() -> list[bytes]:
     return [os.urandom(VALUE_BYTES) for _ in range(BATCH_RECORDS)]
 
 
+def sustained_rate(one_pass: Callable[[], Pass], min_seconds: float) -> float:
+    """Records/s of `one_pass` repeated until its timed seconds add up to `min_seconds`
+    (at least once); what runs between passes (connecting, seeking) is not timed."""
+    records, seconds = one_pass()
+    while seconds < min_seconds:
+        more, took = one_pass()
+        records, seconds = records + more, seconds + took
+    return records / seconds
+
+
 def produce_rate(
     bootstrap: str,
     topic: str,
@@ -144,10 +165,27 @@ def produce_rate(
     acks: int,
     producers: int = 1,
     idempotent: bool | None = None,
+    min_seconds: float = 0.0,
 ) -> float:
     """Records/s for `producers` threads each sending `batches` batches of 1,000
-    (`idempotent`: the Producer's enable_idempotence; None, its default: on for acks -1)."""
+    (`idempotent`: the Producer's enable_idempotence; None, its default: on for acks -1),
+    over at least `min_seconds`."""
     values = _values()
+    return sustained_rate(
+        lambda: _produce_pass(bootstrap, topic, values, batches, acks, producers, idempotent),
+        min_seconds,
+    )
+
+
+def _produce_pass(
+    bootstrap: str,
+    topic: str,
+    values: list[bytes],
+    batches: int,
+    acks: int,
+    producers: int,
+    idempotent: bool | None,
+) -> Pass:
     barrier = threading.Barrier(producers + 1)
     errors: list[BaseException] = []
 
@@ -173,10 +211,12 @@ def produce_rate(
     elapsed = time.perf_counter() - started
     if errors:
         raise errors[0]
-    return producers * batches * BATCH_RECORDS / elapsed
+    return producers * batches * BATCH_RECORDS, elapsed
 
 
-def produce_preencoded_rate(bootstrap: str, topic: str, batches: int, in_flight: int = 4) -> float:
+def produce_preencoded_rate(
+    bootstrap: str, topic: str, batches: int, in_flight: int = 4, min_seconds: float = 0.0
+) -> float:
     """Broker-side capacity: one batch encoded once, pipelined `acks: 1` produces."""
     records = encode_batch([(None, v, (), None) for v in _values()], now_ms=int(time.time() * 1000))
     body = {
@@ -184,6 +224,12 @@ def produce_preencoded_rate(bootstrap: str, topic: str, batches: int, in_flight:
         "timeout_ms": 30_000,
         "topics": [{"topic": topic, "partitions": [{"partition": 0, "records": records}]}],
     }
+    return sustained_rate(
+        lambda: _preencoded_pass(bootstrap, body, batches, in_flight), min_seconds
+    )
+
+
+def _preencoded_pass(bootstrap: str, body: dict[str, Any], batches: int, in_flight: int) -> Pass:
     with Client(bootstrap) as client:
         started = time.perf_counter()
         sent = done = 0
@@ -194,36 +240,44 @@ def produce_preencoded_rate(bootstrap: str, topic: str, batches: int, in_flight:
             client.receive().result()
             done += 1
         elapsed = time.perf_counter() - started
-    return batches * BATCH_RECORDS / elapsed
+    return batches * BATCH_RECORDS, elapsed
 
 
-def fetch_raw_rate(bootstrap: str, topic: str, expected: int) -> float:
-    """Broker-side capacity: fetched batches counted from their headers, records not decoded."""
-    got = offset = 0
+def fetch_raw_rate(bootstrap: str, topic: str, expected: int, min_seconds: float = 0.0) -> float:
+    """Broker-side capacity: fetched batches counted from their headers, records not
+    decoded; the topic is read from offset 0 again until `min_seconds` have passed."""
     with Client(bootstrap) as client:
-        started = time.perf_counter()
-        while got < expected:
-            records = client.fetch(topic, 0, offset, max_bytes=8 << 20).records
-            for _, header in iter_headers(records):
-                got += header.record_count
-                offset = header.next_offset
-        elapsed = time.perf_counter() - started
-    return got / elapsed
+
+        def one_pass() -> Pass:
+            got = offset = 0
+            started = time.perf_counter()
+            while got < expected:
+                records = client.fetch(topic, 0, offset, max_bytes=8 << 20).records
+                for _, header in iter_headers(records):
+                    got += header.record_count
+                    offset = header.next_offset
+            return got, time.perf_counter() - started
+
+        return sustained_rate(one_pass, min_seconds)
 
 
-def consume_rate(bootstrap: str, topic: str, expected: int) -> float:
-    """Records/s reading `expected` records from offset 0 with `Consumer.poll`."""
+def consume_rate(bootstrap: str, topic: str, expected: int, min_seconds: float = 0.0) -> float:
+    """Records/s reading `expected` records from offset 0 with `Consumer.poll`, from
+    the beginning again until `min_seconds` have passed."""
     with Consumer(bootstrap_servers=bootstrap) as consumer:
         tp = TopicPartition(topic, 0)
         consumer.assign([tp])
-        consumer.seek_to_beginning(tp)
-        got = 0
-        started = time.perf_counter()
-        while got < expected:
-            for records in consumer.poll(timeout_ms=1000, max_records=1 << 20).values():
-                got += len(records)
-        elapsed = time.perf_counter() - started
-    return got / elapsed
+
+        def one_pass() -> Pass:
+            consumer.seek_to_beginning(tp)
+            got = 0
+            started = time.perf_counter()
+            while got < expected:
+                for records in consumer.poll(timeout_ms=1000, max_records=1 << 20).values():
+                    got += len(records)
+            return got, time.perf_counter() - started
+
+        return sustained_rate(one_pass, min_seconds)
 
 
 def paced_latencies_s(
@@ -363,8 +417,10 @@ def _run_round(
     batches: int,
     label: str,
     into: dict[str, list[float]],
+    min_seconds: float = MIN_MEASURE_S,
 ) -> None:
-    """One run of every measure on fresh topics, which are deleted afterwards.
+    """One run of every measure on fresh topics, which are deleted afterwards; each
+    measure lasts at least `min_seconds` (`sustained_rate`).
 
     Deleting them, as retention would, hands their page cache back for the next
     round to reuse: this VM backs never-touched guest memory lazily, and writing
@@ -380,28 +436,34 @@ def _run_round(
     for topic in topics.values():
         admin.create_topic(topic, 1)
     _note(f"{label}: produce acks=1 ...")
-    into["produce_acks1"].append(produce_rate(bootstrap, topics["acks1"], batches, 1))
+    into["produce_acks1"].append(
+        produce_rate(bootstrap, topics["acks1"], batches, 1, min_seconds=min_seconds)
+    )
     _note("  produce acks=-1, 1 producer ...")
     into["produce_acks_all_1_producer"].append(
-        produce_rate(bootstrap, topics["acks_all_1"], max(1, batches // 4), -1)
-    )
+        produce_rate(bootstrap, topics["acks_all_1"], max(1, batches // 4), -1,
+                     min_seconds=min_seconds)
+    )  # fmt: skip
     _note("  produce acks=-1, 1 producer, idempotence off ...")
     into["produce_acks_all_1_producer_not_idempotent"].append(
         produce_rate(bootstrap, topics["acks_all_1_plain"], max(1, batches // 4), -1,
-                     idempotent=False)
+                     idempotent=False, min_seconds=min_seconds)
     )  # fmt: skip
     _note("  produce acks=-1, 8 producers ...")
     into["produce_acks_all_8_producers"].append(
-        produce_rate(bootstrap, topics["acks_all_8"], max(1, batches // PRODUCERS), -1, PRODUCERS)
-    )
+        produce_rate(bootstrap, topics["acks_all_8"], max(1, batches // PRODUCERS), -1,
+                     PRODUCERS, min_seconds=min_seconds)
+    )  # fmt: skip
     _note("  consume ...")
-    into["consume"].append(consume_rate(bootstrap, topics["acks1"], batches * BATCH_RECORDS))
+    into["consume"].append(
+        consume_rate(bootstrap, topics["acks1"], batches * BATCH_RECORDS, min_seconds)
+    )
     _note("  broker capacity (pre-encoded produce, undecoded fetch) ...")
     into["broker_produce_preencoded_acks1"].append(
-        produce_preencoded_rate(bootstrap, topics["raw"], batches)
+        produce_preencoded_rate(bootstrap, topics["raw"], batches, min_seconds=min_seconds)
     )
     into["broker_fetch_undecoded"].append(
-        fetch_raw_rate(bootstrap, topics["raw"], batches * BATCH_RECORDS)
+        fetch_raw_rate(bootstrap, topics["raw"], batches * BATCH_RECORDS, min_seconds)
     )
     for topic in topics.values():
         admin.delete_topic(topic)
@@ -413,9 +475,11 @@ def run(
     latency_batches: int,
     warmup_rounds: int,
     latency_rate: float | None = None,
+    min_seconds: float = MIN_MEASURE_S,
 ) -> dict[str, Any]:
     """`latency_rate`: pace the latency runs at these records/s instead of half the
-    measured acks-1 peak, so that two trees compared are under the same load."""
+    measured acks-1 peak, so that two trees compared are under the same load.
+    `min_seconds`: the shortest measurement behind a throughput figure."""
     batches = max(1, records // BATCH_RECORDS)
     load_before = os.getloadavg()[0]
     gauge_before = cpu_gauge_us()
@@ -434,7 +498,7 @@ def run(
                     # Every measure once per round, so a slow spell of this shared machine
                     # hits one run of each rather than all runs of one.
                     _run_round(broker.bootstrap, admin, r, batches, label,
-                               warmup if r < warmup_rounds else runs)  # fmt: skip
+                               warmup if r < warmup_rounds else runs, min_seconds)  # fmt: skip
                 peak = statistics.median(runs["produce_acks1"])
                 pace = latency_rate if latency_rate is not None else peak / 2
                 latency = latency_runs(broker.bootstrap, admin, pace, latency_batches, rounds)
@@ -457,6 +521,7 @@ def run(
             "producers": PRODUCERS,
             "latency_batches": latency_batches,
             "latency_rate": "half the acks-1 peak" if latency_rate is None else latency_rate,
+            "min_seconds_per_figure": min_seconds,
         },
         "machine": {
             "cores": os.cpu_count(),
@@ -496,12 +561,21 @@ def main(argv: list[str] | None = None) -> int:
         help="records/s of the latency runs (default: half the measured acks-1 peak; "
         "give one figure when comparing two trees, whose peaks differ)",
     )
+    parser.add_argument(
+        "--min-seconds",
+        type=float,
+        default=MIN_MEASURE_S,
+        help="the shortest measurement behind a throughput figure: a run that ends "
+        f"sooner is repeated (default {MIN_MEASURE_S:g})",
+    )
     args = parser.parse_args(argv)
     records = args.records or (200_000 if args.quick else 2_000_000)
     rounds = args.rounds or (1 if args.quick else 3)
     latency_batches = args.latency_batches or (500 if args.quick else 2_000)
     warmup_rounds = 0 if args.quick else 1
-    result = run(records, rounds, latency_batches, warmup_rounds, args.latency_rate)
+    result = run(
+        records, rounds, latency_batches, warmup_rounds, args.latency_rate, args.min_seconds
+    )
     print(json.dumps(result, indent=2))
     return 0
 
