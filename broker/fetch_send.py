@@ -29,6 +29,7 @@ import trio
 from protocol.api_types import LocalRecords
 from protocol.batch import F_RECORD_COUNT, HEADER, HEADER_SIZE
 from protocol.errors import CorruptMessage
+from storage.fileio import ReadWouldWait
 from storage.log import Extent, Log
 from storage.scan import SegmentScan
 from storage.segment import BatchPosition
@@ -153,24 +154,33 @@ class Located:
     log_start_offset: int
 
 
-def locate_records(plog: Log, offset: int, max_bytes: int, *, min_one: bool = True) -> Located:
+def locate_records(
+    plog: Log,
+    offset: int,
+    max_bytes: int,
+    *,
+    min_one: bool = True,
+    max_batches: int | None = None,
+) -> Located:
     """`Log.read(offset, max_bytes, min_one=)`, with a large answer as a `RecordSpan`.
 
     Same batches, same errors (`Log.locate` checks the range and the fences):
     OffsetOutOfRange outside [log start, high watermark], CorruptMessage for a fenced
-    range, StorageError for I/O errors.
+    range, StorageError for I/O errors. With `max_batches`, a span whose header walk
+    would pass more batches raises ReadWouldWait before building anything (the event
+    loop's budget; see `broker.handlers.fetch`).
     """
     located = plog.locate(offset, max_bytes, min_one=min_one)
     extent = located.extent
-    records = b"" if extent is None else _records(extent)
+    records = b"" if extent is None else _records(extent, max_batches)
     return Located(records, located.high_watermark, located.log_start_offset)
 
 
-def _records(extent: Extent) -> bytes | RecordSpan:
+def _records(extent: Extent, max_batches: int | None = None) -> bytes | RecordSpan:
     """The extent's whole batches: read when small, else a span found from headers only."""
     if extent.stop - extent.position < SENDFILE_MIN_BYTES:
         return extent.read()
-    length, count = _whole_batches(extent, extent.position, extent.stop)
+    length, count = _whole_batches(extent, extent.position, extent.stop, max_batches)
     span = (
         RecordSpan.of(extent.fd, extent.position, length, count, str(extent.path))
         if length >= SENDFILE_MIN_BYTES
@@ -179,7 +189,9 @@ def _records(extent: Extent) -> bytes | RecordSpan:
     return extent.pread(length, extent.position) if span is None else span
 
 
-def _whole_batches(extent: Extent, position: int, stop: int) -> tuple[int, int]:
+def _whole_batches(
+    extent: Extent, position: int, stop: int, max_batches: int | None = None
+) -> tuple[int, int]:
     """(bytes, records) of the whole batches from `position` up to byte `stop`.
 
     Reads headers only: a block of small batches at a time, or one header alone
@@ -187,13 +199,15 @@ def _whole_batches(extent: Extent, position: int, stop: int) -> tuple[int, int]:
     that cannot be (wrong magic, a length below the minimum, or past the segment's
     end when the extent reaches it) is damage: the segment is fenced there (see
     `Segment.fence`) and the answer stops before it; damage at `position` raises
-    CorruptMessage.
+    CorruptMessage. More than `max_batches` batches raise ReadWouldWait.
     """
     scan = SegmentScan(
         extent.pread, position, stop, block_bytes=HEADER_SCAN_BYTES, whole=extent.whole
     )
     records = 0
-    for batch in scan:
+    for walked, batch in enumerate(scan, 1):
+        if max_batches is not None and walked > max_batches:
+            raise ReadWouldWait(f"more than {max_batches} batch headers to walk")
         records += batch.fields[F_RECORD_COUNT]
     if scan.problem is not None:
         previous = scan.previous

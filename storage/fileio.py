@@ -15,14 +15,50 @@ import contextlib
 import errno
 import os
 import shutil
+from collections.abc import Iterator
+from contextvars import ContextVar
 from pathlib import Path
 
 from storage import failpoints
 from storage.files import TEMP_SUFFIX, capped_name
 
 
+class ReadWouldWait(Exception):
+    """A read under `reads_must_not_wait` would have waited for the disk (its bytes are
+    not all in the page cache, or the file system cannot say), or the caller's budget
+    of work ran out: do it again where waiting is allowed. Not an OSError: nothing
+    failed."""
+
+
+_READS_MUST_NOT_WAIT: ContextVar[bool] = ContextVar("tidelog_reads_must_not_wait", default=False)
+
+
+@contextlib.contextmanager
+def reads_must_not_wait() -> Iterator[None]:
+    """Within this block (this thread or task), `FileIO.pread` serves only bytes in the
+    page cache and raises `ReadWouldWait` otherwise: the event loop may then read
+    without ever blocking on the disk (preadv2's RWF_NOWAIT)."""
+    token = _READS_MUST_NOT_WAIT.set(True)
+    try:
+        yield
+    finally:
+        _READS_MUST_NOT_WAIT.reset(token)
+
+
+def _pread_cached(fd: int, size: int, position: int) -> bytes:
+    buffer = bytearray(size)
+    try:
+        got = os.preadv(fd, [buffer], position, os.RWF_NOWAIT)
+    except OSError as exc:  # EAGAIN: not all cached; EOPNOTSUPP and others: cannot tell
+        raise ReadWouldWait(f"{size} bytes at {position} are not all cached") from exc
+    if got < size:  # the end of the file, or a page not cached: a waiting read tells which
+        raise ReadWouldWait(f"{size} bytes at {position}: a short read")
+    return bytes(buffer)
+
+
 class FileIO:
-    """Real file operations. Every method may raise OSError."""
+    """Real file operations. Every method may raise OSError (and `pread`, under
+    `reads_must_not_wait`, ReadWouldWait)."""
 
     def open(
         self, path: Path, *, create: bool = False, writable: bool = True, exclusive: bool = False
@@ -42,6 +78,8 @@ class FileIO:
         return os.pwrite(fd, data, position)
 
     def pread(self, fd: int, size: int, position: int) -> bytes:
+        if _READS_MUST_NOT_WAIT.get():
+            return _pread_cached(fd, size, position)
         return os.pread(fd, size, position)
 
     def fsync(self, fd: int) -> None:

@@ -124,7 +124,9 @@ class SegmentScan:
         want_bytes = with_bytes or crc
         new = tuple.__new__  # a ScannedBatch without NamedTuple's Python-level __new__
         big = self._block_bytes // HEADER_READ_AFTER_FRACTION
-        read = self._block_bytes
+        # A header-only scan reads the first header alone: its batch's size then picks
+        # the next read, so a walk over big batches never reads a block it skips.
+        read = self._block_bytes if want_bytes else header_size
         position = self.position
         while position < end:
             if end - position < header_size:

@@ -16,20 +16,31 @@ from broker.longpoll import FETCH_MAX_WAIT_MS_CAP
 from protocol.api_types import FetchAnswer, FetchPartition, FetchPartitionAnswer, FetchRequest
 from protocol.batch import iter_headers
 from protocol.errors import TidelogError
+from storage.fileio import ReadWouldWait, reads_must_not_wait
 from storage.log import FetchData, Log
 
 # One fetch response never carries more than this many record bytes (Kafka's
 # fetch.max.bytes default is 55 MiB); still at least one batch.
 FETCH_RESPONSE_MAX_BYTES = 55 * 1024 * 1024
-# Reads allowed to return more than this go to a worker thread: a cold read of
-# megabytes must not stall every other client on the event loop.
+# Reads allowed to return more than this are located from their batch headers and
+# sent from the file: a cold read of megabytes must not stall every other client.
 INLINE_READ_MAX_BYTES = 256 * 1024
+# A large answer is located on the event loop when its header reads all hit the page
+# cache (RWF_NOWAIT) and it spans at most this many batches (~2 us of header walk
+# each); else in a worker thread, whose hop costs more than walking a few hundred.
+INLINE_LOCATE_MAX_BATCHES = 256
 
 
 async def _read(plog: Log, offset: int, limit: int, *, min_one: bool) -> FetchData | Located:
     if limit <= INLINE_READ_MAX_BYTES:
         return plog.read(offset, limit, min_one=min_one)
-    # A large answer: located in a worker thread, its records sent from the file.
+    try:
+        with reads_must_not_wait():
+            return locate_records(
+                plog, offset, limit, min_one=min_one, max_batches=INLINE_LOCATE_MAX_BATCHES
+            )
+    except ReadWouldWait:
+        pass  # a header not cached, or too many: locate where waiting is allowed
     return await trio.to_thread.run_sync(
         functools.partial(locate_records, min_one=min_one), plog, offset, limit
     )

@@ -32,7 +32,8 @@ from protocol.framing import (
     encode_frame_to_send,
 )
 from storage.config import LogConfig
-from tests.storage.helpers import batch, open_test_log
+from storage.fileio import ReadWouldWait, reads_must_not_wait
+from tests.storage.helpers import batch, drop_from_page_cache, open_test_log
 
 # --- locating: the same batches as Log.read -------------------------------------
 
@@ -94,6 +95,36 @@ def test_large_reads_are_spans_and_small_ones_bytes(varied_log: Any) -> None:
     assert len(large.records) > SENDFILE_MIN_BYTES
     assert isinstance(small.records, bytes)
     large.records.close()
+
+
+def test_a_walk_over_more_batches_than_allowed_must_wait(varied_log: Any) -> None:
+    whole = locate_records(varied_log, 0, 1_500_000)
+    assert isinstance(whole.records, RecordSpan)
+    walked = len(list(iter_headers(_records_of(whole))))
+    assert walked > 3
+    with pytest.raises(ReadWouldWait):
+        locate_records(varied_log, 0, 1_500_000, max_batches=walked - 1)
+    enough = locate_records(varied_log, 0, 1_500_000, max_batches=walked)
+    assert _records_of(enough) == varied_log.read(0, 1_500_000).records
+
+
+def test_an_uncached_header_must_wait_and_the_waiting_path_serves_it(tmp_path: Path) -> None:
+    log = open_test_log(tmp_path, LogConfig())
+    try:
+        for tag in range(8):
+            log.append(batch(200, value_bytes=100, tag=tag))
+        log.flush()
+        expected = log.read(0, 1 << 20).records
+        assert len(expected) >= SENDFILE_MIN_BYTES
+        for segment_file in tmp_path.glob("*.log"):
+            drop_from_page_cache(segment_file)
+        with reads_must_not_wait(), pytest.raises(ReadWouldWait):
+            locate_records(log, 0, 1 << 20)
+        assert _records_of(locate_records(log, 0, 1 << 20)) == expected
+        with reads_must_not_wait():  # the waiting read brought the headers in
+            assert _records_of(locate_records(log, 0, 1 << 20)) == expected
+    finally:
+        log.close()
 
 
 def test_out_of_range_offsets_raise_like_log_read(varied_log: Any) -> None:

@@ -20,6 +20,7 @@ import trio
 
 from broker.context import BrokerContext, Deferred
 from broker.dispatch import HANDLERS, api_versions, handler_for
+from broker.fetch_send import RecordSpan
 from broker.handlers.explain import explain_retention
 from broker.handlers.fetch import fetch
 from broker.handlers.group_offsets import commit_offsets, fetch_offsets
@@ -80,6 +81,7 @@ from protocol.errors import (
 from protocol.schemas import validate_request_body
 from tests.broker.contexts import NOW_MS, open_context
 from tests.broker.typed_bodies import problems
+from tests.storage.helpers import drop_from_page_cache
 
 R = TypeVar("R")  # an API's request type
 A = TypeVar("A")  # what its handler returns
@@ -343,6 +345,30 @@ async def test_fetch_returns_the_stored_batches(ctx: BrokerContext) -> None:
     fetched = part["records"]
     assert isinstance(fetched, bytes)  # a small read is copied, not sent from the file
     assert fetched[12:] == records[12:]  # the broker sets the base offset
+
+
+async def test_a_large_fetch_is_the_same_from_a_cold_or_a_cached_segment(
+    ctx: BrokerContext,
+) -> None:
+    """Located on the event loop when its headers are cached, else in a worker thread
+    (RWF_NOWAIT): the answer is the same."""
+    await answer(ctx, create_topic, create("t"))
+    for tag in range(6):
+        await produce_to(ctx, "t", 0, batch(*[bytes([tag]) * 100 for _ in range(300)]))
+    plog = ctx.manager.get_log("t", 0)
+    plog.flush()
+    expected = plog.read(0, 1 << 20).records
+    for cold in (True, False):
+        if cold:
+            for segment_file in plog.directory.glob("*.log"):
+                drop_from_page_cache(segment_file)
+        part = only_fetched(await answer(ctx, fetch, fetch_body("t", 0, 0)))
+        span = part["records"]
+        assert isinstance(span, RecordSpan)  # sent from the file, located either way
+        try:
+            assert (part["error"], span.read()) == (None, expected)
+        finally:
+            span.close()
 
 
 async def test_fetch_errors_are_per_partition(ctx: BrokerContext) -> None:

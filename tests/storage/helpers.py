@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from protocol.batch import Compression, encode_batch, iter_records
@@ -85,3 +86,13 @@ def read_all(log: Log, start: int | None = None) -> list[tuple[int, bytes | None
         out += [(r.offset, r.value) for r in records]
         offset = records[-1].offset + 1
     return out
+
+
+def drop_from_page_cache(path: Path) -> None:
+    """Make `path`'s pages cold: written back, then dropped (clean pages go at once)."""
+    fd = os.open(path, os.O_RDWR)
+    try:
+        os.fsync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)

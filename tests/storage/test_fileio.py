@@ -1,12 +1,14 @@
 from __future__ import annotations
 
 import errno
+import os
 from pathlib import Path
 
 import pytest
 
-from storage.fileio import FileIO
+from storage.fileio import FileIO, ReadWouldWait, reads_must_not_wait
 from tests.faulty_io import FaultyFileIO
+from tests.storage.helpers import drop_from_page_cache
 
 
 def test_write_atomic_replaces_content(tmp_path: Path) -> None:
@@ -51,3 +53,40 @@ def test_short_writes_are_completed(tmp_path: Path) -> None:
     io.write_all(fd, b"hello", 0)
     assert io.pread(fd, 10, 0) == b"hello"
     io.close(fd)
+
+
+# --- reads that must not wait (the event loop's fetch path) -------------------------
+
+
+def test_reads_that_must_not_wait_serve_the_page_cache_and_refuse_the_disk(
+    tmp_path: Path,
+) -> None:
+    data = os.urandom(64 * 1024)
+    path = tmp_path / "f"
+    path.write_bytes(data)
+    io = FileIO()
+    fd = io.open(path, writable=False)
+    try:
+        with reads_must_not_wait():
+            assert io.pread(fd, 4096, 8192) == data[8192:12288]  # just written: cached
+        drop_from_page_cache(path)
+        with reads_must_not_wait(), pytest.raises(ReadWouldWait):
+            io.pread(fd, 4096, 8192)
+        assert io.pread(fd, 4096, 8192) == data[8192:12288]  # outside the block: waits
+        with reads_must_not_wait():
+            assert io.pread(fd, 4096, 8192) == data[8192:12288]  # cached again
+    finally:
+        io.close(fd)
+
+
+def test_a_short_read_that_must_not_wait_is_left_to_the_waiting_path(tmp_path: Path) -> None:
+    path = tmp_path / "f"
+    path.write_bytes(b"x" * 100)
+    io = FileIO()
+    fd = io.open(path, writable=False)
+    try:
+        with reads_must_not_wait(), pytest.raises(ReadWouldWait):
+            io.pread(fd, 200, 0)  # the end of the file, or an uncached page: it cannot tell
+        assert io.pread(fd, 200, 0) == b"x" * 100
+    finally:
+        io.close(fd)

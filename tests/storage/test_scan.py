@@ -66,6 +66,21 @@ def test_a_header_only_scan_reads_a_header_alone_after_a_big_batch(tmp_path: Pat
     assert sum(reads) < sum(map(len, batches)) // 10  # headers, not the batches
 
 
+def test_a_header_only_scan_starts_with_the_first_header_alone(tmp_path: Path) -> None:
+    """Its batch's size picks the next read: over big batches (a fetch of 110 KB
+    batches) only headers are read, never a block the walk then skips."""
+    path, _ = _file(tmp_path, [200, 200, 200], value_bytes=100)
+    reads: list[int] = []
+    _scan(path, block_bytes=4096, on_read=reads.append)
+    assert reads == [HEADER_SIZE] * 3
+    (tmp_path / "small").mkdir()
+    small, batches = _file(tmp_path / "small", [1] * 20)
+    reads.clear()
+    _, got = _scan(small, block_bytes=4096, on_read=reads.append)
+    assert len(got) == 20
+    assert reads == [HEADER_SIZE, sum(map(len, batches[1:]))]  # then one block: the rest
+
+
 @pytest.mark.parametrize("whole", [True, False])
 def test_a_torn_tail_is_damage_only_when_whole(tmp_path: Path, whole: bool) -> None:
     path, batches = _file(tmp_path, [2, 2, 2])
