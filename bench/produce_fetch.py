@@ -73,6 +73,7 @@ MEASURES = (
     "produce_acks_all_1_producer",
     "produce_acks_all_1_producer_not_idempotent",
     "produce_acks_all_8_producers",
+    "produce_acks_all_8_producers_not_idempotent",
     "consume",
     "broker_produce_preencoded_acks1",
     "broker_fetch_undecoded",
@@ -431,7 +432,14 @@ def _run_round(
     """
     topics = {
         name: f"{name}_{r}"
-        for name in ("acks1", "acks_all_1", "acks_all_1_plain", "acks_all_8", "raw")
+        for name in (
+            "acks1",
+            "acks_all_1",
+            "acks_all_1_plain",
+            "acks_all_8",
+            "acks_all_8_plain",
+            "raw",
+        )
     }
     for topic in topics.values():
         admin.create_topic(topic, 1)
@@ -453,6 +461,11 @@ def _run_round(
     into["produce_acks_all_8_producers"].append(
         produce_rate(bootstrap, topics["acks_all_8"], max(1, batches // PRODUCERS), -1,
                      PRODUCERS, min_seconds=min_seconds)
+    )  # fmt: skip
+    _note("  produce acks=-1, 8 producers, idempotence off ...")
+    into["produce_acks_all_8_producers_not_idempotent"].append(
+        produce_rate(bootstrap, topics["acks_all_8_plain"], max(1, batches // PRODUCERS), -1,
+                     PRODUCERS, idempotent=False, min_seconds=min_seconds)
     )  # fmt: skip
     _note("  consume ...")
     into["consume"].append(
