@@ -17,7 +17,10 @@ draws from this one budget instead:
 Trio thread only. Invariant: `used_bytes` is the sum of what is held; it exceeds the
 capacity only by charged answers and small requests. Freed memory is handed back to
 the OS (`malloc_trim`) once enough has been released, because glibc keeps freed heap
-pages, and raises its mmap threshold after large frees, so RSS would stay high.
+pages, and raises its mmap threshold after large frees, so RSS would stay high. The
+trim is the broker's `memory-trim` task (`trim_if_due`, every second), never a
+release: under a steady load the pages it hands back are the ones the next requests
+fault in again (a trim every 64 MiB cost ~12% of pre-encoded produce throughput).
 """
 
 from __future__ import annotations
@@ -35,6 +38,12 @@ SMALL_REQUEST_BYTES = 64 * 1024
 # After this many bytes are released, and once usage is low, freed heap pages are
 # returned to the OS (a trim walks the heap: a few ms, so not after every answer).
 TRIM_AFTER_FREED_BYTES = 64 * 1024 * 1024
+# At most one trim this often: a steady load refaults what a trim gives back, so
+# trimming after every 64 MiB (four times a second at 260 MB/s) made it pay that on
+# every request, while memory left by clients that have gone is back within this.
+TRIM_MIN_INTERVAL_S = 5.0
+# How often the broker's `memory-trim` task asks `trim_if_due`.
+TRIM_CHECK_INTERVAL_S = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +67,7 @@ class MemoryBudget:
         self._waits = 0
         self._trims = 0
         self._freed = 0
+        self._last_trim = -TRIM_MIN_INTERVAL_S  # trio's clock starts near 0
         self._lot = trio.lowlevel.ParkingLot()
         self._parked = 0  # tasks in `_lot`: the lot's own count is a Python call away
 
@@ -99,13 +109,24 @@ class MemoryBudget:
         self.used_bytes -= size
         if self._parked:  # nobody waits, nearly always: skip trio's wake-up machinery
             self._lot.unpark_all()
-        if not freed:
-            return
-        self._freed += size
-        if self._freed >= TRIM_AFTER_FREED_BYTES and self.used_bytes <= self.capacity_bytes // 4:
-            self._freed = 0
-            if malloc_trim():
-                self._trims += 1
+        if freed:
+            self._freed += size
+
+    def trim_if_due(self, now: float) -> bool:
+        """Hand freed heap pages back to the OS if `TRIM_AFTER_FREED_BYTES` were released
+        since the last trim, usage is under a quarter of the budget, and the last trim
+        was `TRIM_MIN_INTERVAL_S` before `now` (trio's clock); True if it trimmed."""
+        if (
+            self._freed < TRIM_AFTER_FREED_BYTES
+            or self.used_bytes > self.capacity_bytes // 4
+            or now - self._last_trim < TRIM_MIN_INTERVAL_S
+        ):
+            return False
+        self._freed, self._last_trim = 0, now
+        if not malloc_trim():
+            return False
+        self._trims += 1
+        return True
 
     def statistics(self) -> MemoryBudgetStatistics:
         return MemoryBudgetStatistics(

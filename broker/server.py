@@ -39,6 +39,7 @@ from broker.housekeeping import start_log_tasks
 from broker.kafka.connection import KAFKA
 from broker.logging import configure_logging, get_logger
 from broker.longpoll import AppendNotifier
+from broker.membudget import TRIM_CHECK_INTERVAL_S
 from broker.memory import limit_malloc_arenas
 from broker.metrics import BrokerMetrics, PartitionStats, Readiness, serve_metrics_http
 from broker.scheduler import Scheduler
@@ -177,6 +178,12 @@ async def serve_broker(
             security=security,
         )
         await services.start(ctx.groups.serve)  # group coordinator: loaded, then ticking
+        scheduler.schedule(
+            "memory-trim",
+            lambda: ctx.memory.trim_if_due(trio.current_time()),
+            TRIM_CHECK_INTERVAL_S,
+            TRIM_CHECK_INTERVAL_S,
+        )
         metrics.add_statistics_source(lambda: component_samples(ctx, tasks, cleaner, readiness))
         services.start_soon(
             run_heartbeat, metrics.get("tidelog_event_loop_lateness_seconds").observe

@@ -5,7 +5,12 @@ from __future__ import annotations
 import trio
 import trio.testing
 
-from broker.membudget import SMALL_REQUEST_BYTES, MemoryBudget
+from broker.membudget import (
+    SMALL_REQUEST_BYTES,
+    TRIM_AFTER_FREED_BYTES,
+    TRIM_MIN_INTERVAL_S,
+    MemoryBudget,
+)
 
 MIB = 1024 * 1024
 
@@ -56,3 +61,38 @@ async def test_fetches_wait_while_the_budget_is_full() -> None:
         assert not done.is_set()
         budget.release(1)
     assert done.is_set()
+
+
+def test_releases_never_trim_and_the_task_trims_at_most_every_interval() -> None:
+    """A trim hands back pages the next requests fault in again: it waits for the
+    `memory-trim` task, which trims once enough was freed, usage is low, and the
+    last trim is `TRIM_MIN_INTERVAL_S` old."""
+    budget = MemoryBudget(64 * MIB)
+    for _ in range(4):
+        budget.charge(TRIM_AFTER_FREED_BYTES)
+        budget.release(TRIM_AFTER_FREED_BYTES)
+    assert budget.statistics().trims == 0  # four times the threshold released
+    assert budget.trim_if_due(now=100.0)
+    assert budget.statistics().trims == 1
+    budget.charge(TRIM_AFTER_FREED_BYTES)
+    budget.release(TRIM_AFTER_FREED_BYTES)
+    assert not budget.trim_if_due(now=100.0 + TRIM_MIN_INTERVAL_S / 2)  # too soon
+    assert budget.trim_if_due(now=100.0 + TRIM_MIN_INTERVAL_S)
+    assert not budget.trim_if_due(now=200.0)  # nothing freed since
+    assert budget.statistics().trims == 2
+
+
+def test_no_trim_while_the_budget_is_in_use_or_little_was_freed() -> None:
+    budget = MemoryBudget(64 * MIB)
+    budget.charge(TRIM_AFTER_FREED_BYTES // 2)
+    budget.release(TRIM_AFTER_FREED_BYTES // 2)
+    assert not budget.trim_if_due(now=100.0)  # half the threshold
+    budget.charge(TRIM_AFTER_FREED_BYTES)
+    budget.release(TRIM_AFTER_FREED_BYTES // 2, freed=False)  # a reservation never filled
+    assert not budget.trim_if_due(now=100.0)
+    budget.charge(TRIM_AFTER_FREED_BYTES)  # in use again: 96 MiB of 64
+    budget.release(TRIM_AFTER_FREED_BYTES // 2)
+    assert budget.used_bytes > budget.capacity_bytes // 4
+    assert not budget.trim_if_due(now=100.0)
+    budget.release(budget.used_bytes)
+    assert budget.trim_if_due(now=100.0)
