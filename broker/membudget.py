@@ -25,6 +25,7 @@ fault in again (a trim every 64 MiB cost ~12% of pre-encoded produce throughput)
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import trio
@@ -67,7 +68,7 @@ class MemoryBudget:
         self._waits = 0
         self._trims = 0
         self._freed = 0
-        self._last_trim = -TRIM_MIN_INTERVAL_S  # trio's clock starts near 0
+        self._last_trim = -math.inf  # never: trio's clock starts at an arbitrary value
         self._lot = trio.lowlevel.ParkingLot()
         self._parked = 0  # tasks in `_lot`: the lot's own count is a Python call away
 
