@@ -27,7 +27,14 @@ from pathlib import Path
 PROBE = Path(__file__).with_name("instr_probe.py")
 # (smaller, larger) amounts of work per probe: enough units for the difference to
 # dwarf the run-to-run jitter of start-up (imports, timers), small enough for callgrind.
-AMOUNTS = {"append": (10, 60), "broker": (30, 130), "consume": (20, 120), "clean": (8, 24)}
+AMOUNTS = {
+    "append": (10, 60),
+    "broker": (30, 130),
+    "broker-producer": (30, 130),
+    "consume": (20, 120),
+    "produce": (20, 120),
+    "clean": (8, 24),
+}
 # Without these the counts move by ~4% between runs of the same code: str hashes are
 # salted per process (dict and set probing differ), and OpenBLAS's idle worker threads
 # spin-wait, which callgrind counts.
@@ -41,6 +48,8 @@ UNITS = {
     "append": "Log.append of a 1,000-record batch",
     "broker": "broker: one produce request of 1,000 records, and its share of the fetches",
     "consume": "client: Consumer.poll of one 1,000-record batch",
+    "broker-producer": "broker: one Producer.send_batch of 1,000 records, acks 1",
+    "produce": "client: Producer.send_batch of one 1,000-record batch, acks 1",
     "clean": "cleaning 1 MiB of the compaction benchmark's dirty log",
 }
 
@@ -83,7 +92,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--a", type=Path, required=True, help="the base checkout")
     parser.add_argument("--b", type=Path, required=True, help="the checkout under test")
-    parser.add_argument("--probes", default="append,broker,consume,clean", help="comma-separated")
+    parser.add_argument(
+        "--probes",
+        default="append,broker,consume,clean",
+        help=f"comma-separated, of: {', '.join(AMOUNTS)}",
+    )
     opts = parser.parse_args(argv)
     result: dict[str, object] = {"unit": "instructions per unit of work (callgrind)"}
     for probe in opts.probes.split(","):

@@ -11,7 +11,12 @@ of `n` is the cost of the work alone.
 - `broker`: the broker process (`tidelog serve`, the one under callgrind) answering
   `n` pre-encoded `acks: 1` produce requests of 1,000 x 100 B records, then fetches
   of all of them back, raw.
+- `broker-producer`: the broker process answering `n` such batches sent by
+  `Producer.send_batch` as in `produce` below (no fetches).
 - `consume`: the client process consuming `n` such batches with `Consumer.poll`.
+- `produce`: the client process sending `n` such batches with `Producer.send_batch`
+  (`acks: 1`, no linger, idempotence off: round 1's Producer has none), sender thread
+  included.
 - `clean` / `build`: one cleaning of the compaction benchmark's dirty log of `n` MiB,
   and building that log alone (the A/B subtracts the second from the first).
 """
@@ -143,7 +148,7 @@ def probe_servers(tree: Path, n: int, what: str, out_file: str) -> None:
             "--metrics-listen",
             f"127.0.0.1:{_free_port()}",
         ]
-        if what == "broker":
+        if what in ("broker", "broker-producer"):
             serve = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out_file}", *serve]
         broker = subprocess.Popen(
             serve, cwd=data_dir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
@@ -151,7 +156,14 @@ def probe_servers(tree: Path, n: int, what: str, out_file: str) -> None:
         try:
             _wait_for(port)
             bootstrap = f"127.0.0.1:{port}"
-            _produce(bootstrap, n)
+            if what in ("produce", "broker-producer"):
+                with _client_class()(bootstrap) as client:
+                    client.create_topic("t", 1)
+                if what == "broker-producer":
+                    produce_client(bootstrap, n)
+                    return
+            else:
+                _produce(bootstrap, n)
             if what == "broker":
                 with _client_class()(bootstrap) as client:
                     offset = 0
@@ -160,7 +172,8 @@ def probe_servers(tree: Path, n: int, what: str, out_file: str) -> None:
                         for _, header in iter_headers(answer.records):
                             offset = header.next_offset
             else:
-                code = f"import sys; sys.argv = ['', 'consume-client', '{bootstrap}', '{n}']\n"
+                client = f"{what}-client"
+                code = f"import sys; sys.argv = ['', '{client}', '{bootstrap}', '{n}']\n"
                 code += f"exec(open({__file__!r}).read())"
                 subprocess.run(
                     [
@@ -196,10 +209,29 @@ def consume_client(bootstrap: str, n: int) -> None:
                 got += len(records)
 
 
+def produce_client(bootstrap: str, n: int) -> None:
+    try:
+        from tidelog.producer import Producer
+    except ImportError:  # round 1's layout
+        from protocol.producer import Producer  # type: ignore[no-redef]
+    values = [bytes([i % 251]) * VALUE_BYTES for i in range(RECORDS_PER_BATCH)]
+    try:
+        producer = Producer(bootstrap, acks=1, linger_ms=0, enable_idempotence=False)
+    except TypeError:  # round 1's Producer has no idempotence
+        producer = Producer(bootstrap, acks=1, linger_ms=0)
+    with producer:
+        futures = [producer.send_batch("t", values, partition=0) for _ in range(n)]
+        producer.flush()
+        for future in futures:
+            future.result()
+
+
 def main(argv: list[str]) -> None:
     probe = argv[1]
     if probe == "consume-client":
         consume_client(argv[2], int(argv[3]))
+    elif probe == "produce-client":
+        produce_client(argv[2], int(argv[3]))
     elif probe == "append":
         probe_append(int(argv[3]))
     elif probe in ("build", "clean"):

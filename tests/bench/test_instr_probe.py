@@ -7,6 +7,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+from protocol.batch import iter_headers
+from tests.conftest import BrokerProcess
+from tidelog.client import Client
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -20,3 +24,27 @@ def test_the_append_probe_appends_from_a_scratch_directory(tmp_path: Path) -> No
     )
     assert done.returncode == 0, done.stderr
     assert "log_end_offset=3000" in done.stdout.splitlines()  # 3 batches of 1,000 records
+
+
+def test_the_producer_probe_sends_its_batches_to_a_real_broker(
+    broker_process: BrokerProcess, tmp_path: Path
+) -> None:
+    with Client(broker_process.bootstrap) as client:
+        client.create_topic("t", 1)
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "bench" / "instr_probe.py"),
+            "produce-client",
+            broker_process.bootstrap,
+            "3",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    with Client(broker_process.bootstrap) as client:
+        answer = client.fetch("t", 0, 0, max_bytes=1 << 20)
+    assert sum(header.record_count for _, header in iter_headers(answer.records)) == 3000
