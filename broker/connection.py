@@ -125,11 +125,12 @@ _Outgoing = Frame | _Slot | Close | None
 class _MsgpackPending:
     """A msgpack response finished beside later requests (`acks: -1`)."""
 
-    def __init__(self, pending: PendingResponse) -> None:
+    def __init__(self, pending: PendingResponse, *, fetch: bool) -> None:
         self._pending = pending
+        self._fetch = fetch
 
     async def resolve(self) -> Frame:
-        return _encode(await self._pending.resolve())
+        return _encode(await self._pending.resolve(), fetch=self._fetch)
 
 
 class MsgpackCodec:
@@ -157,22 +158,23 @@ class MsgpackCodec:
             error = InvalidRequest(f"request must be a map, got {msgpack_type_name(message)}")
             return Close("bad_frame", error.message, error.code, self.refuse(error))
         result = await handle_request(ctx, message, arrived, large=large)
+        fetch = message.get("api") == "fetch"
         if isinstance(result, PendingResponse):
-            return _MsgpackPending(result)
-        return None if result is None else _encode(result)
+            return _MsgpackPending(result, fetch=fetch)
+        return None if result is None else _encode(result, fetch=fetch)
 
     def refuse(self, error: TidelogError) -> Frame | None:
-        return _encode(error_response(UNKNOWN_ID, error))
+        return _encode(error_response(UNKNOWN_ID, error), fetch=False)
 
 
 MSGPACK = MsgpackCodec()
 
 
-def _encode(response: Response) -> Frame:
-    """A response's frame, in parts when records are sent from their segment file
-    (never raises: a bug becomes an error reply)."""
+def _encode(response: Response, *, fetch: bool) -> Frame:
+    """A response's frame, in parts when a fetch answer's records are sent from their
+    segment file (never raises: a bug becomes an error reply)."""
     try:
-        spans = spans_of_fetch(response.body) if response.body else []
+        spans = spans_of_fetch(response.body) if fetch and response.body else []
         if spans:
             return encode_frame_parts(response.to_wire(), spans)
         return encode_frame_to_send(response.to_wire())
@@ -235,16 +237,6 @@ def _peer_gone_check(stream: trio.abc.Stream) -> Callable[[], bool]:
         return state in _TCP_PEER_CLOSED_STATES
 
     return gone
-
-
-def _hold(ctx: BrokerContext, state: ConnectionState, size: int) -> None:
-    ctx.memory.charge(size)
-    state.held_bytes += size
-
-
-def _let_go(ctx: BrokerContext, state: ConnectionState, size: int) -> None:
-    ctx.memory.release(size)
-    state.held_bytes -= size
 
 
 def codec_for(first: bytes, max_frame_bytes: int) -> WireCodec:
@@ -431,7 +423,8 @@ async def _read_frames(
                     completed = 0
                     while (size := decoder.next_frame_bytes()) is not None:
                         if not reading.reserved:  # arrived whole in one read: in memory
-                            _hold(ctx, state, size)
+                            ctx.memory.charge(size)
+                            state.held_bytes += size
                             reading.reserved = size
                         large = size > INLINE_DECODE_MAX_BYTES
                         if large:
@@ -474,7 +467,8 @@ async def _handle_frames(
             try:
                 result = await codec.handle(ctx, state, item.obj, item.arrived, large=item.large)
             finally:
-                _let_go(ctx, state, item.reserved)
+                ctx.memory.release(item.reserved)
+                state.held_bytes -= item.reserved
             if isinstance(result, Close):
                 state.close_reason = result.reason
                 await out_send.send(result)
@@ -487,7 +481,8 @@ async def _handle_frames(
             if result is not None:
                 size = _memory_bytes(result)
                 state.queued_bytes += size
-                _hold(ctx, state, size)
+                ctx.memory.charge(size)
+                state.held_bytes += size
             await out_send.send(result)
             while state.queued_bytes > MAX_QUEUED_RESPONSE_BYTES:
                 state.room = trio.Event()
@@ -513,14 +508,16 @@ async def _write_responses(
             if isinstance(item, _Slot):
                 await item.done.wait()
                 body = item.body
+                queued = 0  # a slot's answer was never counted in the budget
             else:
                 body = item
-                if body is not None:
-                    state.queued_bytes -= _memory_bytes(body)
+                queued = 0 if body is None else _memory_bytes(body)
+                state.queued_bytes -= queued
             if body is not None:
                 await _send(stream, ctx, codec, body)
-                if not isinstance(item, _Slot):
-                    _let_go(ctx, state, _memory_bytes(body))
+                if queued:
+                    ctx.memory.release(queued)
+                    state.held_bytes -= queued
                 state.room.set()
             state.last_activity = trio.current_time()
             ctx.inflight_changed(state, -1)

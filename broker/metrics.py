@@ -112,14 +112,23 @@ METRIC_DEFS: tuple[MetricDef, ...] = (
         ("protocol", "direction"),
         scraped=True,
     ),
-    MetricDef("tidelog_records_in", "counter", "Records appended by produce.", ("topic",)),
-    MetricDef("tidelog_bytes_in", "counter", "Batch bytes appended by produce.", ("topic",)),
-    MetricDef("tidelog_bytes_out", "counter", "Batch bytes returned by fetch.", ("topic",)),
+    # Per-topic traffic, counted on every produce and fetch: plain ints (`ScrapedCounter`),
+    # not prometheus_client counters, whose `inc` takes a lock each time.
+    MetricDef(
+        "tidelog_records_in", "counter", "Records appended by produce.", ("topic",), scraped=True
+    ),
+    MetricDef(
+        "tidelog_bytes_in", "counter", "Batch bytes appended by produce.", ("topic",), scraped=True
+    ),
+    MetricDef(
+        "tidelog_bytes_out", "counter", "Batch bytes returned by fetch.", ("topic",), scraped=True
+    ),
     MetricDef(
         "tidelog_records_out",
         "counter",
         "Records in the batches returned by fetch (whole batches, as on disk).",
         ("topic",),
+        scraped=True,
     ),
     MetricDef("tidelog_connections", "gauge", "Open client connections."),
     MetricDef("tidelog_connections_opened", "counter", "Client connections accepted."),
@@ -291,7 +300,10 @@ class BrokerMetrics:
         # Label children are cached: `.labels()` costs a lock and a dict lookup per call.
         self._request_children: dict[tuple[str, str, str], tuple[Any, Any]] = {}
         self._network: ScrapedCounter = self._metrics["tidelog_network_bytes"]
-        self._topic_children: dict[tuple[str, str], Any] = {}
+        self._records_in: ScrapedCounter = self._metrics["tidelog_records_in"]
+        self._bytes_in: ScrapedCounter = self._metrics["tidelog_bytes_in"]
+        self._records_out: ScrapedCounter = self._metrics["tidelog_records_out"]
+        self._bytes_out: ScrapedCounter = self._metrics["tidelog_bytes_out"]
 
     def _build(self, d: MetricDef) -> Any:
         if d.scraped:
@@ -340,32 +352,19 @@ class BrokerMetrics:
     def sent(self, protocol: str, size_bytes: int) -> None:
         self._network.add((protocol, "out"), size_bytes)
 
-    def _topic_child(self, name: str, topic: str) -> Any:
-        child = self._topic_children.get((name, topic))
-        if child is None:
-            child = self.get(name).labels(topic)
-            self._topic_children[(name, topic)] = child
-        return child
-
     def produced(self, topic: str, records: int, size_bytes: int) -> None:
-        self._topic_child("tidelog_records_in", topic).inc(records)
-        self._topic_child("tidelog_bytes_in", topic).inc(size_bytes)
+        self._records_in.add((topic,), records)
+        self._bytes_in.add((topic,), size_bytes)
 
     def fetched(self, topic: str, size_bytes: int, records: int = 0) -> None:
         if size_bytes:
-            self._topic_child("tidelog_bytes_out", topic).inc(size_bytes)
-            self._topic_child("tidelog_records_out", topic).inc(records)
+            self._bytes_out.add((topic,), size_bytes)
+            self._records_out.add((topic,), records)
 
     def forget_topic(self, topic: str) -> None:
         """Drop a deleted topic's labelled series."""
-        for name in (
-            "tidelog_records_in",
-            "tidelog_bytes_in",
-            "tidelog_records_out",
-            "tidelog_bytes_out",
-        ):
-            if self._topic_children.pop((name, topic), None) is not None:
-                self.get(name).remove(topic)
+        for counter in (self._records_in, self._bytes_in, self._records_out, self._bytes_out):
+            counter.counts.pop((topic,), None)
 
     def render(self) -> bytes:
         """The text exposition format of everything in the registry."""

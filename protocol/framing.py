@@ -309,12 +309,11 @@ class FrameDecoder:
         (whether or not the body is); None before. Raises like `next_message`."""
         if self._failed is not None:
             raise self._failed
-        if self.buffered_bytes < LENGTH_SIZE:
+        start = self._start
+        if self._end - start < LENGTH_SIZE:  # buffered_bytes, without a property call
             return None
         try:
-            return frame_length(
-                self._buf[self._start : self._start + LENGTH_SIZE], self.max_frame_bytes
-            )
+            return frame_length(self._buf[start : start + LENGTH_SIZE], self.max_frame_bytes)
         except FrameError as exc:
             self._failed = exc
             raise
@@ -325,7 +324,7 @@ class FrameDecoder:
         length = self.announced_bytes()
         if length is None:
             return None
-        return length if self.buffered_bytes >= LENGTH_SIZE + length else None
+        return length if self._end - self._start >= LENGTH_SIZE + length else None
 
     def next_message(self) -> tuple[bool, Any]:
         """`(True, obj)` for the next complete frame, or `(False, None)` if none is complete."""
