@@ -134,3 +134,23 @@ def test_a_long_poll_answered_by_a_large_append(loaded: BrokerProcess) -> None:
         fetched = part["records"]
         assert len(fetched) == len(records) and fetched[12:] == records[12:]  # offset assigned
         assert [h.base_offset for _, h in iter_headers(fetched)] == [end]
+
+
+def test_a_long_poll_answered_from_the_segment_file(loaded: BrokerProcess) -> None:
+    """An append too large to copy wakes the long poll: the answer the handler then
+    reads is sent from the segment file (the connection looks for spans in fetch
+    answers only), with the bytes that were appended."""
+    with WireClient(loaded.address) as reader, WireClient(loaded.address) as writer:
+        end = writer.partition_call("list_offsets", TOPIC, spec="latest")["offset"]
+        reader.send(
+            "fetch", fetch_body(TOPIC, end, max_wait_ms=20_000, min_bytes=1, max_bytes=1 << 20)
+        )
+        values = [os.urandom(100) for _ in range(2600)]  # ~300 KB: over 256 KiB, under a segment
+        records = encode_batch([(None, v, (), 1_000) for v in values])
+        assert len(records) > 256 * 1024
+        assert writer.produce(TOPIC, records)["error"] is None
+        answer = reader.recv()
+        assert answer is not None and answer["error"] is None
+        fetched = answer["body"]["topics"][0]["partitions"][0]["records"]
+        assert len(fetched) == len(records) and fetched[12:] == records[12:]
+        assert [h.base_offset for _, h in iter_headers(fetched)] == [end]
