@@ -41,7 +41,7 @@ from enum import IntEnum
 from functools import lru_cache
 from itertools import chain, repeat
 from operator import add, itemgetter
-from typing import Annotated, Any, NamedTuple, cast
+from typing import Any, NamedTuple, cast
 
 import crc32c
 import msgpack
@@ -185,17 +185,6 @@ _TIMESTAMP_DELTA = itemgetter(1)
 RecordHeaders = tuple[tuple[str, bytes | None], ...]
 RecordTuple = tuple[int, int, bytes | None, bytes | None, RecordHeaders]
 _PAYLOAD_DECODER = msgspec.msgpack.Decoder(tuple[RecordTuple, ...])
-# The same records with no timestamp delta below zero, checked by msgspec in C while
-# decoding: the base timestamp is then the batch's smallest, so the timestamp bounds
-# cost no pass of their own. Every producer we know writes the first record's time as
-# the base, in order; a batch with a negative delta fails this decode and is decoded
-# again by `_PAYLOAD_DECODER` for the general checks.
-_ORDERED_PAYLOAD_DECODER = msgspec.msgpack.Decoder(
-    tuple[
-        tuple[int, Annotated[int, msgspec.Meta(ge=0)], bytes | None, bytes | None, RecordHeaders],
-        ...,
-    ]
-)
 # A record's headers as callers hand them in: (name, value) pairs, tuples or lists.
 HeaderPairs = Sequence[Sequence[str | bytes | None]]
 # msgspec writes the same bytes as msgpack's packb(use_bin_type=True), four times
@@ -397,9 +386,6 @@ def _decode_records(header: BatchHeader, raw: bytes | memoryview) -> tuple[Recor
 
 # Kafka's RecordBatch.NO_TIMESTAMP: a record without a timestamp passes every bound.
 NO_TIMESTAMP = -1
-# From this many records on, numpy finds both timestamp bounds in one pass faster than
-# two `map` passes (measured: ~equal to the one `max` pass the header check needed).
-NUMPY_MIN_RECORDS = 256
 
 
 def _check_records(
@@ -407,11 +393,14 @@ def _check_records(
     records: tuple[RecordTuple, ...],
     producer: bool,
     timestamp_bounds: tuple[int, int] | None = None,
-    *,
-    ordered: bool = False,
 ) -> None:
     """The header's claims against well-shaped records, with C-level passes only.
-    `ordered`: no timestamp delta is negative (`_ORDERED_PAYLOAD_DECODER` checked it)."""
+
+    Each pass builds a list (`map` into `tuple` grows it step by step, ~1.7x slower),
+    and the timestamp deltas are sorted rather than scanned by `min` and `max`: for the
+    in-order deltas producers write, timsort makes one pass of specialised int
+    compares, ~35% cheaper than one `max`, and yields both bounds.
+    """
     where = f"batch at offset {header.base_offset}"
     if len(records) != header.record_count:
         raise CorruptMessage(
@@ -419,21 +408,16 @@ def _check_records(
         )
     if not records:
         return
-    deltas = tuple(map(_OFFSET_DELTA, records))
+    deltas = list(map(_OFFSET_DELTA, records))
     if producer:
         if deltas != _counting(len(records)) or header.last_offset_delta != len(records) - 1:
             raise CorruptMessage(f"{where}: offset deltas must be 0, 1, 2, ... in order")
     elif deltas[-1] > header.last_offset_delta or min(deltas) < 0 or max(deltas) != deltas[-1]:
         raise CorruptMessage(f"{where}: offset deltas exceed last_offset_delta")
     if header.timestamp_type == TimestampType.CREATE_TIME:
-        if timestamp_bounds is None or ordered:
-            # Ordered: the base is a bound below every record, which is all the
-            # bounds check needs (the per-record walk below names the culprit).
-            smallest, largest = 0, max(map(_TIMESTAMP_DELTA, records))
-        else:
-            smallest, largest = _delta_range(records)
-        smallest += header.base_timestamp
-        largest += header.base_timestamp
+        timestamp_deltas = sorted(map(_TIMESTAMP_DELTA, records))
+        smallest = header.base_timestamp + timestamp_deltas[0]
+        largest = header.base_timestamp + timestamp_deltas[-1]
         if largest != header.max_timestamp:
             raise CorruptMessage(
                 f"{where}: max_timestamp {header.max_timestamp} differs from the largest "
@@ -444,23 +428,6 @@ def _check_records(
             undated = smallest == largest == NO_TIMESTAMP  # no record has a timestamp
             if not undated and (smallest < max(low, NO_TIMESTAMP) or largest > high):
                 _check_each_timestamp(header, records, low, high)
-
-
-def _delta_range(records: tuple[RecordTuple, ...]) -> tuple[int, int]:
-    """(smallest, largest) timestamp delta: one numpy pass for a large batch, two C-level
-    `map` passes for a small one (or deltas beyond int64, which the header check refuses)."""
-    if len(records) >= NUMPY_MIN_RECORDS:
-        # Imported here: only the broker's validator gets here, and numpy's import
-        # (~100 ms) would otherwise be paid by every client and CLI start.
-        import numpy as np
-
-        try:
-            deltas = np.fromiter(map(_TIMESTAMP_DELTA, records), np.int64, len(records))
-        except OverflowError:
-            pass
-        else:
-            return int(deltas.min()), int(deltas.max())
-    return min(map(_TIMESTAMP_DELTA, records)), max(map(_TIMESTAMP_DELTA, records))
 
 
 def _check_each_timestamp(
@@ -492,9 +459,9 @@ def _check_each_timestamp(
 
 
 @lru_cache(maxsize=16)
-def _counting(count: int) -> tuple[int, ...]:
-    """0..count-1, kept for the few batch sizes a producer uses."""
-    return tuple(range(count))
+def _counting(count: int) -> list[int]:
+    """0..count-1, kept for the few batch sizes a producer uses (shared: never mutate)."""
+    return list(range(count))
 
 
 def _explain_malformed(
@@ -571,17 +538,8 @@ def validate_batch(
             )
         if header.has_delete_horizon:
             raise InvalidRecord("producers may not set the delete-horizon attribute (bit 6)")
-    raw = _payload(buf, pos, header, max_decompressed)
-    ordered = False
-    if timestamp_bounds is not None and header.timestamp_type == TimestampType.CREATE_TIME:
-        try:
-            records = _ORDERED_PAYLOAD_DECODER.decode(raw)
-            ordered = True
-        except msgspec.MsgspecError:
-            records = _decode_records(header, raw)  # a negative delta, or malformed
-    else:
-        records = _decode_records(header, raw)
-    _check_records(header, records, producer, timestamp_bounds, ordered=ordered)
+    records = _decode_records(header, _payload(buf, pos, header, max_decompressed))
+    _check_records(header, records, producer, timestamp_bounds)
     return header
 
 
