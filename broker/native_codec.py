@@ -12,11 +12,11 @@ from __future__ import annotations
 import time
 from typing import Any
 
-import structlog
 import trio
 
 from broker.context import Answer, BrokerContext, Deferred
 from broker.dispatch import HANDLERS, failure, first_error, handler_for
+from broker.logging import request_fields
 from protocol.envelope import Response, error_response, parse_request, request_id_of
 from protocol.schemas import validate_request
 
@@ -64,7 +64,7 @@ async def handle_request(
         else:
             body = validate_request(request)
         handler = handler_for(request.api)
-        with structlog.contextvars.bound_contextvars(api=request.api, request_id=request_id):
+        with request_fields(api=request.api, request_id=request_id):
             result = await handler(ctx, body)
         if isinstance(result, Deferred):
             return PendingResponse(ctx, request_id, api, arrived, result)

@@ -24,14 +24,13 @@ from __future__ import annotations
 import time
 from typing import Any
 
-import structlog
 import trio
 
 from broker.context import BrokerContext, ConnectionState, Deferred
 from broker.dispatch import failure
 from broker.kafka.call import KafkaAnswer, KafkaCall
 from broker.kafka.registry import KAFKA_HANDLERS
-from broker.logging import get_logger
+from broker.logging import get_logger, request_fields
 from broker.wirecodec import Close, Frame, Outcome
 from protocol.errors import TidelogError
 from protocol.framing import FrameError
@@ -241,9 +240,7 @@ class KafkaCodec:
                 ctx, request.header, UnsupportedRequest(request.header), arrived
             )
         header = request.header
-        with structlog.contextvars.bound_contextvars(
-            api=api.name, request_id=header.correlation_id, protocol="kafka"
-        ):
+        with request_fields(api=api.name, request_id=header.correlation_id, protocol="kafka"):
             try:
                 result = await handler(KafkaCall(ctx, state, request))
             except Exception as exc:

@@ -5,11 +5,16 @@ from __future__ import annotations
 import io
 import json
 import logging
+from pathlib import Path
 
 import pytest
 import structlog
+import trio
 
-from broker.logging import configure_logging, get_logger
+from broker.logging import configure_logging, get_logger, request_fields
+from broker.native_codec import handle_request
+from protocol.batch import encode_batch
+from tests.broker.contexts import NOW_MS, open_context
 
 pytestmark = pytest.mark.usefixtures("restore_logging")
 
@@ -66,3 +71,42 @@ def test_console_renderer_when_asked() -> None:
     text = out.getvalue()
     assert "broker_ready" in text and "port=9092" in text
     assert not text.lstrip().startswith("{")
+
+
+async def test_request_fields_tag_the_lines_of_the_request_and_its_tasks() -> None:
+    out = io.StringIO()
+    configure_logging(fmt="json", stream=out)
+    log = get_logger()
+
+    def in_thread() -> None:
+        log.info("from_thread")
+
+    with structlog.contextvars.bound_contextvars(conn_id=3):
+        with request_fields(api="fetch", request_id=11):
+            log.info("inside", request_id=12)  # the line's own key wins
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(lambda: trio.to_thread.run_sync(in_thread))
+        log.info("after")
+    inside, from_thread, after = _lines(out)
+    assert (inside["api"], inside["request_id"], inside["conn_id"]) == ("fetch", 12, 3)
+    assert (from_thread["api"], from_thread["request_id"]) == ("fetch", 11)
+    assert "api" not in after and "request_id" not in after and after["conn_id"] == 3
+
+
+async def test_a_handlers_log_line_names_the_api_and_request_id(
+    tmp_path: Path, nursery: trio.Nursery
+) -> None:
+    """The msgspec codec tags what a handler logs with the request it serves."""
+    out = io.StringIO()
+    configure_logging(fmt="json", stream=out)
+    ctx = open_context(tmp_path / "data", nursery)
+    batch = encode_batch([(None, b"v", (), None)], now_ms=NOW_MS)
+    partitions = [{"partition": 0, "records": batch}]
+    topics = [{"topic": "__consumer_offsets", "partitions": partitions}]
+    body = {"acks": 1, "timeout_ms": 1000, "topics": topics}
+    try:
+        await handle_request(ctx, {"api": "produce", "v": 1, "id": 41, "body": body}, 0.0)
+    finally:
+        ctx.manager.close()
+    (rejected,) = (line for line in _lines(out) if line["event"] == "produce_rejected")
+    assert (rejected["api"], rejected["request_id"]) == ("produce", 41)
