@@ -16,7 +16,13 @@ from protocol.api_types import (
     ProduceRequest,
     ProduceTopicAnswer,
 )
-from protocol.batch import HEADER_SIZE, read_header
+from protocol.batch import (
+    COMPRESSION_MASK,
+    F_ATTRIBUTES,
+    F_RECORD_COUNT,
+    HEADER_SIZE,
+    BatchWalk,
+)
 from protocol.errors import RequestTimedOut, TidelogError, UnknownTopicOrPartition
 from protocol.schemas import check_topic_name
 from storage.log import Log
@@ -61,22 +67,21 @@ def append_inline(records: bytes | bytearray | memoryview) -> bool:
     headers alone (sizes, compression, record counts): nothing is decoded here."""
     if len(records) > INLINE_APPEND_MAX_BYTES:
         return False
-    pos = batches = count = 0
-    while pos + HEADER_SIZE <= len(records):
-        try:
-            header = read_header(records, pos)
-        except TidelogError:
-            return True  # refused at once by the append, before any decoding
-        batches += 1
-        count += header.record_count
-        if header.compression or batches > INLINE_APPEND_MAX_BATCHES:
+    count = 0
+    for batches, (pos, fields) in enumerate(BatchWalk(records), start=1):
+        count += fields[F_RECORD_COUNT]
+        if fields[F_ATTRIBUTES] & COMPRESSION_MASK or batches > INLINE_APPEND_MAX_BATCHES:
             return False
         if count > INLINE_APPEND_MAX_RECORDS:
             return False
-        if _array_length(records, pos + HEADER_SIZE) != header.record_count:
+        if _array_length(records, pos + HEADER_SIZE) != fields[F_RECORD_COUNT]:
             return False  # a lying header: the decoder would build what the array says
-        pos += header.size
+    # Bytes the walk stopped at are refused by the append before anything is decoded.
     return True
+
+
+# msgpack's array16 and array32 tags: the width of the count that follows.
+_ARRAY_COUNT_WIDTHS = {0xDC: 2, 0xDD: 4}
 
 
 def _array_length(buf: bytes | bytearray | memoryview, pos: int) -> int | None:
@@ -86,7 +91,7 @@ def _array_length(buf: bytes | bytearray | memoryview, pos: int) -> int | None:
     tag = buf[pos]
     if 0x90 <= tag <= 0x9F:
         return tag & 0x0F
-    width = {0xDC: 2, 0xDD: 4}.get(tag)
+    width = _ARRAY_COUNT_WIDTHS.get(tag)
     if width is None or pos + 1 + width > len(buf):
         return None
     return int.from_bytes(buf[pos + 1 : pos + 1 + width], "big")
