@@ -31,19 +31,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.peers._common import (
-    PeerClient,
-    ensure_python_packages,
-    json_line,
-    make_values,
-    note,
-    spread,
-)
+from bench.peers._common import PeerClient, ensure_python_packages, json_line, make_values, spread
 from bench.peers.nats_peer import NatsPyClient, NatsServer, RawNatsClient
 from bench.peers.redis_peer import RawRedisClient, RedisPyClient, RedisServer
-from bench.peers.tidelog_peer import TidelogClient, TidelogServer
+from bench.peers.tidelog_peer import TidelogClient
 from bench.peers.workloads import run_consume, run_paced_latency, run_produce
 from bench.run_all import machine
+from harness.process import note
+from harness.tidelog_server import TidelogServer
 
 TIDELOG = "tidelog/tidelog"
 ROOT = Path(__file__).resolve().parent.parent

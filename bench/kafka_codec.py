@@ -113,7 +113,7 @@ def codec_rows() -> list[tuple[str, str, float, float]]:
 def _kafka_python_row(label, key, version, response, wire):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
-        from tests.protocol.kafka.kafka_python import kp_class
+        from harness.kafka_python import kp_class
     cls = kp_class(key, not response)[version]
     message = cls.decode(wire)
     message.with_header(correlation_id=0)

@@ -19,7 +19,7 @@ from pathlib import Path
 import confluent_kafka
 
 import tidelog
-from bench.peers.tidelog_peer import TidelogServer
+from harness.tidelog_server import TidelogServer
 
 VALUE = b"x" * 100
 # Records a consume call takes at most, and seconds it waits for them.

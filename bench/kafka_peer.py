@@ -31,8 +31,9 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from bench.peers._common import json_line, latency_summary_ms, note, spread
+from bench.peers._common import json_line, latency_summary_ms, spread
 from bench.peers.workloads import process_cpu_s
+from harness.process import note
 from interop import java_tools
 from interop.kafka_dist import kafka_version
 from interop.targets import TARGETS, Target, open_target

@@ -35,9 +35,10 @@ from pathlib import Path
 from typing import Any
 
 from bench import kafka_peer
-from bench.peers._common import json_line, note
-from bench.peers.tidelog_peer import tidelog_version
+from bench.peers._common import json_line
 from bench.spy import PySpy, top_frames
+from harness.process import note
+from harness.tidelog_server import tidelog_version
 from interop.targets import Target, open_target
 
 TARGETS = ("kafka", "tidelog")

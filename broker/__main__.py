@@ -1,5 +1,5 @@
 """`python -m broker` runs the same CLI as the `tidelog` console script."""
 
-from broker.cli import main
+from broker.cli.main import main
 
 raise SystemExit(main())

@@ -1,4 +1,4 @@
-"""The `serve` command's flags, declared once: `tidelog serve` (broker/cli.py) and
+"""The `serve` command's flags, declared once: `tidelog serve` (broker/cli/main.py) and
 `python -m broker.server` both add them here. Importing this loads no daemon code."""
 
 from __future__ import annotations

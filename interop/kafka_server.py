@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
 
-from bench.peers._common import ServerProcess, free_port
+from harness.process import ServerProcess, free_port
 from interop.jvm import BROKER_HEAP_MB, BROKER_LOG4J, TOOLS_HEAP_MB, TOOLS_LOG4J, java_argv
 
 KAFKA_MAIN = "kafka.Kafka"

@@ -13,7 +13,7 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.peers.tidelog_peer import TidelogServer
+from harness.tidelog_server import TidelogServer
 from interop.kafka_server import KafkaServer
 
 

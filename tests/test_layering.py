@@ -32,8 +32,28 @@ ALLOWED: dict[str, set[str]] = {
     "broker": {"protocol", "storage", "retention", "compaction", "tidelog"},
     "spark_connector": {"protocol", "tidelog"},
     "pyspark_tidelog": {"spark_connector", "protocol"},
+    # The harness (child servers, ports, a third-party codec) serves bench/, interop/ and
+    # tests/ alike, so neither of the first two needs the other's internals.
+    "harness": set(),
+    "interop": {"harness", "protocol"},
+    "bench": {
+        "harness",
+        "interop",
+        "protocol",
+        "storage",
+        "retention",
+        "compaction",
+        "broker",
+        "tidelog",
+        "spark_connector",
+    },
 }
 PROJECT_PACKAGES = set(ALLOWED)
+# What ships in the wheel: the size limits below apply to it, not to the harnesses.
+PRODUCT_PACKAGES = PROJECT_PACKAGES - {"harness", "interop", "bench"}
+
+# Inside broker/, only the CLI acts as a client: the daemon never imports tidelog.
+CLIENT_USERS_IN_BROKER = "broker.cli"
 
 # package -> third-party top-level modules it must never import
 FORBIDDEN_THIRD_PARTY: dict[str, set[str]] = {
@@ -272,6 +292,37 @@ def test_no_import_cycles_between_modules() -> None:
     assert KNOWN_CYCLES - cycles == set(), f"gone: remove from KNOWN_CYCLES; now:\n{shown}"
 
 
+def test_allowed_package_graph_is_acyclic() -> None:
+    """With every import inside ALLOWED (the test above), no package cycle can exist."""
+    graph = {package: set(targets) for package, targets in ALLOWED.items()}
+    assert import_cycles(graph) == set()
+
+
+def clients_outside_the_cli(root: Path) -> list[str]:
+    """broker modules other than the CLI's that import the client package."""
+    return [
+        f"{module} imports tidelog"
+        for module, path in package_sources(root, {"broker"})
+        if not (module == CLIENT_USERS_IN_BROKER or module.startswith(f"{CLIENT_USERS_IN_BROKER}."))
+        and "tidelog" in top_levels(imports_of(parse(path), module, path.name == "__init__.py"))
+    ]
+
+
+def test_only_the_cli_imports_the_clients() -> None:
+    assert clients_outside_the_cli(ROOT) == []
+
+
+def test_client_checker_catches_the_daemon_importing_a_client(tmp_path: Path) -> None:
+    write(
+        tmp_path,
+        {
+            "broker/cli/topics.py": "from tidelog.client import Client\n",
+            "broker/server.py": "def f():\n    import tidelog.producer\n",
+        },
+    )
+    assert clients_outside_the_cli(tmp_path) == ["broker.server imports tidelog"]
+
+
 def test_codec_and_clients_have_no_cycle() -> None:
     """protocol and tidelog are this layer's own: no allowlist applies to them."""
     cycles = import_cycles(module_graph(ROOT, {"protocol", "tidelog"}))
@@ -332,7 +383,7 @@ def test_handlers_import_no_framing_module() -> None:
 
 
 def test_no_function_longer_than_the_limit() -> None:
-    measured = long_functions(ROOT, PROJECT_PACKAGES)
+    measured = long_functions(ROOT, PRODUCT_PACKAGES)
     shown = "\n".join(
         f"{lines:4d} lines  {name}" for name, lines in sorted(measured.items(), key=lambda i: -i[1])
     )
@@ -372,6 +423,8 @@ def write(root: Path, files: dict[str, str]) -> Path:
         ("retention", "from tidelog.client import Client", "tidelog"),
         ("spark_connector", "import broker.cli", "broker"),
         ("retention", "from compaction import cleaner", "compaction"),
+        ("interop", "from bench.peers import TidelogServer", "bench"),
+        ("harness", "import interop.targets", "interop"),
     ],
 )
 def test_checker_catches_a_forbidden_import(
@@ -389,7 +442,7 @@ def test_checker_allows_the_clients_where_they_belong(tmp_path: Path) -> None:
         {
             "tidelog/client.py": "from protocol.framing import encode_frame\n",
             "spark_connector/reading.py": "from tidelog.client import Client\n",
-            "broker/cli_produce.py": "from tidelog import Producer\n",
+            "broker/cli/produce.py": "from tidelog import Producer\n",
         },
     )
     assert layering_violations(tmp_path) == []

@@ -7,10 +7,12 @@ are their sans-I/O codecs). Every client implements `PeerClient`, so one set of
 workloads (`workloads`) runs on all of them.
 """
 
-from bench.peers._common import PeerClient, ServerProcess, Spread, spread
+from bench.peers._common import PeerClient, Spread, spread
 from bench.peers.nats_peer import NatsPyClient, NatsServer, RawNatsClient
 from bench.peers.redis_peer import RawRedisClient, RedisPyClient, RedisServer
-from bench.peers.tidelog_peer import TidelogClient, TidelogServer
+from bench.peers.tidelog_peer import TidelogClient
+from harness.process import ServerProcess
+from harness.tidelog_server import TidelogServer
 
 __all__ = [
     "NatsPyClient",

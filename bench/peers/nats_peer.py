@@ -27,7 +27,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.peers._common import ServerProcess, free_port, note
 from bench.peers.nats_proto import (
     Msg,
     NatsParser,
@@ -41,6 +40,7 @@ from bench.peers.nats_proto import (
     pub_prefix,
     sub_op,
 )
+from harness.process import ServerProcess, free_port, note
 
 # Publishes in flight before the raw client waits for acknowledgements (nats-py's
 # default `publish_async_max_pending` is 4000; the same window keeps it fair).

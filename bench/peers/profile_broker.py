@@ -21,9 +21,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from bench.peers._common import ServerProcess, free_port, make_values, note
+from bench.peers._common import make_values
 from bench.peers.tidelog_peer import TidelogClient
 from bench.peers.workloads import run_consume, run_produce
+from harness.process import ServerProcess, free_port, note
 
 TOP_FUNCTIONS = 15
 # The profile is a diagnosis, not a figure: no cap needed beyond a generous one.

@@ -21,7 +21,6 @@ import subprocess
 import time
 from pathlib import Path
 
-from bench.peers._common import ServerProcess, free_port, note
 from bench.peers.resp import (
     LineCounter,
     ReplyDecoder,
@@ -32,6 +31,7 @@ from bench.peers.resp import (
     encode_xadd_pipeline,
     xadd_prefix,
 )
+from harness.process import ServerProcess, free_port, note
 
 # Commands per pipeline round: large enough to amortize a round trip, small enough
 # that a pipeline's replies (~20 bytes each) fit comfortably in socket buffers.

@@ -7,11 +7,8 @@
 
 from __future__ import annotations
 
-import sys
 import time
 from pathlib import Path
-
-from bench.peers._common import ServerProcess, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 # Records per `send_batch` (one batch, one CRC, one msgpack call).
@@ -24,36 +21,6 @@ PARTITION_FETCH_BYTES = 8 << 20
 FETCH_MAX_BYTES = 64 << 20
 # Produce requests pipelined per connection (the Producer's own default is 5).
 IN_FLIGHT_REQUESTS = 5
-
-
-def tidelog_version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("tidelog")
-    except PackageNotFoundError:
-        return "unknown"
-
-
-class TidelogServer:
-    """`python -m broker serve` with its own data directory and free loopback ports."""
-
-    def __init__(self, data_dir: Path) -> None:
-        self.version = tidelog_version()
-        data_dir.mkdir(parents=True, exist_ok=True)
-        port = free_port()
-        argv = [
-            sys.executable, "-m", "broker", "serve",
-            "--data-dir", str(data_dir / "data"),
-            "--listen", f"127.0.0.1:{port}",
-            "--metrics-listen", "127.0.0.1:0",
-            "--log-format", "json", "--log-level", "warning",
-        ]  # fmt: skip
-        self.process = ServerProcess("tidelog", argv, port, data_dir / "tidelog.log")
-        self.port = port
-
-    def stop(self) -> None:
-        self.process.stop()
 
 
 class TidelogClient:

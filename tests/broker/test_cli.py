@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from broker.cli import build_parser, main
-from broker.cli_common import CliError, format_time_ms, parse_key_value, parse_time_ms
-from broker.cli_consume import start_offset
+from broker.cli.common import CliError, format_time_ms, parse_key_value, parse_time_ms
+from broker.cli.consume import start_offset
+from broker.cli.main import build_parser, main
 from protocol.batch import encode_batch, set_base_offset
 from protocol.calls import OffsetAndTimestamp
 from protocol.compression import Compression

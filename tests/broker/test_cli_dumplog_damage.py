@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from broker.cli import main
+from broker.cli.main import main
 
 TIME_ENTRY = struct.Struct(">qi")
 

@@ -21,11 +21,11 @@ from broker.kafka.groups import kafka_client_host
 from broker.kafka.registry import KAFKA_HANDLERS
 from broker.longpoll import AppendNotifier
 from broker.metrics import BrokerMetrics
+from harness.kafka_python import kp_class
 from protocol.kafka.codec import decode_request, encode_response
 from protocol.kafka.errors import ERRORS_BY_NAME
 from protocol.schemas import validate_request_body
 from storage.manager import LogManager
-from tests.protocol.kafka.kafka_python import kp_class
 
 CODE = {name: error.code for name, error in ERRORS_BY_NAME.items()}
 JOIN, SYNC, HEARTBEAT, LEAVE = 11, 14, 12, 13

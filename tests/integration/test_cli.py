@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from broker.cli import main
+from broker.cli.main import main
 from protocol.batch import encode_batch
 from tests.conftest import ROOT, BrokerProcess, start_broker
 from tidelog.client import Client

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from broker.cli_groups import parse_duration_ms
+from broker.cli.groups import parse_duration_ms
 from protocol.batch import encode_batch, iter_records
 from tests.conftest import BrokerProcess, start_broker
 from tests.integration.promserver import scrape, scrape_text

@@ -19,10 +19,10 @@ import trio
 from broker.context import BrokerContext, ConnectionState
 from broker.kafka.call import KafkaCall
 from broker.kafka.registry import KAFKA_HANDLERS
+from harness import kafka_python
+from harness.kafka_python import kafka  # loads kafka-python without its warning
 from protocol.kafka.codec import decode_request, encode_response
 from tests.broker.contexts import open_context
-from tests.protocol.kafka import kafka_python
-from tests.protocol.kafka.kafka_python import kafka  # loads kafka-python without its warning
 
 admin = kafka.protocol.admin
 

@@ -9,11 +9,11 @@ import pytest
 from broker.context import BrokerContext, ConnectionState
 from broker.kafka.call import KafkaCall
 from broker.kafka.registry import KAFKA_HANDLERS
+from harness.kafka_python import kp_class
 from protocol.kafka.codec import decode_request, encode_response
 from protocol.kafka.errors import ERRORS_BY_NAME
 from protocol.kafka.messages import INIT_PRODUCER_ID
 from tests.broker.test_handlers_direct import ctx
-from tests.protocol.kafka.kafka_python import kp_class
 
 __all__ = ["ctx"]  # the fixture, shared with test_handlers_direct
 

@@ -1,4 +1,4 @@
-"""`tidelog users` and `tidelog acls` on a data directory (broker/cli_users.py, cli_acls.py)."""
+"""`tidelog users` and `tidelog acls` on a data directory (broker/cli/users.py, cli_acls.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from broker.cli import main
+from broker.cli.main import main
 from broker.security.acl import Operation, ResourceType
 from broker.security.acl_store import AclStore
 from broker.security.credentials import CredentialStore

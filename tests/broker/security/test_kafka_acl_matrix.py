@@ -22,12 +22,12 @@ import pytest
 import trio
 
 from broker.kafka.registry import KAFKA_HANDLERS
+from harness.kafka_python import kp_class
 from protocol.kafka.errors import ERRORS_BY_NAME
 from protocol.kafka.messages import API_VERSIONS
 from protocol.offsets_schema import commit_offsets
 from tests.broker.security.conftest import add_user
 from tests.broker.security.test_sasl_acl_inprocess import _records, grant, user
-from tests.protocol.kafka.kafka_python import kp_class
 from tidelog.aio import open_client
 
 with warnings.catch_warnings():

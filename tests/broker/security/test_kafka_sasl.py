@@ -15,12 +15,12 @@ from broker.kafka.call import KafkaCall
 from broker.kafka.registry import KAFKA_HANDLERS
 from broker.security.listeners import SecurityProtocol
 from broker.security.session import Session, set_session
+from harness.kafka_python import kp_class
 from protocol.errors import SaslAuthenticationFailed
 from protocol.kafka import KafkaFrameDecoder, decode_request, encode_response
 from protocol.kafka.codec import APIS_BY_KEY
 from protocol.kafka.messages import SASL_AUTHENTICATE, SASL_HANDSHAKE
 from tests.broker.security.conftest import add_user
-from tests.protocol.kafka.kafka_python import kp_class
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)

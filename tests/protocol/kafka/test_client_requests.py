@@ -13,6 +13,7 @@ from aiokafka.protocol.metadata import MetadataRequest, MetadataRequest_v5
 from aiokafka.protocol.produce import ProduceRequest, ProduceRequest_v7
 from aiokafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
+from harness.kafka_python import kp_class
 from protocol import batch as tidelog
 from protocol.compression import Compression
 from protocol.kafka import (
@@ -22,7 +23,6 @@ from protocol.kafka import (
     tidelog_to_kafka_all,
 )
 from protocol.kafka.messages import FETCH
-from tests.protocol.kafka.kafka_python import kp_class
 
 
 def _frame(struct, correlation_id: int) -> bytes:

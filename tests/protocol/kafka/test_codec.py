@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import pytest
 
+from harness import kafka_python
+from harness.kafka_python import kp_class
 from protocol.kafka import (
     APIS_BY_KEY,
     KafkaCodecError,
@@ -24,8 +26,6 @@ from protocol.kafka import (
 from protocol.kafka.codec import decode_request_header, request_header_version
 from protocol.kafka.errors import KafkaError
 from protocol.kafka.messages import ALL_APIS, API_VERSIONS, PRODUCE
-from tests.protocol.kafka import kafka_python
-from tests.protocol.kafka.kafka_python import kp_class
 from tests.protocol.kafka.samples import project, sample, values
 
 CASES = [

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from harness.kafka_python import kp_class
 from protocol.framing import encode_frame
 from protocol.kafka import (
     KafkaCodecError,
@@ -14,7 +15,6 @@ from protocol.kafka import (
     sniff_protocol,
 )
 from protocol.kafka.framing import SNIFF_BYTES
-from tests.protocol.kafka.kafka_python import kp_class
 
 
 def _kafka_first_request() -> bytes:

@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
+from harness import kafka_python
 from protocol.kafka.gen_messages import snake
 from protocol.kafka.messages import ALL_APIS
 from protocol.kafka.schema import Field, version_range
-from tests.protocol.kafka import kafka_python
 
 # kafka_python imports the kafka package with its deprecation warning silenced.
 assert kafka_python.CLASSES

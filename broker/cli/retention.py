@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from broker.cli_common import (
+from broker.cli.common import (
     EXIT_ERROR,
     EXIT_OK,
     Subcommands,

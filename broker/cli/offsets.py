@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from broker.cli_common import (
+from broker.cli.common import (
     EXIT_OK,
     CliError,
     HelpFormatter,
@@ -16,7 +16,7 @@ from broker.cli_common import (
     parse_time_ms,
     print_out,
 )
-from broker.cli_topics import print_table, topic_entry
+from broker.cli.topics import print_table, topic_entry
 from tidelog.client import Client
 
 _SPECS = {

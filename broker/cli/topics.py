@@ -7,7 +7,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from broker.cli_common import (
+from broker.cli.common import (
     EXIT_OK,
     CliError,
     Subcommands,

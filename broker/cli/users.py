@@ -15,7 +15,7 @@ import json
 import sys
 from pathlib import Path
 
-from broker.cli_common import EXIT_ERROR, EXIT_OK, CliError, Subcommands, format_parent, print_out
+from broker.cli.common import EXIT_ERROR, EXIT_OK, CliError, Subcommands, format_parent, print_out
 from broker.security.credentials import CredentialStore
 from protocol.sasl.scram import DEFAULT_ITERATIONS, ITERATIONS_MAX, ITERATIONS_MIN, SCRAM_MECHANISMS
 

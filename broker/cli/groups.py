@@ -16,7 +16,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from broker.cli_common import (
+from broker.cli.common import (
     EXIT_OK,
     CliError,
     HelpFormatter,
@@ -26,7 +26,7 @@ from broker.cli_common import (
     parse_time_ms,
     print_out,
 )
-from broker.cli_topics import print_table
+from broker.cli.topics import print_table
 from protocol.errors import TidelogError
 from protocol.offsets_schema import OffsetAndMetadata, commit_offsets, fetch_offsets
 from tidelog.assignors import MalformedConsumerProtocol, decode_assignment

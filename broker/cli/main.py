@@ -5,7 +5,7 @@
     seq 10 | tidelog produce events
     tidelog consume events --offset start -n 10
 
-Each subcommand lives in its own `broker/cli_*.py` module with a `register`
+Each subcommand lives in its own `broker/cli/*.py` module with a `register`
 function; this module builds the parser and turns every user error into one
 line on stderr (`error: CODE: message (hint)`, exit 1) instead of a traceback.
 Usage errors exit 2 (argparse). Only `serve` imports the daemon, so the client
@@ -21,18 +21,8 @@ import sys
 from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
 
-from broker import (
-    cli_acls,
-    cli_consume,
-    cli_dumplog,
-    cli_groups,
-    cli_offsets,
-    cli_produce,
-    cli_retention,
-    cli_topics,
-    cli_users,
-)
-from broker.cli_common import EXIT_ERROR, CliError, HelpFormatter, OutputClosed, Subcommands
+from broker.cli import acls, consume, dumplog, groups, offsets, produce, retention, topics, users
+from broker.cli.common import EXIT_ERROR, CliError, HelpFormatter, OutputClosed, Subcommands
 from broker.serve_flags import SERVE_DESCRIPTION, SERVE_EPILOG, add_serve_arguments
 from protocol.errors import TidelogError
 
@@ -71,15 +61,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"tidelog {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     _register_serve(sub)
-    cli_topics.register(sub)
-    cli_produce.register(sub)
-    cli_consume.register(sub)
-    cli_offsets.register(sub)
-    cli_groups.register(sub)
-    cli_dumplog.register(sub)
-    cli_retention.register(sub)
-    cli_users.register(sub)
-    cli_acls.register(sub)
+    topics.register(sub)
+    produce.register(sub)
+    consume.register(sub)
+    offsets.register(sub)
+    groups.register(sub)
+    dumplog.register(sub)
+    retention.register(sub)
+    users.register(sub)
+    acls.register(sub)
     return parser
 
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 import argparse
 import json
 
-from broker.cli_common import EXIT_OK, CliError, Subcommands, format_parent, print_out
-from broker.cli_users import data_dir_parent
+from broker.cli.common import EXIT_OK, CliError, Subcommands, format_parent, print_out
+from broker.cli.users import data_dir_parent
 from broker.security.acl import (
     CLUSTER_NAME,
     WILDCARD,

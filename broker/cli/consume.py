@@ -22,7 +22,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
-from broker.cli_common import (
+from broker.cli.common import (
     EXIT_OK,
     CliError,
     HelpFormatter,
@@ -33,7 +33,7 @@ from broker.cli_common import (
     parse_time_ms,
     write_out,
 )
-from broker.cli_topics import topic_entry
+from broker.cli.topics import topic_entry
 from protocol.calls import OffsetAndTimestamp
 from tidelog.consumer import Consumer, ConsumerRecord, TopicPartition
 

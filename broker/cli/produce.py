@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import BinaryIO
 
-from broker.cli_common import (
+from broker.cli.common import (
     EXIT_OK,
     CliError,
     HelpFormatter,

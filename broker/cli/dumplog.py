@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from broker.cli_common import (
+from broker.cli.common import (
     EXIT_OK,
     CliError,
     Subcommands,

@@ -1,0 +1,1 @@
+"""Test and benchmark harness shared by `bench/` and `interop/`: child servers, ports."""
