@@ -1,4 +1,4 @@
-"""What a Kafka API adapter receives and returns (one shape for every family module)."""
+"""What a Kafka API adapter receives and returns, and how a family module registers one."""
 
 from __future__ import annotations
 
@@ -6,7 +6,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from broker.authz.access import permits
 from broker.context import BrokerContext, ConnectionState, Deferred
+from broker.security.requires import UNDECLARED, Requires, Right
 from protocol.kafka.codec import KafkaRequest
 
 # A Kafka response body (the API's response fields, snake_case, as protocol.kafka
@@ -22,6 +24,8 @@ class KafkaCall:
     ctx: BrokerContext
     conn: ConnectionState
     request: KafkaRequest
+    # The row's declaration, set by the registry's gate before the adapter runs.
+    requires: Requires = UNDECLARED
 
     @property
     def version(self) -> int:
@@ -31,5 +35,32 @@ class KafkaCall:
     def body(self) -> dict[str, Any]:
         return self.request.body
 
+    def permits(self, right: Right, name: str) -> bool:
+        """The authorizer's answer for one of the row's declared rights on `name` (True
+        without an authorizer); a denial is audited and counted. A right the row does
+        not declare is a programming error: an adapter checks only what it declares."""
+        if right not in self.requires.rights:
+            raise RuntimeError(f"{self.request.api.name}: {right} is not declared by its row")
+        return permits(self.ctx, self.request.api.name, right, name)
+
 
 KafkaHandler = Callable[[KafkaCall], Awaitable[KafkaAnswer | Deferred[KafkaAnswer] | None]]
+
+
+@dataclass(frozen=True, slots=True)
+class KafkaApi:
+    """One row of a family module's `HANDLERS`: the adapter and what it needs.
+
+    `requires` names the rights the adapter checks itself (`KafkaCall.permits`, where
+    it answers the denial in the API's own shape) and whether the API is served before
+    a SASL login; `via` names the native APIs whose declared rows decide the rest (the
+    adapter calls them through `dispatch.handler_for`, which gates each call). A row
+    with neither is refused to all but super users (CLUSTER_AUTHORIZATION_FAILED)."""
+
+    handler: KafkaHandler
+    requires: Requires | None = None
+    via: tuple[str, ...] = ()
+
+    @property
+    def declared(self) -> bool:
+        return self.requires is not None or bool(self.via)
