@@ -306,15 +306,15 @@ def _cluster_operations(call: KafkaCall) -> int:
 async def describe_cluster(call: KafkaCall) -> KafkaAnswer:
     """DescribeCluster v0-2: this broker is the cluster and its controller (the same
     broker and cluster id Metadata names)."""
+    return _cluster_answer(call, *_endpoint_error(call.body["endpoint_type"]))
+
+
+def _cluster_answer(call: KafkaCall, error: KafkaError, message: str | None) -> KafkaAnswer:
+    """DescribeCluster's answer with `error` (also the gate's refusal, for a principal
+    without Describe on the cluster: no brokers)."""
     me = call.ctx.config.node_id
     host, port = advertised_address(call)
     wanted = call.body["include_cluster_authorized_operations"]
-    error, message = _endpoint_error(call.body["endpoint_type"])
-    if error is KafkaError.NONE and not call.permits(_DESCRIBE_CLUSTER, CLUSTER_NAME):
-        error, message = (
-            KafkaError.CLUSTER_AUTHORIZATION_FAILED,
-            "not authorized to Describe the cluster",
-        )
     brokers = [{"broker_id": me, "host": host, "port": port, "rack": None, "is_fenced": False}]
     return {
         "throttle_time_ms": 0,
@@ -330,7 +330,8 @@ async def describe_cluster(call: KafkaCall) -> KafkaAnswer:
     }
 
 
-# The rights the adapters above check themselves (the rest: the native rows named).
+# The rights the rows below declare besides their native rows': CreateTopics' and
+# DeleteTopics' per topic (checked above), DescribeCluster's (by the gate).
 _CREATE = Right(Operation.CREATE, ResourceType.TOPIC, or_cluster=True)
 _DESCRIBE_TOPIC = Right(Operation.DESCRIBE, ResourceType.TOPIC)  # an unknown name's answer
 _DESCRIBE_CLUSTER = Right(Operation.DESCRIBE, ResourceType.CLUSTER)
@@ -340,6 +341,8 @@ HANDLERS: dict[int, KafkaApi] = {
         delete_topics, Requires(each=_DESCRIBE_TOPIC), via=("delete_topic",)
     ),
     DELETE_RECORDS.key: KafkaApi(delete_records, via=("delete_records",)),
-    DESCRIBE_CLUSTER.key: KafkaApi(describe_cluster, Requires(whole=_DESCRIBE_CLUSTER)),
+    DESCRIBE_CLUSTER.key: KafkaApi(
+        describe_cluster, Requires(whole=_DESCRIBE_CLUSTER), _cluster_answer
+    ),
     **CONFIG_HANDLERS,
 }

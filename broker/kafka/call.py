@@ -10,6 +10,7 @@ from broker.authz.access import permits
 from broker.context import BrokerContext, ConnectionState, Deferred
 from broker.security.requires import UNDECLARED, Requires, Right
 from protocol.kafka.codec import KafkaRequest
+from protocol.kafka.errors import KafkaError
 
 # A Kafka response body (the API's response fields, snake_case, as protocol.kafka
 # encodes them); None sends nothing (Produce with acks=0); a Deferred finishes
@@ -45,20 +46,25 @@ class KafkaCall:
 
 
 KafkaHandler = Callable[[KafkaCall], Awaitable[KafkaAnswer | Deferred[KafkaAnswer] | None]]
+# How an API answers a request its `whole` right refuses (the error and its message).
+Refusal = Callable[[KafkaCall, KafkaError, str], KafkaAnswer]
 
 
 @dataclass(frozen=True, slots=True)
 class KafkaApi:
     """One row of a family module's `HANDLERS`: the adapter and what it needs.
 
-    `requires` names the rights the adapter checks itself (`KafkaCall.permits`, where
-    it answers the denial in the API's own shape) and whether the API is served before
-    a SASL login; `via` names the native APIs whose declared rows decide the rest (the
+    `requires` names the rights of the API itself and whether it is served before a
+    SASL login: its `whole` right is checked by the registry's gate before the adapter
+    runs (refused with `refused`'s answer, else the top-level error code), its `each`
+    right by the adapter on each entry (`KafkaCall.permits`), answered beside the
+    others. `via` names the native APIs whose declared rows decide the rest (the
     adapter calls them through `dispatch.handler_for`, which gates each call). A row
     with neither is refused to all but super users (CLUSTER_AUTHORIZATION_FAILED)."""
 
     handler: KafkaHandler
     requires: Requires | None = None
+    refused: Refusal | None = None
     via: tuple[str, ...] = ()
 
     @property

@@ -7,11 +7,14 @@ row whose `via` names no native API.
 Each row runs behind the gate (`gated`), which reads the row's declaration
 (`KafkaApi.requires`, `KafkaApi.via`; broker/security/requires.py) before the
 adapter runs: on a SASL listener, an API that is not `before_login` is refused
-until the login (SASL_AUTHENTICATION_FAILED, audited, the connection closes),
-whether or not the adapter would reach a native handler; a row that declares
-nothing is refused to all but super users (CLUSTER_AUTHORIZATION_FAILED). The
-adapter then gets the declaration on its `KafkaCall`, and may check only the
-rights it declares (`KafkaCall.permits`).
+until the login (SASL_AUTHENTICATION_FAILED where the response has a top-level
+error code, else the connection closes unanswered, as Kafka closes it; audited
+either way), whether or not the adapter would reach a native handler; then the
+row's `whole` right (FindCoordinator's group, OffsetDelete's, DescribeCluster's
+cluster), answered in the row's `refused` shape or with the top-level code; a
+row that declares nothing is refused to all but super users
+(CLUSTER_AUTHORIZATION_FAILED). The adapter then gets the declaration on its
+`KafkaCall`, and may check only the rights it declares (`KafkaCall.permits`).
 """
 
 from __future__ import annotations
@@ -21,11 +24,13 @@ from types import ModuleType
 
 from broker import dispatch
 from broker.authz.access import access_for, refuse_unless, require_login
+from broker.authz.gate import whole_name
 from broker.context import Deferred
 from broker.kafka import admin, core, groups, producer_ids, security
 from broker.kafka.call import KafkaAnswer, KafkaApi, KafkaCall, KafkaHandler
-from broker.security.acl import CLUSTER_NAME
 from broker.security.requires import LOGGED_IN, UNDECLARED
+from protocol.errors import TidelogError
+from protocol.kafka.errors import for_tidelog_code
 
 _FAMILIES: tuple[ModuleType, ...] = (core, admin, groups, producer_ids, security)
 
@@ -39,11 +44,14 @@ def gated(api: KafkaApi) -> KafkaHandler:
         ctx, name = call.ctx, call.request.api.name
         if ctx.security is not None and not requires.before_login:
             require_login(ctx, name)
-        if not api.declared:
-            access = access_for(ctx, name)
-            if access is not None:
-                assert UNDECLARED.whole is not None
-                refuse_unless(access, UNDECLARED.whole, CLUSTER_NAME)
+        access = access_for(ctx, name) if requires.whole is not None else None
+        if access is not None and requires.whole is not None:
+            try:
+                refuse_unless(access, requires.whole, whole_name(requires, call.body))
+            except TidelogError as refusal:
+                if api.refused is None:
+                    raise  # the connection answers its top-level error code
+                return api.refused(call, for_tidelog_code(refusal.code), refusal.message)
         return await handler(replace(call, requires=requires))
 
     return run

@@ -15,13 +15,14 @@ import pytest
 import trio
 
 from broker import dispatch
+from broker.authz.gate import NativeApi
 from broker.context import ConnectionState
 from broker.kafka import registry
 from broker.kafka.call import KafkaAnswer, KafkaApi, KafkaCall
 from broker.kafka.registry import KAFKA_APIS, KAFKA_HANDLERS
 from broker.security.acl import ANONYMOUS, Operation, ResourceType
 from broker.security.listeners import SecurityProtocol
-from broker.security.requires import UNDECLARED, Right
+from broker.security.requires import UNDECLARED, Requires, Right, each_topic
 from broker.security.session import Session, set_session
 from protocol.errors import ClusterAuthorizationFailed, SaslAuthenticationFailed
 from protocol.kafka.codec import decode_request
@@ -222,3 +223,19 @@ async def test_a_second_sasl_authenticate_is_illegal_not_a_failed_login(
         logins = handle.context.metrics.get("tidelog_authentications")
         assert logins.labels("PLAIN", "failure")._value.get() == 0
         assert logins.labels("PLAIN", "success")._value.get() == 1
+
+
+def test_declarations_that_could_not_be_enforced_are_refused_at_import() -> None:
+    """An `each` right with no shape to answer its denials, a topic right naming no
+    body field, a right on an API served before the login: each a programming error."""
+
+    async def handler(ctx: Any, body: Any) -> Any:
+        return {}
+
+    with pytest.raises(ValueError, match="shape"):
+        NativeApi(handler, each_topic(Operation.READ))
+    with pytest.raises(ValueError, match="body field"):
+        Requires(whole=Right(Operation.READ, ResourceType.TOPIC))
+    with pytest.raises(ValueError, match="before the login"):
+        Requires(whole=Right(Operation.ALTER, ResourceType.CLUSTER), before_login=True)
+    assert NativeApi(handler).requires is UNDECLARED
