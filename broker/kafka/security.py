@@ -17,9 +17,9 @@
   resource types Tidelog does not have (transactional ids, tokens, users) are
   INVALID_REQUEST for that entry.
 
-The authentication gate and the authorizer sit in `broker.dispatch.handler_for`, so
-every other Kafka adapter that calls a native handler is refused before login on a
-SASL listener and checked against the ACLs after it.
+Every other Kafka API is refused before the login by the registry's gate
+(broker/kafka/registry.py), whatever its adapter does, and checked against the ACLs
+after it by its row's declared rights and those of the native rows it calls.
 """
 
 from __future__ import annotations
