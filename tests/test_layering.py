@@ -511,3 +511,66 @@ def test_length_checker_measures_methods_and_nested_functions(tmp_path: Path) ->
         "storage.a:long": FUNCTION_LINES_MAX + 1,
         "storage.a:C.method": FUNCTION_LINES_MAX + 1,
     }
+
+
+# -- authorization: every API declared, broker.security on one side of the context ----
+# (issue 34 item 5; kept apart from the checks above)
+
+SECURITY_PACKAGE = "broker.security"
+CONTEXT_MODULE = "broker.context"
+
+
+def reachable(graph: dict[str, set[str]], start: str) -> set[str]:
+    """Every module `start` imports, directly or through others."""
+    seen: set[str] = set()
+    todo = list(graph.get(start, ()))
+    while todo:
+        module = todo.pop()
+        if module not in seen:
+            seen.add(module)
+            todo.extend(graph.get(module, ()))
+    return seen
+
+
+def sides_of(graph: dict[str, set[str]], package: str, module: str) -> tuple[set[str], set[str]]:
+    """(the modules of `package` that `module` depends on, those that depend on `module`)."""
+    members = {m for m in graph if m == package or m.startswith(f"{package}.")}
+    below = reachable(graph, module) & members
+    above = {m for m in members if module in reachable(graph, m)}
+    return below, above
+
+
+def test_security_sits_below_the_context_only() -> None:
+    """The context holds the security state (`ctx.security`), so nothing of
+    broker.security may depend on the context: applying it to requests is
+    broker.authz's, above the context."""
+    below, above = sides_of(module_graph(ROOT, PROJECT_PACKAGES), SECURITY_PACKAGE, CONTEXT_MODULE)
+    assert "broker.security.service" in below  # the walk sees the context's side
+    assert above == set(), f"broker.security modules above {CONTEXT_MODULE}: {sorted(above)}"
+
+
+def test_sides_checker(tmp_path: Path) -> None:
+    write(
+        tmp_path,
+        {
+            "broker/context.py": "from broker.security import state\n",
+            "broker/security/__init__.py": "",
+            "broker/security/state.py": "",
+            "broker/security/gate.py": "from broker import helper\n",
+            "broker/helper.py": "def f():\n    from broker.context import Context\n",
+        },
+    )
+    graph = module_graph(tmp_path, {"broker"})
+    below, above = sides_of(graph, "broker.security", "broker.context")
+    assert (below, above) == ({"broker.security.state"}, {"broker.security.gate"})
+
+
+def test_every_registered_api_declares_what_it_needs() -> None:
+    """Both API tables: a row without a declaration is refused at run time
+    (tests/broker/security/test_declarations.py); none may be left undeclared."""
+    from broker import dispatch
+    from broker.kafka import registry
+
+    assert dispatch.undeclared() == []
+    assert registry.undeclared(registry.KAFKA_APIS) == []
+    assert set(registry.KAFKA_HANDLERS) == set(registry.KAFKA_APIS)

@@ -4,7 +4,7 @@ The ACLs of `acls.json` over the wire, as `tidelog acls` edits them offline; Kaf
 CreateAcls/DescribeAcls/DeleteAcls (broker/kafka/security.py) call these. A change
 applies to the next request. With the authorizer off they answer SECURITY_DISABLED,
 as Kafka does; who may call them is the authorizer's business (Alter on the cluster
-to change, Describe to list: broker/security/policy.py).
+to change, Describe to list: their rows in broker/dispatch.py).
 """
 
 from __future__ import annotations

@@ -13,7 +13,9 @@ is answered after `connection.failed.authentication.delay.ms` with
 SASL_AUTHENTICATION_FAILED (or ILLEGAL_SASL_STATE), counted, audited, and the
 connection closes. A mechanism the listener does not enable is
 UNSUPPORTED_SASL_MECHANISM naming the enabled ones; the connection stays open so
-the client can try another.
+the client can try another. Another login on a connection already logged in is
+ILLEGAL_SASL_STATE (as Kafka answers a SaslAuthenticate after a successful one),
+neither counted nor audited as a failed login, and the connection stays open.
 """
 
 from __future__ import annotations
@@ -44,6 +46,8 @@ async def authenticate(ctx: BrokerContext, body: AuthenticateRequest) -> Authent
     if mechanism not in security.mechanisms:
         enabled = ", ".join(sorted(security.mechanisms))
         raise UnsupportedSaslMechanism(f"mechanism {mechanism!r} is not enabled ({enabled})")
+    if session.authenticated:  # refused as Kafka does, not a failed login (nothing tried)
+        raise IllegalSaslState("authenticate: this connection is already authenticated")
     try:
         return await _step(ctx, security, session, mechanism, bytes(body["auth_bytes"]))
     except (SaslAuthenticationFailed, IllegalSaslState) as exc:
@@ -54,8 +58,6 @@ async def authenticate(ctx: BrokerContext, body: AuthenticateRequest) -> Authent
 async def _step(
     ctx: BrokerContext, security: BrokerSecurity, session: Session, mechanism: str, data: bytes
 ) -> AuthenticateAnswer:
-    if session.authenticated:
-        raise IllegalSaslState("authenticate: this connection is already authenticated")
     if session.exchange is not None and session.mechanism != mechanism:
         raise IllegalSaslState(f"authenticate: {mechanism} step during a {session.mechanism} one")
     if mechanism == "PLAIN":

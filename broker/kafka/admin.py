@@ -16,13 +16,14 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from broker.authz.access import allows
 from broker.handlers.group_offsets import INTERNAL_TOPICS
 from broker.kafka.admin_configs import CONFIG_HANDLERS
-from broker.kafka.call import KafkaAnswer, KafkaCall, KafkaHandler
+from broker.kafka.call import KafkaAnswer, KafkaApi, KafkaCall
 from broker.kafka.core import CLUSTER_ID, advertised_address
 from broker.kafka.native_call import Outcome, Refused, run_native
 from broker.security.acl import CLUSTER_NAME, Operation, ResourceType
-from broker.security.gate import allows, permits
+from broker.security.requires import Requires, Right
 from protocol.api_types import CreateTopicRequest, DeleteRecordsRequest, DeleteTopicRequest
 from protocol.errors import InvalidTopic
 from protocol.kafka.errors import KafkaError, for_tidelog_code
@@ -165,8 +166,7 @@ async def _create_one(
 
 def _may_create(call: KafkaCall, name: str) -> bool:
     """Kafka's rule: Create on the cluster, else on the topic (that denial is audited)."""
-    cluster = allows(call.ctx, Operation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME)
-    return cluster or permits(call.ctx, "create_topic", Operation.CREATE, ResourceType.TOPIC, name)
+    return call.permits(_CREATE, name)
 
 
 async def create_topics(call: KafkaCall) -> KafkaAnswer:
@@ -210,7 +210,7 @@ async def delete_topics(call: KafkaCall) -> KafkaAnswer:
         if counts[name] > 1:
             continue
         if name not in known:  # Kafka says so only to who may describe it
-            seen = permits(call.ctx, "delete_topic", Operation.DESCRIBE, ResourceType.TOPIC, name)
+            seen = call.permits(_DESCRIBE_TOPIC, name)
             error = (
                 KafkaError.UNKNOWN_TOPIC_OR_PARTITION
                 if seen
@@ -306,17 +306,15 @@ def _cluster_operations(call: KafkaCall) -> int:
 async def describe_cluster(call: KafkaCall) -> KafkaAnswer:
     """DescribeCluster v0-2: this broker is the cluster and its controller (the same
     broker and cluster id Metadata names)."""
+    return _cluster_answer(call, *_endpoint_error(call.body["endpoint_type"]))
+
+
+def _cluster_answer(call: KafkaCall, error: KafkaError, message: str | None) -> KafkaAnswer:
+    """DescribeCluster's answer with `error` (also the gate's refusal, for a principal
+    without Describe on the cluster: no brokers)."""
     me = call.ctx.config.node_id
     host, port = advertised_address(call)
     wanted = call.body["include_cluster_authorized_operations"]
-    error, message = _endpoint_error(call.body["endpoint_type"])
-    if error is KafkaError.NONE and not permits(
-        call.ctx, "describe_cluster", Operation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME
-    ):
-        error, message = (
-            KafkaError.CLUSTER_AUTHORIZATION_FAILED,
-            "not authorized to Describe the cluster",
-        )
     brokers = [{"broker_id": me, "host": host, "port": port, "rack": None, "is_fenced": False}]
     return {
         "throttle_time_ms": 0,
@@ -332,10 +330,19 @@ async def describe_cluster(call: KafkaCall) -> KafkaAnswer:
     }
 
 
-HANDLERS: dict[int, KafkaHandler] = {
-    CREATE_TOPICS.key: create_topics,
-    DELETE_TOPICS.key: delete_topics,
-    DELETE_RECORDS.key: delete_records,
-    DESCRIBE_CLUSTER.key: describe_cluster,
+# The rights the rows below declare besides their native rows': CreateTopics' and
+# DeleteTopics' per topic (checked above), DescribeCluster's (by the gate).
+_CREATE = Right(Operation.CREATE, ResourceType.TOPIC, or_cluster=True)
+_DESCRIBE_TOPIC = Right(Operation.DESCRIBE, ResourceType.TOPIC)  # an unknown name's answer
+_DESCRIBE_CLUSTER = Right(Operation.DESCRIBE, ResourceType.CLUSTER)
+HANDLERS: dict[int, KafkaApi] = {
+    CREATE_TOPICS.key: KafkaApi(create_topics, Requires(each=_CREATE), via=("create_topic",)),
+    DELETE_TOPICS.key: KafkaApi(
+        delete_topics, Requires(each=_DESCRIBE_TOPIC), via=("delete_topic",)
+    ),
+    DELETE_RECORDS.key: KafkaApi(delete_records, via=("delete_records",)),
+    DESCRIBE_CLUSTER.key: KafkaApi(
+        describe_cluster, Requires(whole=_DESCRIBE_CLUSTER), _cluster_answer
+    ),
     **CONFIG_HANDLERS,
 }

@@ -20,11 +20,11 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from broker.config import BrokerConfig
-from broker.kafka.call import KafkaAnswer, KafkaCall, KafkaHandler
+from broker.kafka.call import KafkaAnswer, KafkaApi, KafkaCall
 from broker.kafka.config_view import broker_entries, topic_entries
 from broker.kafka.native_call import Outcome, Refused, failed_outcome, run_native
 from broker.security.acl import CLUSTER_NAME, Operation, ResourceType
-from broker.security.gate import permits
+from broker.security.requires import Requires, Right
 from protocol.api_types import AlterConfigsRequest, DescribeConfigsRequest
 from protocol.kafka.errors import KafkaError
 from protocol.kafka.messages import ALTER_CONFIGS, DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS
@@ -44,7 +44,7 @@ _MALFORMED = (
 
 def _check_cluster(call: KafkaCall, api: str, op: Operation) -> None:
     """A broker resource's configs need `op` on the cluster (Kafka's rule)."""
-    if not permits(call.ctx, api, op, ResourceType.CLUSTER, CLUSTER_NAME):
+    if not call.permits(Right(op, ResourceType.CLUSTER), CLUSTER_NAME):
         raise Refused(
             KafkaError.CLUSTER_AUTHORIZATION_FAILED,
             f"not authorized to {op.value} the cluster's configs",
@@ -247,8 +247,14 @@ async def _per_resource(
     return {"throttle_time_ms": 0, "responses": responses}
 
 
-CONFIG_HANDLERS: dict[int, KafkaHandler] = {
-    DESCRIBE_CONFIGS.key: describe_configs,
-    ALTER_CONFIGS.key: alter_configs,
-    INCREMENTAL_ALTER_CONFIGS.key: incremental_alter_configs,
+# Topic resources: the native rows' rights; broker resources: the config right on
+# the cluster, checked here.
+_DESCRIBE = Requires(each=Right(Operation.DESCRIBE_CONFIGS, ResourceType.CLUSTER))
+_ALTER = Requires(each=Right(Operation.ALTER_CONFIGS, ResourceType.CLUSTER))
+CONFIG_HANDLERS: dict[int, KafkaApi] = {
+    DESCRIBE_CONFIGS.key: KafkaApi(describe_configs, _DESCRIBE, via=("describe_configs",)),
+    ALTER_CONFIGS.key: KafkaApi(alter_configs, _ALTER, via=("alter_configs",)),
+    INCREMENTAL_ALTER_CONFIGS.key: KafkaApi(
+        incremental_alter_configs, _ALTER, via=("alter_configs",)
+    ),
 }

@@ -1,4 +1,4 @@
-"""What a Kafka API adapter receives and returns (one shape for every family module)."""
+"""What a Kafka API adapter receives and returns, and how a family module registers one."""
 
 from __future__ import annotations
 
@@ -6,8 +6,11 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from broker.authz.access import permits
 from broker.context import BrokerContext, ConnectionState, Deferred
+from broker.security.requires import UNDECLARED, Requires, Right
 from protocol.kafka.codec import KafkaRequest
+from protocol.kafka.errors import KafkaError
 
 # A Kafka response body (the API's response fields, snake_case, as protocol.kafka
 # encodes them); None sends nothing (Produce with acks=0); a Deferred finishes
@@ -22,6 +25,8 @@ class KafkaCall:
     ctx: BrokerContext
     conn: ConnectionState
     request: KafkaRequest
+    # The row's declaration, set by the registry's gate before the adapter runs.
+    requires: Requires = UNDECLARED
 
     @property
     def version(self) -> int:
@@ -31,5 +36,37 @@ class KafkaCall:
     def body(self) -> dict[str, Any]:
         return self.request.body
 
+    def permits(self, right: Right, name: str) -> bool:
+        """The authorizer's answer for one of the row's declared rights on `name` (True
+        without an authorizer); a denial is audited and counted. A right the row does
+        not declare is a programming error: an adapter checks only what it declares."""
+        if right not in self.requires.rights:
+            raise RuntimeError(f"{self.request.api.name}: {right} is not declared by its row")
+        return permits(self.ctx, self.request.api.name, right, name)
+
 
 KafkaHandler = Callable[[KafkaCall], Awaitable[KafkaAnswer | Deferred[KafkaAnswer] | None]]
+# How an API answers a request its `whole` right refuses (the error and its message).
+Refusal = Callable[[KafkaCall, KafkaError, str], KafkaAnswer]
+
+
+@dataclass(frozen=True, slots=True)
+class KafkaApi:
+    """One row of a family module's `HANDLERS`: the adapter and what it needs.
+
+    `requires` names the rights of the API itself and whether it is served before a
+    SASL login: its `whole` right is checked by the registry's gate before the adapter
+    runs (refused with `refused`'s answer, else the top-level error code), its `each`
+    right by the adapter on each entry (`KafkaCall.permits`), answered beside the
+    others. `via` names the native APIs whose declared rows decide the rest (the
+    adapter calls them through `dispatch.handler_for`, which gates each call). A row
+    with neither is refused to all but super users (CLUSTER_AUTHORIZATION_FAILED)."""
+
+    handler: KafkaHandler
+    requires: Requires | None = None
+    refused: Refusal | None = None
+    via: tuple[str, ...] = ()
+
+    @property
+    def declared(self) -> bool:
+        return self.requires is not None or bool(self.via)

@@ -20,7 +20,7 @@ from typing import Any
 from broker.context import BrokerContext, Deferred
 from broker.dispatch import handler_for
 from broker.handlers.group_offsets import INTERNAL_TOPICS
-from broker.kafka.call import KafkaAnswer, KafkaCall, KafkaHandler
+from broker.kafka.call import KafkaAnswer, KafkaApi, KafkaCall
 from broker.kafka.edge import to_kafka, to_tidelog
 from broker.logging import get_logger
 from protocol.api_types import (
@@ -417,9 +417,9 @@ async def list_offsets(call: KafkaCall) -> KafkaAnswer:
     return {"throttle_time_ms": 0, "topics": topics}
 
 
-HANDLERS: dict[int, KafkaHandler] = {
-    PRODUCE.key: produce,
-    FETCH.key: fetch,
-    LIST_OFFSETS.key: list_offsets,
-    METADATA.key: metadata,
+HANDLERS: dict[int, KafkaApi] = {
+    PRODUCE.key: KafkaApi(produce, via=("produce",)),
+    FETCH.key: KafkaApi(fetch, via=("fetch",)),
+    LIST_OFFSETS.key: KafkaApi(list_offsets, via=("list_offsets", "offset_for_time")),
+    METADATA.key: KafkaApi(metadata, via=("metadata", "create_topic")),
 }

@@ -21,10 +21,10 @@ import ipaddress
 from typing import Any
 
 from broker.dispatch import handler_for
-from broker.kafka.call import KafkaAnswer, KafkaCall, KafkaHandler
+from broker.kafka.call import KafkaAnswer, KafkaApi, KafkaCall
 from broker.kafka.core import advertised_address
 from broker.security.acl import Operation, ResourceType
-from broker.security.gate import permits
+from broker.security.requires import Requires, Right
 from protocol.errors import GroupAuthorizationFailed, TidelogError
 from protocol.kafka.errors import KafkaError, for_tidelog_code
 from protocol.kafka.messages import (
@@ -66,27 +66,10 @@ async def _native(call: KafkaCall, api: str, body: dict[str, Any]) -> dict[str, 
 async def find_coordinator(call: KafkaCall) -> KafkaAnswer:
     """This broker coordinates every group; transactions have no coordinator here."""
     host, port = advertised_address(call)
-    key = call.body["key"]
-    error = None
     if call.body.get("key_type", GROUP_KEY_TYPE) != GROUP_KEY_TYPE:
-        error, message = (
-            KafkaError.INVALID_REQUEST,
-            "only group coordinators (key_type 0) are served",
+        return _no_coordinator(
+            call, KafkaError.INVALID_REQUEST, "only group coordinators (key_type 0) are served"
         )
-    elif not permits(call.ctx, "find_coordinator", Operation.DESCRIBE, ResourceType.GROUP, key):
-        error, message = (
-            KafkaError.GROUP_AUTHORIZATION_FAILED,
-            f"not authorized to Describe group {key!r}",
-        )
-    if error is not None:
-        return {
-            "throttle_time_ms": 0,
-            "error_code": error.code,
-            "error_message": message,
-            "node_id": -1,
-            "host": "",
-            "port": -1,
-        }
     return {
         "throttle_time_ms": 0,
         "error_code": KafkaError.NONE.code,
@@ -94,6 +77,19 @@ async def find_coordinator(call: KafkaCall) -> KafkaAnswer:
         "node_id": call.ctx.config.node_id,
         "host": host,
         "port": port,
+    }
+
+
+def _no_coordinator(call: KafkaCall, error: KafkaError, message: str) -> KafkaAnswer:
+    """FindCoordinator's refusal (also the gate's, for a group the principal may not
+    describe): no node."""
+    return {
+        "throttle_time_ms": 0,
+        "error_code": error.code,
+        "error_message": message,
+        "node_id": -1,
+        "host": "",
+        "port": -1,
     }
 
 
@@ -407,17 +403,11 @@ async def offset_fetch(call: KafkaCall) -> KafkaAnswer:
 async def offset_delete(call: KafkaCall) -> KafkaAnswer:
     """The listed partitions' offsets of an Empty group (NON_EMPTY_GROUP otherwise)."""
     body = call.body
-    group = body["group_id"]
-    if not permits(call.ctx, "offset_delete", Operation.DELETE, ResourceType.GROUP, group):
-        return {
-            "error_code": KafkaError.GROUP_AUTHORIZATION_FAILED.code,
-            "throttle_time_ms": 0,
-            "topics": [],
-        }
+    group = body["group_id"]  # Delete on it: checked by the gate (its row)
     error_of: dict[tuple[str, int], int] = {}
     partitions = []
     for t in body["topics"]:  # Kafka: Read on each topic, else its partitions are refused
-        allowed = permits(call.ctx, "offset_delete", Operation.READ, ResourceType.TOPIC, t["name"])
+        allowed = call.permits(_READ_TOPIC, t["name"])
         for p in t["partitions"]:
             key = (t["name"], p["partition_index"])
             if allowed:
@@ -432,16 +422,25 @@ async def offset_delete(call: KafkaCall) -> KafkaAnswer:
     }
 
 
-HANDLERS: dict[int, KafkaHandler] = {
-    FIND_COORDINATOR.key: find_coordinator,
-    JOIN_GROUP.key: join_group,
-    SYNC_GROUP.key: sync_group,
-    HEARTBEAT.key: heartbeat,
-    LEAVE_GROUP.key: leave_group,
-    LIST_GROUPS.key: list_groups,
-    DESCRIBE_GROUPS.key: describe_groups,
-    DELETE_GROUPS.key: delete_groups,
-    OFFSET_COMMIT.key: offset_commit,
-    OFFSET_FETCH.key: offset_fetch,
-    OFFSET_DELETE.key: offset_delete,
+# FindCoordinator's and OffsetDelete's rights (the other rows': their native rows'):
+# the group's, checked by the gate; OffsetDelete's topics', per topic above.
+_DESCRIBE_GROUP = Right(Operation.DESCRIBE, ResourceType.GROUP)
+_DELETE_GROUP = Right(Operation.DELETE, ResourceType.GROUP)
+_READ_TOPIC = Right(Operation.READ, ResourceType.TOPIC)
+HANDLERS: dict[int, KafkaApi] = {
+    FIND_COORDINATOR.key: KafkaApi(
+        find_coordinator, Requires(whole=_DESCRIBE_GROUP, name_from="key"), _no_coordinator
+    ),
+    JOIN_GROUP.key: KafkaApi(join_group, via=("join_group",)),
+    SYNC_GROUP.key: KafkaApi(sync_group, via=("sync_group",)),
+    HEARTBEAT.key: KafkaApi(heartbeat, via=("heartbeat",)),
+    LEAVE_GROUP.key: KafkaApi(leave_group, via=("leave_group",)),
+    LIST_GROUPS.key: KafkaApi(list_groups, via=("list_groups",)),
+    DESCRIBE_GROUPS.key: KafkaApi(describe_groups, via=("describe_groups",)),
+    DELETE_GROUPS.key: KafkaApi(delete_groups, via=("delete_groups",)),
+    OFFSET_COMMIT.key: KafkaApi(offset_commit, via=("commit_offsets",)),
+    OFFSET_FETCH.key: KafkaApi(offset_fetch, via=("fetch_offsets",)),
+    OFFSET_DELETE.key: KafkaApi(
+        offset_delete, Requires(whole=_DELETE_GROUP, name_from="group_id", each=_READ_TOPIC)
+    ),
 }

@@ -9,7 +9,7 @@ message says so), and `transaction_timeout_ms` is ignored for the same reason.
 from __future__ import annotations
 
 from broker.dispatch import failure, handler_for
-from broker.kafka.call import KafkaAnswer, KafkaCall, KafkaHandler
+from broker.kafka.call import KafkaAnswer, KafkaApi, KafkaCall
 from protocol.api_types import InitProducerIdRequest
 from protocol.kafka.errors import KafkaError, for_tidelog_code
 from protocol.kafka.messages import INIT_PRODUCER_ID
@@ -46,4 +46,6 @@ async def init_producer_id(call: KafkaCall) -> KafkaAnswer:
     }
 
 
-HANDLERS: dict[int, KafkaHandler] = {INIT_PRODUCER_ID.key: init_producer_id}
+HANDLERS: dict[int, KafkaApi] = {
+    INIT_PRODUCER_ID.key: KafkaApi(init_producer_id, via=("init_producer_id",))
+}

@@ -17,9 +17,9 @@
   resource types Tidelog does not have (transactional ids, tokens, users) are
   INVALID_REQUEST for that entry.
 
-The authentication gate and the authorizer sit in `broker.dispatch.handler_for`, so
-every other Kafka adapter that calls a native handler is refused before login on a
-SASL listener and checked against the ACLs after it.
+Every other Kafka API is refused before the login by the registry's gate
+(broker/kafka/registry.py), whatever its adapter does, and checked against the ACLs
+after it by its row's declared rights and those of the native rows it calls.
 """
 
 from __future__ import annotations
@@ -28,8 +28,9 @@ from typing import Any
 
 from broker.context import Deferred
 from broker.dispatch import failure, handler_for
-from broker.kafka.call import KafkaAnswer, KafkaCall, KafkaHandler
+from broker.kafka.call import KafkaAnswer, KafkaApi, KafkaCall
 from broker.security.acl import MATCH
+from broker.security.requires import ANYONE
 from broker.security.session import current_session
 from protocol.api_types import AuthenticateRequest
 from protocol.errors import IllegalSaslState, UnsupportedSaslMechanism
@@ -245,10 +246,10 @@ async def delete_acls(call: KafkaCall) -> KafkaAnswer:
     return {"throttle_time_ms": 0, "filter_results": results}
 
 
-HANDLERS: dict[int, KafkaHandler] = {
-    SASL_HANDSHAKE.key: sasl_handshake,
-    SASL_AUTHENTICATE.key: sasl_authenticate,
-    CREATE_ACLS.key: create_acls,
-    DESCRIBE_ACLS.key: describe_acls,
-    DELETE_ACLS.key: delete_acls,
+HANDLERS: dict[int, KafkaApi] = {
+    SASL_HANDSHAKE.key: KafkaApi(sasl_handshake, ANYONE),
+    SASL_AUTHENTICATE.key: KafkaApi(sasl_authenticate, ANYONE, via=("authenticate",)),
+    CREATE_ACLS.key: KafkaApi(create_acls, via=("create_acls",)),
+    DESCRIBE_ACLS.key: KafkaApi(describe_acls, via=("describe_acls",)),
+    DELETE_ACLS.key: KafkaApi(delete_acls, via=("delete_acls",)),
 }

@@ -4,7 +4,7 @@ The accept wrapper (broker/security/accept.py) creates the session and sets it i
 connection's task before any protocol code runs, so every task the connection starts
 (reader, handler, writer, a deferred produce) sees the same one, and so does any
 codec (msgpack today, Kafka's next) without a parameter threaded through it. The
-handler layer (broker/security/gate.py) reads it to authenticate and authorize.
+gate (broker/authz/) reads it to authenticate and authorize.
 
 A connection created outside the accept wrapper (tests that drive
 `serve_connection` over a memory stream) has no session: it is treated as an

@@ -262,35 +262,6 @@ async def test_acl_changes_apply_live_and_survive_restart(
         assert [t["topic"] for t in await carol.metadata()] == ["logs"]
 
 
-async def test_unlisted_api_needs_all_on_the_cluster(secured_broker: Any, tmp_path: Path) -> None:
-    from broker import dispatch
-
-    async def echo(ctx: Any, body: Any) -> Any:
-        return {}
-
-    data = tmp_path / "data"
-    add_user(data, "admin", "pw-admin")
-    add_user(data, "dave", "pw-dave")
-    guarded = dispatch.guard("future_api", echo)
-    async with secured_broker(*AUTHZ) as handle:
-        from broker.security.acl import ANONYMOUS
-        from broker.security.listeners import SecurityProtocol
-        from broker.security.session import Session, set_session
-
-        session = Session(SecurityProtocol.SASL_PLAINTEXT, "127.0.0.1", "User:dave")
-        set_session(session)
-        with pytest.raises(ClusterAuthorizationFailed):
-            await guarded(handle.context, {})
-        with pytest.raises(GroupAuthorizationFailed):
-            await guarded(handle.context, {"group": "g"})
-        session.principal = "User:admin"
-        assert await guarded(handle.context, {}) == {}
-        session.principal, session.authenticated = ANONYMOUS, False
-        with pytest.raises(SaslAuthenticationFailed):
-            await guarded(handle.context, {})
-        assert session.close_requested.is_set()
-
-
 async def test_acl_apis_over_msgpack(secured_broker: Any, tmp_path: Path) -> None:
     data = tmp_path / "data"
     add_user(data, "admin", "pw-admin")
