@@ -24,6 +24,7 @@ from broker.security.acl import ANONYMOUS, Operation, ResourceType
 from broker.security.listeners import SecurityProtocol
 from broker.security.requires import UNDECLARED, Requires, Right, each_topic
 from broker.security.session import Session, set_session
+from harness.kafka_python import kp_class
 from protocol.errors import ClusterAuthorizationFailed, SaslAuthenticationFailed
 from protocol.kafka.codec import decode_request
 from protocol.kafka.errors import ERRORS_BY_NAME
@@ -39,7 +40,6 @@ from tests.broker.security.test_kafka_acl_matrix import (
     _users,
 )
 from tests.broker.security.test_sasl_acl_inprocess import AUTHZ, address, user
-from tests.protocol.kafka.kafka_python import kp_class
 from tidelog.aio import open_client
 
 CLUSTER_DENIED = ERRORS_BY_NAME["CLUSTER_AUTHORIZATION_FAILED"].code
