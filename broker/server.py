@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 import trio
 
 from broker.component_metrics import component_samples
-from broker.config import BrokerConfig
+from broker.config import BrokerConfig, authenticates
 from broker.connection import serve_connection
 from broker.context import BrokerContext
 from broker.dispatch import SERVER_VERSION
@@ -298,6 +298,7 @@ async def _serve(
             pid=os.getpid(),
         )
         _warn_if_exposed(config)
+        _warn_if_anonymous(config, handle)
         await _wait_any(stop, handle.shutdown_requested)
         handle.shutdown_requested.set()
         log.info("shutdown_started", connections=len(ctx.connections))
@@ -392,6 +393,32 @@ async def _reload_tls_on_sighup(security: BrokerSecurity) -> None:
         async for _ in signals:
             security.tls.request_reload()
             log.info("tls_reload_requested")
+
+
+def _warn_if_anonymous(config: BrokerConfig, handle: BrokerHandle) -> None:
+    """Name each port that serves anonymous clients beside listeners that authenticate,
+    with the authorizer off (Kafka allows it; the start-up check refuses it for
+    --kafka-listen unless kafka.listen.anonymous.enable is set)."""
+    if config.authorizer_enabled:
+        return
+    client_auth = config.ssl_client_auth
+    if not any(authenticates(spec, client_auth) for spec in handle.listeners):
+        return
+    open_ports = [
+        (f"listeners[{i}]" if i else "listen", spec)
+        for i, spec in enumerate(handle.listeners)
+        if not authenticates(spec, client_auth)
+    ]
+    kafka = handle.kafka_address
+    if kafka is not None:
+        open_ports.append(("kafka_listen", ListenerSpec(SecurityProtocol.PLAINTEXT, *kafka)))
+    for name, spec in open_ports:
+        log.warning(
+            "listener_anonymous",
+            listener=name,
+            address=_address_text((spec.host, spec.port)),
+            reason="anonymous clients may do anything here: authorizer=off",
+        )
 
 
 def _warn_if_exposed(config: BrokerConfig) -> None:
