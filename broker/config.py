@@ -171,6 +171,14 @@ BROKER_SETTINGS: tuple[Setting, ...] = (
     Setting("metrics.ssl.enable", "metrics_ssl_enable", bool, False,
             "Serve /metrics and the health endpoints over TLS with ssl.certfile/ssl.keyfile.",
             section="security"),
+    Setting("metrics.bearer.token.file", "metrics_bearer_token_file", str, "",
+            "A file holding a token /metrics then requires as `Authorization: Bearer "
+            "<token>` (re-read on change; /healthz, /livez and /readyz stay open).",
+            section="security"),
+    Setting("metrics.name.labels", "metrics_name_labels", str, "auto",
+            "Label /metrics series with topic and group names: on, off, or auto (off when "
+            "a listener authenticates or authorizer=on, unless metrics.bearer.token.file "
+            "guards the page).", choices=("auto", "on", "off"), section="security"),
     Setting("authorizer", "authorizer", str, "off",
             "on: every request is checked against the ACLs (tidelog acls); off: no checks.",
             choices=("on", "off"), section="security"),
@@ -360,6 +368,8 @@ class BrokerConfig:
     ssl_cafile: str = ""
     ssl_client_auth: str = "none"
     metrics_ssl_enable: bool = False
+    metrics_bearer_token_file: str = ""
+    metrics_name_labels: str = "auto"
     authorizer: str = "off"
     super_users: str = ""
     allow_everyone_if_no_acl_found: bool = False
@@ -380,6 +390,22 @@ class BrokerConfig:
     @property
     def authorizer_enabled(self) -> bool:
         return self.authorizer == "on"
+
+    @property
+    def authentication_enabled(self) -> bool:
+        """Whether some clients must prove who they are, or the authorizer checks them."""
+        client_auth = self.ssl_client_auth
+        return self.authorizer_enabled or any(
+            authenticates(spec, client_auth) for spec in self.listener_specs
+        )
+
+    @property
+    def metrics_name_labels_shown(self) -> bool:
+        """`metrics.name.labels` resolved: with `auto`, names are shown on an open broker,
+        or when the token guards /metrics (docs/security.md, "Metrics endpoint")."""
+        if self.metrics_name_labels != "auto":
+            return self.metrics_name_labels == "on"
+        return bool(self.metrics_bearer_token_file) or not self.authentication_enabled
 
     @property
     def super_user_set(self) -> frozenset[str]:
