@@ -171,6 +171,14 @@ BROKER_SETTINGS: tuple[Setting, ...] = (
     Setting("metrics.ssl.enable", "metrics_ssl_enable", bool, False,
             "Serve /metrics and the health endpoints over TLS with ssl.certfile/ssl.keyfile.",
             section="security"),
+    Setting("metrics.bearer.token.file", "metrics_bearer_token_file", str, "",
+            "A file holding a token /metrics then requires as `Authorization: Bearer "
+            "<token>` (re-read on change; /healthz, /livez and /readyz stay open).",
+            section="security"),
+    Setting("metrics.name.labels", "metrics_name_labels", str, "auto",
+            "Label /metrics series with topic and group names: on, off, or auto (off when "
+            "a listener authenticates or authorizer=on, unless metrics.bearer.token.file "
+            "guards the page).", choices=("auto", "on", "off"), section="security"),
     Setting("authorizer", "authorizer", str, "off",
             "on: every request is checked against the ACLs (tidelog acls); off: no checks.",
             choices=("on", "off"), section="security"),
@@ -184,6 +192,10 @@ BROKER_SETTINGS: tuple[Setting, ...] = (
             "connection_failed_authentication_delay_ms", int, 100,
             "Wait this long before answering a failed authentication (slows guessing).",
             low=0, high=60_000, section="security"),
+    Setting("kafka.listen.anonymous.enable", "kafka_listen_anonymous_enable", bool, False,
+            "Let --kafka-listen (plaintext, anonymous) run beside SASL or mTLS listeners with "
+            "authorizer=off, where its clients may do anything; refused at start otherwise.",
+            section="security"),
     # Kafka's default is unlimited; a finite one keeps one host from taking every slot.
     Setting("max.connections.per.ip", "max_connections_per_ip", int, 1000,
             "Connections from one client address beyond this are closed at once.",
@@ -274,6 +286,33 @@ def _check_security(values: Mapping[str, Any]) -> None:
         raise InvalidConfig("ssl.cafile: ssl.client.auth needs the CA of client certificates")
 
 
+def authenticates(spec: ListenerSpec, ssl_client_auth: str) -> bool:
+    """Whether every client of this listener proves who it is (SASL, or a required
+    client certificate)."""
+    return spec.protocol.sasl or (spec.protocol.tls and ssl_client_auth == "required")
+
+
+def _check_anonymous_port(values: Mapping[str, Any], kafka_listen: tuple[str, int] | None) -> None:
+    """Refuse the open door nobody asked for: `--kafka-listen` serves anonymous clients in
+    plaintext, and beside listeners that authenticate, with the authorizer off, those
+    clients may do everything the logged-in ones may."""
+    if kafka_listen is None or values["authorizer"] == "on":
+        return
+    if values["kafka_listen_anonymous_enable"]:
+        return
+    specs = parse_listeners(values["listeners"])
+    if not any(authenticates(spec, values["ssl_client_auth"]) for spec in specs):
+        return
+    host, port = kafka_listen
+    raise InvalidConfig(
+        f"kafka.listen.anonymous.enable: --kafka-listen {host}:{port} serves anonymous "
+        "Kafka clients in plaintext beside listeners that authenticate, and authorizer=off "
+        "lets them do anything. Set authorizer=on (they are then User:ANONYMOUS, checked "
+        "against the ACLs), drop --kafka-listen (Kafka clients can use the SASL listeners), "
+        "or set kafka.listen.anonymous.enable=true if an open port is meant."
+    )
+
+
 def parse_host_port(text: str, option: str) -> tuple[str, int]:
     """`HOST:PORT` (or `[v6]:PORT`, or `:PORT` for all interfaces) to a tuple."""
     host, sep, port_text = text.rpartition(":")
@@ -329,10 +368,13 @@ class BrokerConfig:
     ssl_cafile: str = ""
     ssl_client_auth: str = "none"
     metrics_ssl_enable: bool = False
+    metrics_bearer_token_file: str = ""
+    metrics_name_labels: str = "auto"
     authorizer: str = "off"
     super_users: str = ""
     allow_everyone_if_no_acl_found: bool = False
     connection_failed_authentication_delay_ms: int = 100
+    kafka_listen_anonymous_enable: bool = False
     max_connections_per_ip: int = 1000
     cleaner: CleanerConfig = field(default_factory=CleanerConfig)
 
@@ -348,6 +390,22 @@ class BrokerConfig:
     @property
     def authorizer_enabled(self) -> bool:
         return self.authorizer == "on"
+
+    @property
+    def authentication_enabled(self) -> bool:
+        """Whether some clients must prove who they are, or the authorizer checks them."""
+        client_auth = self.ssl_client_auth
+        return self.authorizer_enabled or any(
+            authenticates(spec, client_auth) for spec in self.listener_specs
+        )
+
+    @property
+    def metrics_name_labels_shown(self) -> bool:
+        """`metrics.name.labels` resolved: with `auto`, names are shown on an open broker,
+        or when the token guards /metrics (docs/security.md, "Metrics endpoint")."""
+        if self.metrics_name_labels != "auto":
+            return self.metrics_name_labels == "on"
+        return bool(self.metrics_bearer_token_file) or not self.authentication_enabled
 
     @property
     def super_user_set(self) -> frozenset[str]:
@@ -414,6 +472,7 @@ class BrokerConfig:
             specs = parse_listeners(values["listeners"])
             listen = (specs[0].host, specs[0].port) if specs else DEFAULT_LISTEN
         _check_security(values)
+        _check_anonymous_port(values, kafka_listen)
         return cls(
             data_dir=Path(chosen),
             listen=listen,

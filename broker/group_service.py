@@ -5,7 +5,10 @@ The coordinator (broker/groups/) does no I/O; this service performs its effects:
 - `Deliver(ticket, response)` wakes the handler waiting on that ticket (a JoinGroup
   waiting for the join phase to end, a SyncGroup for the leader's assignment, a
   commit for its append). A ticket whose handler is gone (client disconnected) is
-  dropped.
+  dropped. A handler stops waiting as soon as its client is seen gone
+  (`broker.longpoll.peer_gone`, checked every PEER_CHECK_INTERVAL_S): a JoinGroup
+  parked for a rebalance that waits minutes for other members would otherwise keep a
+  dead connection, and the graceful shutdown's drain, waiting as long.
 - `Append(ticket, records)` is written to `__consumer_offsets` (broker/offsets_log.py)
   by one writer at a time, in emission order, then acknowledged with
   `append_completed` (with an error code if the write failed).
@@ -39,9 +42,15 @@ from broker.groups import (
 )
 from broker.groups.messages import GroupStatistics, Response
 from broker.logging import get_logger
+from broker.longpoll import PEER_CHECK_INTERVAL_S, peer_gone
 from broker.offsets_log import OffsetsLog
 from protocol.clock import ClockMs
-from protocol.errors import CoordinatorNotAvailable, StorageError, TidelogError
+from protocol.errors import (
+    CoordinatorNotAvailable,
+    RebalanceInProgress,
+    StorageError,
+    TidelogError,
+)
 
 log = get_logger(component="groups")
 
@@ -110,11 +119,22 @@ class GroupService:
             await self._write_queued(coordinator)
             if slot is None:
                 return result  # type: ignore[return-value]
-            await slot.done.wait()
+            await self._wait_for(slot)
             return slot.response  # type: ignore[return-value]
         finally:
             if isinstance(result, Pending):
                 self._slots.pop(result.ticket, None)
+
+    @staticmethod
+    async def _wait_for(slot: _Slot) -> None:
+        """Until the Deliver, or the client is gone (then RebalanceInProgress, which
+        nobody reads; a half-closed client still there would join again)."""
+        gone = peer_gone.get()
+        while not slot.done.is_set():
+            with trio.move_on_after(PEER_CHECK_INTERVAL_S):
+                await slot.done.wait()
+            if not slot.done.is_set() and gone():
+                raise RebalanceInProgress("the client left before the group answered")
 
     async def query(self, fn: Callable[[GroupCoordinator], R]) -> R:
         """A read of the coordinator's state (no effects)."""

@@ -10,20 +10,27 @@ one test process.
 The HTTP side is a deliberately tiny HTTP/1.0 responder on trio (GET only, one
 request per connection): `/metrics`, `/healthz` (alias `/livez`) and `/readyz`
 (503 until recovery has finished and the listeners are bound).
+
+Topic and group names are what the authorizer hides from clients without Describe,
+so `MetricsAccess` decides what `/metrics` shows and to whom: the series labelled
+with a name (`NAME_LABELS`) can be left out, and a bearer token can be required.
+The health endpoints carry no names and are always open (docs/security.md).
 """
 
 from __future__ import annotations
 
+import hmac
 import json
 import platform
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
 import prometheus_client
 import trio
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from broker.logging import get_logger
@@ -57,6 +64,11 @@ LATENCY_BUCKETS_S = (
 HTTP_REQUEST_MAX_BYTES = 16 * 1024
 # A scraper that does not send its request within this time is dropped.
 HTTP_READ_TIMEOUT_S = 10.0
+
+# Labels whose values are topic or group names: left out of /metrics when names are off.
+NAME_LABELS = frozenset({"topic", "group"})
+# A token file larger than this is not a token.
+TOKEN_FILE_MAX_BYTES = 4096
 
 Kind = Literal["counter", "gauge", "histogram"]
 
@@ -366,9 +378,60 @@ class BrokerMetrics:
         for counter in (self._records_in, self._bytes_in, self._records_out, self._bytes_out):
             counter.counts.pop((topic,), None)
 
-    def render(self) -> bytes:
-        """The text exposition format of everything in the registry."""
-        return prometheus_client.generate_latest(self.registry)
+    def render(self, *, names: bool = True) -> bytes:
+        """The text exposition format of everything in the registry (without the series
+        labelled with a topic or group name unless `names`)."""
+        source = self.registry if names else _WithoutNames(self.registry)
+        return prometheus_client.generate_latest(source)
+
+
+class _WithoutNames:
+    """A registry's families minus the samples labelled with a name (`NAME_LABELS`);
+    a family left with no sample is left out."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self._registry = registry
+
+    def collect(self) -> Iterator[Metric]:
+        for family in self._registry.collect():
+            samples = [s for s in family.samples if NAME_LABELS.isdisjoint(s.labels)]
+            if samples or not family.samples:
+                kept = Metric(family.name, family.documentation, family.type, family.unit)
+                kept.samples = samples
+                yield kept
+
+
+def read_token(path: Path) -> bytes:
+    """The bearer token in `path` (surrounding whitespace dropped); ValueError if empty
+    or too large, OSError if unreadable."""
+    with open(path, "rb") as f:
+        data = f.read(TOKEN_FILE_MAX_BYTES + 1)
+    token = data.strip()
+    if not token or len(data) > TOKEN_FILE_MAX_BYTES or b"\n" in token:
+        raise ValueError(f"{path}: expected one token of at most {TOKEN_FILE_MAX_BYTES} bytes")
+    return token
+
+
+@dataclass(frozen=True, slots=True)
+class MetricsAccess:
+    """What /metrics shows (`names`) and whether it asks for `Authorization: Bearer`
+    with the token in `token_file` (read at each scrape, so it can be rotated)."""
+
+    names: bool = True
+    token_file: Path | None = None
+
+    def allows(self, authorization: str | None) -> bool:
+        if self.token_file is None:
+            return True
+        scheme, _, offered = (authorization or "").strip().partition(" ")
+        try:
+            token = read_token(self.token_file)
+        except (OSError, ValueError) as exc:
+            log.warning("metrics_token_unreadable", reason=str(exc)[:200])
+            return False  # fail closed
+        return scheme.lower() == "bearer" and hmac.compare_digest(
+            offered.strip().encode("latin-1", "replace"), token
+        )
 
 
 @dataclass
@@ -391,19 +454,30 @@ class Readiness:
         }
 
 
-def _http_response(status: str, content_type: str, body: bytes) -> bytes:
+def _http_response(status: str, content_type: str, body: bytes, extra: str = "") -> bytes:
     head = (
-        f"HTTP/1.0 {status}\r\nContent-Type: {content_type}\r\n"
+        f"HTTP/1.0 {status}\r\nContent-Type: {content_type}\r\n{extra}"
         f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
     )
     return head.encode("ascii") + body
 
 
-def http_reply(path: str, metrics: BrokerMetrics, readiness: Readiness) -> bytes:
-    """The whole HTTP response for a GET of `path` (pure, so it is easy to test)."""
+def http_reply(
+    path: str,
+    metrics: BrokerMetrics,
+    readiness: Readiness,
+    access: MetricsAccess = MetricsAccess(),
+    authorization: str | None = None,
+) -> bytes:
+    """The whole HTTP response for a GET of `path` with that Authorization header."""
     path = path.split("?", 1)[0]
     if path == "/metrics":
-        return _http_response("200 OK", prometheus_client.CONTENT_TYPE_LATEST, metrics.render())
+        if not access.allows(authorization):
+            challenge = 'WWW-Authenticate: Bearer realm="tidelog-metrics"\r\n'
+            body = b"a bearer token is required (metrics.bearer.token.file)\n"
+            return _http_response("401 Unauthorized", "text/plain", body, challenge)
+        text = metrics.render(names=access.names)
+        return _http_response("200 OK", prometheus_client.CONTENT_TYPE_LATEST, text)
     if path in ("/healthz", "/livez"):
         return _http_response("200 OK", "text/plain; charset=utf-8", b"ok\n")
     if path == "/readyz":
@@ -425,7 +499,18 @@ async def _read_request_head(stream: trio.abc.Stream) -> bytes | None:
     return bytes(buf)
 
 
-async def _handle_http(stream: trio.abc.Stream, metrics: BrokerMetrics, ready: Readiness) -> None:
+def _header(head: bytes, name: str) -> str | None:
+    """The value of header `name` (case-insensitive) in a request head, or None."""
+    wanted = name.lower().encode("ascii") + b":"
+    for line in head.split(b"\n")[1:]:
+        if line.lower().startswith(wanted):
+            return line[len(wanted) :].strip().decode("latin-1")
+    return None
+
+
+async def _handle_http(
+    stream: trio.abc.Stream, metrics: BrokerMetrics, ready: Readiness, access: MetricsAccess
+) -> None:
     async with stream:
         try:
             with trio.move_on_after(HTTP_READ_TIMEOUT_S):
@@ -436,7 +521,8 @@ async def _handle_http(stream: trio.abc.Stream, metrics: BrokerMetrics, ready: R
                 if len(parts) < 2 or parts[0] not in (b"GET", b"HEAD"):
                     reply = _http_response("405 Method Not Allowed", "text/plain", b"GET only\n")
                 else:
-                    reply = http_reply(parts[1].decode("latin-1"), metrics, ready)
+                    path = parts[1].decode("latin-1")
+                    reply = http_reply(path, metrics, ready, access, _header(head, "authorization"))
                     if parts[0] == b"HEAD":
                         reply = reply.split(b"\r\n\r\n", 1)[0] + b"\r\n\r\n"
                 await stream.send_all(reply)
@@ -451,12 +537,13 @@ async def serve_metrics_http(
     metrics: BrokerMetrics,
     readiness: Readiness,
     wrap: Callable[[trio.SocketStream], Awaitable[trio.abc.Stream | None]] | None = None,
+    access: MetricsAccess = MetricsAccess(),
 ) -> None:
     """Answer scrapes and health checks until cancelled; `wrap` adds TLS (None: failed)."""
 
     async def handler(stream: trio.SocketStream) -> None:
         served: trio.abc.Stream | None = stream if wrap is None else await wrap(stream)
         if served is not None:
-            await _handle_http(served, metrics, readiness)
+            await _handle_http(served, metrics, readiness, access)
 
     await trio.serve_listeners(handler, listeners)

@@ -24,11 +24,12 @@ import sys
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import trio
 
 from broker.component_metrics import component_samples
-from broker.config import BrokerConfig
+from broker.config import BrokerConfig, authenticates
 from broker.connection import serve_connection
 from broker.context import BrokerContext
 from broker.dispatch import SERVER_VERSION
@@ -41,7 +42,14 @@ from broker.logging import configure_logging, get_logger
 from broker.longpoll import AppendNotifier
 from broker.membudget import TRIM_CHECK_INTERVAL_S
 from broker.memory import limit_malloc_arenas
-from broker.metrics import BrokerMetrics, PartitionStats, Readiness, serve_metrics_http
+from broker.metrics import (
+    BrokerMetrics,
+    MetricsAccess,
+    PartitionStats,
+    Readiness,
+    read_token,
+    serve_metrics_http,
+)
 from broker.scheduler import Scheduler
 from broker.sdnotify import notify
 from broker.security.accept import TLS_HANDSHAKE_TIMEOUT_S, secure_connection
@@ -145,12 +153,15 @@ async def serve_broker(
     readiness = Readiness()
     log.info("broker_starting", data_dir=str(config.data_dir), version=SERVER_VERSION)
     security = BrokerSecurity.from_config(config, on_reload_failed=_tls_reload_failed)
+    access = _metrics_access(config)
     metrics_host, metrics_port = config.metrics_listen
     metrics_listeners = await trio.open_tcp_listeners(metrics_port, host=metrics_host)
     metrics_addr = _bound(metrics_listeners)
     async with trio.open_nursery() as services:
         metrics_tls = _metrics_tls(config, security)
-        services.start_soon(serve_metrics_http, metrics_listeners, metrics, readiness, metrics_tls)
+        services.start_soon(
+            serve_metrics_http, metrics_listeners, metrics, readiness, metrics_tls, access
+        )
         if security.tls is not None:
             services.start_soon(_reload_tls_on_sighup, security)
         manager = LogManager(
@@ -298,6 +309,7 @@ async def _serve(
             pid=os.getpid(),
         )
         _warn_if_exposed(config)
+        _warn_if_anonymous(config, handle)
         await _wait_any(stop, handle.shutdown_requested)
         handle.shutdown_requested.set()
         log.info("shutdown_started", connections=len(ctx.connections))
@@ -364,6 +376,28 @@ def _tls_reload_failed(exc: Exception) -> None:
     log.warning("tls_reload_failed", reason=str(exc)[:200])
 
 
+def _metrics_access(config: BrokerConfig) -> MetricsAccess:
+    """Who may scrape /metrics and whether it names topics and groups; InvalidConfig
+    now if the token file cannot be read (a scrape would only ever get 401)."""
+    token_file = (
+        Path(config.metrics_bearer_token_file) if config.metrics_bearer_token_file else None
+    )
+    if token_file is not None:
+        try:
+            read_token(token_file)
+        except (OSError, ValueError) as exc:
+            raise InvalidConfig(f"metrics.bearer.token.file: {exc}") from exc
+    names = config.metrics_name_labels_shown
+    if not names and config.metrics_name_labels == "auto":
+        log.info(
+            "metrics_name_labels_off",
+            reason="authentication is on and /metrics is open to anyone who reaches it",
+            hint="set metrics.bearer.token.file (or metrics.name.labels=on) to label "
+            "series with topic and group names",
+        )
+    return MetricsAccess(names=names, token_file=token_file)
+
+
 def _metrics_tls(
     config: BrokerConfig, security: BrokerSecurity
 ) -> Callable[[trio.SocketStream], Awaitable[trio.abc.Stream | None]] | None:
@@ -392,6 +426,32 @@ async def _reload_tls_on_sighup(security: BrokerSecurity) -> None:
         async for _ in signals:
             security.tls.request_reload()
             log.info("tls_reload_requested")
+
+
+def _warn_if_anonymous(config: BrokerConfig, handle: BrokerHandle) -> None:
+    """Name each port that serves anonymous clients beside listeners that authenticate,
+    with the authorizer off (Kafka allows it; the start-up check refuses it for
+    --kafka-listen unless kafka.listen.anonymous.enable is set)."""
+    if config.authorizer_enabled:
+        return
+    client_auth = config.ssl_client_auth
+    if not any(authenticates(spec, client_auth) for spec in handle.listeners):
+        return
+    open_ports = [
+        (f"listeners[{i}]" if i else "listen", spec)
+        for i, spec in enumerate(handle.listeners)
+        if not authenticates(spec, client_auth)
+    ]
+    kafka = handle.kafka_address
+    if kafka is not None:
+        open_ports.append(("kafka_listen", ListenerSpec(SecurityProtocol.PLAINTEXT, *kafka)))
+    for name, spec in open_ports:
+        log.warning(
+            "listener_anonymous",
+            listener=name,
+            address=_address_text((spec.host, spec.port)),
+            reason="anonymous clients may do anything here: authorizer=off",
+        )
 
 
 def _warn_if_exposed(config: BrokerConfig) -> None:

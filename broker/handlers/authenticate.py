@@ -71,7 +71,9 @@ async def _step(
     if session.exchange is None:
         credentials = security.credentials
         server = ScramServer(
-            scram_mechanism(mechanism), lambda user: credentials.lookup(mechanism, user)
+            scram_mechanism(mechanism),
+            lambda user: credentials.lookup(mechanism, user),
+            decoy=lambda user: credentials.decoy(mechanism, user),
         )
         session.exchange, session.mechanism = server, mechanism
         return {"auth_bytes": server.first(data), "complete": False, "principal": None}

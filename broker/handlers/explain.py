@@ -1,5 +1,9 @@
 """The `explain_retention` API (an extension, docs/retention.md): per partition, what
-the next retention pass will do with each segment and why (retention/explain.py)."""
+the next retention pass will do with each segment and why (retention/explain.py).
+
+Every answer carries the topic's retention settings, so beyond its policy row
+(Describe) it needs DescribeConfigs on the topic, as describe_configs does.
+"""
 
 from __future__ import annotations
 
@@ -8,12 +12,14 @@ from typing import cast
 import trio
 
 from broker.context import BrokerContext
+from broker.security.acl import Operation, ResourceType
+from broker.security.gate import permits
 from protocol.api_types import (
     ExplainRetentionAnswer,
     ExplainRetentionRequest,
     PartitionExplanation,
 )
-from protocol.errors import UnknownTopicOrPartition
+from protocol.errors import TopicAuthorizationFailed, UnknownTopicOrPartition
 from retention.task import explain_log
 from storage.manager import LogManager
 
@@ -23,6 +29,9 @@ async def explain_retention(
 ) -> ExplainRetentionAnswer:
     """`explain_retention`: per partition, each segment's verdict (protocol/retention_schema)."""
     topic = body["topic"]
+    op = Operation.DESCRIBE_CONFIGS
+    if not permits(ctx, "explain_retention", op, ResourceType.TOPIC, topic):
+        raise TopicAuthorizationFailed(f"not authorized to {op.value} topic {topic!r}")
     if topic not in ctx.manager.topics():
         raise UnknownTopicOrPartition(f"unknown topic {topic!r}")
     # Metadata only, but one stat per segment: off the event loop, like other admin work.

@@ -1,5 +1,10 @@
 """The topic and config APIs: create_topic, delete_topic, metadata, describe_configs,
-alter_configs. Admin changes run in worker threads (a directory per partition)."""
+alter_configs. Admin changes run in worker threads (a directory per partition).
+
+`metadata` lists a topic's config overrides only to a principal that may
+DescribeConfigs it (its policy row checks Describe alone): the overrides are what
+describe_configs guards, and one door must not open what the other keeps shut.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +16,8 @@ from broker.config import unknown_key_error
 from broker.context import BrokerContext
 from broker.handlers.common import high_watermark, partition_error, require_topic, share_loop
 from broker.handlers.group_offsets import check_not_internal
+from broker.security.acl import Operation, ResourceType
+from broker.security.gate import allows
 from protocol import api_types as wire
 from protocol.errors import InvalidPartitions, TopicAlreadyExists, UnknownTopicOrPartition
 from protocol.schemas import check_topic_name
@@ -92,7 +99,8 @@ async def metadata(ctx: BrokerContext, body: wire.MetadataRequest) -> wire.Metad
             if topic not in known:
                 raise UnknownTopicOrPartition(f"unknown topic {topic!r}")
             count = ctx.manager.partition_count(topic)
-            entry["configs"] = dict(ctx.manager.topic_overrides(topic))
+            shown = allows(ctx, Operation.DESCRIBE_CONFIGS, ResourceType.TOPIC, topic)
+            entry["configs"] = dict(ctx.manager.topic_overrides(topic)) if shown else {}
             entry["partitions"] = [
                 _partition_meta(ctx.manager.get_log(topic, p), p) for p in range(count)
             ]

@@ -20,11 +20,14 @@ and literal name; prefixed bindings are scanned (there are few).
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, TypeVar
+
+from storage.files import validate_topic_name
 
 if TYPE_CHECKING:
     from protocol import api_types as wire
@@ -33,8 +36,10 @@ WILDCARD = "*"
 # The one cluster resource's name, as Kafka spells it.
 CLUSTER_NAME = "kafka-cluster"
 ANONYMOUS = "User:ANONYMOUS"
-# A principal is `Type:name`; Kafka's only principal type in practice is User.
-PRINCIPAL_RE = re.compile(r"User:.+")
+# A principal is `Type:name`; Kafka's only principal type in practice is User. The
+# name is what a login or a certificate subject yields: never empty, no surrounding
+# whitespace, no control characters (a binding with those would match nobody).
+PRINCIPAL_RE = re.compile(r"User:(?![\s])[^\x00-\x1f\x7f]*(?<![\s])")
 
 
 E = TypeVar("E", bound=StrEnum)
@@ -88,6 +93,21 @@ def granted_by(operation: Operation) -> frozenset[Operation]:
     return _GRANTED_BY.get(operation, frozenset({operation})) | {Operation.ALL}
 
 
+def check_host(host: str) -> str | None:
+    """Why `host` can match no client, or None: a binding's host is `*` or one literal
+    IP address in the form the broker sees client addresses in (no names, no ranges;
+    Kafka's rule)."""
+    if host == WILDCARD:
+        return None
+    try:
+        canonical = str(ipaddress.ip_address(host))
+    except ValueError:
+        return f"host {host!r} must be '*' or one IP address (no host names or ranges)"
+    if canonical != host:
+        return f"host {host!r} must be written {canonical!r}, as client addresses are"
+    return None
+
+
 def parse_enum(kind: type[E], text: str) -> E:
     """Case-insensitive, as kafka-acls accepts (`read`, `READ`, `Read`)."""
     folded = text.replace("_", "").replace("-", "").lower()
@@ -111,14 +131,25 @@ class AclBinding:
     permission: Permission
 
     def __post_init__(self) -> None:
-        if not PRINCIPAL_RE.fullmatch(self.principal):
-            raise ValueError(f"principal {self.principal!r} must be User:<name> or User:*")
-        if not self.host or not self.resource_name:
-            raise ValueError("host and resource name must not be empty")
+        if not PRINCIPAL_RE.fullmatch(self.principal) or self.principal == "User:":
+            raise ValueError(
+                f"principal {self.principal!r} must be User:<name> or User:* "
+                "(no surrounding spaces or control characters)"
+            )
+        if not self.resource_name:
+            raise ValueError("resource name must not be empty")
+        host_problem = check_host(self.host)
+        if host_problem:
+            raise ValueError(host_problem)
         if self.resource_type is ResourceType.CLUSTER and self.resource_name != CLUSTER_NAME:
             raise ValueError(f"the cluster resource is named {CLUSTER_NAME!r}")
         if self.pattern_type is PatternType.PREFIXED and self.resource_name == WILDCARD:
             raise ValueError("a prefixed pattern cannot be '*' (use a literal '*')")
+        if self.resource_type is ResourceType.TOPIC and self.resource_name != WILDCARD:
+            problem = validate_topic_name(self.resource_name)
+            prefixed = self.pattern_type is PatternType.PREFIXED
+            if problem and not (prefixed and self.resource_name in (".", "..")):
+                raise ValueError(f"{problem}: the binding could never match a topic")
 
     @classmethod
     def parse(

@@ -16,8 +16,11 @@ import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from broker.logging import get_logger
 from broker.security.acl import AclBinding, AclFilter, Authorizer
 from broker.security.jsonfile import Document, JsonFile
+
+log = get_logger(component="acls")
 
 ACLS_FILE = "acls.json"
 FORMAT_VERSION = 1
@@ -31,7 +34,16 @@ def _empty() -> Document:
 
 
 def _bindings(document: Document) -> list[AclBinding]:
-    return [AclBinding.from_json(entry) for entry in document.get("acls", [])]
+    """The document's bindings. One that can never match (stored before AclBinding
+    refused it: `User:bob `, host `localhost`) is left out, and said so: it granted or
+    denied nothing, and the next edit drops it from the file."""
+    found = []
+    for entry in document.get("acls", []):
+        try:
+            found.append(AclBinding.from_json(entry))
+        except ValueError as exc:
+            log.warning("acl_ignored", entry=entry, reason=str(exc))
+    return found
 
 
 def _document(bindings: Iterable[AclBinding]) -> Document:

@@ -14,8 +14,11 @@ ClientKey, whose hash is all the store holds. No channel binding (Kafka has none
 either); passwords are UTF-8 without SASLprep, as Kafka's ScramFormatter does, so a
 Java client and ours derive the same keys.
 
-An unknown user gets a made-up salt and fails at the proof, as RFC 5802 §9 advises,
-so an attacker cannot tell "no such user" from "wrong password".
+An unknown user gets a made-up credential (`decoy`) and fails at the proof, as RFC
+5802 §9 advises, so an attacker cannot tell "no such user" from "wrong password". The
+broker's decoy (broker/security/credentials.py) is derived from the name with a
+server secret, so it answers the same salt every time as a real user does; the
+random `random_decoy` is only for callers without a secret.
 """
 
 from __future__ import annotations
@@ -107,6 +110,18 @@ def derive_credential(
     )
 
 
+def random_decoy(mechanism: ScramMechanism, username: str) -> ScramCredential:
+    """A made-up credential that no proof matches. A fresh salt each call: a client that
+    asks twice can tell the name is unknown, so the broker passes its own stable decoy."""
+    size = len(mechanism.h(b""))
+    return ScramCredential(
+        secrets.token_bytes(SALT_BYTES),
+        DEFAULT_ITERATIONS,
+        secrets.token_bytes(size),
+        secrets.token_bytes(size),
+    )
+
+
 def password_matches(mechanism: ScramMechanism, credential: ScramCredential, password: str) -> bool:
     """Whether `password` derives `credential` (how PLAIN logins check a SCRAM store)."""
     candidate = derive_credential(
@@ -182,7 +197,9 @@ def _auth_message(client_first_bare: str, server_first: str, client_final_bare: 
 class ScramServer:
     """The broker's side of one exchange: `first(client_first)`, then `final(client_final)`.
 
-    `lookup(username)` returns the user's credential for this mechanism, or None.
+    `lookup(username)` returns the user's credential for this mechanism, or None;
+    `decoy(username)` what to answer for a name `lookup` does not know (the proof then
+    fails as a wrong password's does).
     After `final` returns, `username` is the authenticated user. Any failure raises
     SASL_AUTHENTICATION_FAILED (a step out of order: ILLEGAL_SASL_STATE) and the
     exchange is over.
@@ -193,10 +210,12 @@ class ScramServer:
         mechanism: ScramMechanism,
         lookup: Callable[[str], ScramCredential | None],
         *,
+        decoy: Callable[[str], ScramCredential] | None = None,
         nonce: str | None = None,
     ) -> None:
         self.mechanism = mechanism
         self._lookup = lookup
+        self._decoy = decoy or (lambda name: random_decoy(mechanism, name))
         self._server_nonce = nonce if nonce is not None else _new_nonce()
         self._step = "first"
         self._credential: ScramCredential | None = None
@@ -234,12 +253,7 @@ class ScramServer:
         credential = self._lookup(name) if name else None
         self._known_user = credential is not None
         if credential is None:  # a decoy, so "no such user" looks like "wrong password"
-            credential = ScramCredential(
-                secrets.token_bytes(SALT_BYTES),
-                DEFAULT_ITERATIONS,
-                secrets.token_bytes(32),
-                secrets.token_bytes(32),
-            )
+            credential = self._decoy(name)
         self._credential, self._name = credential, name
         self._nonce = attrs[1][1] + self._server_nonce
         self._client_first_bare = bare
