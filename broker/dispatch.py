@@ -115,7 +115,7 @@ APIS: dict[str, NativeApi] = {
         delete_records, each_topic(OP.DELETE), rules.partitions_denied(low_watermark=-1)
     ),
     # Extension (docs/retention.md; schema in protocol/retention_schema.py).
-    "explain_retention": NativeApi(explain_retention, on_topic(OP.DESCRIBE)),
+    "explain_retention": NativeApi(explain_retention, on_topic(OP.DESCRIBE_CONFIGS)),
     # Extension (docs/compaction.md §9; schema in protocol/offsets_schema.py).
     "commit_offsets": NativeApi(
         commit_offsets,

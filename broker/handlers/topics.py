@@ -12,12 +12,12 @@ from collections.abc import Iterable
 
 import trio
 
+from broker.authz.access import allows
 from broker.config import unknown_key_error
 from broker.context import BrokerContext
 from broker.handlers.common import high_watermark, partition_error, require_topic, share_loop
 from broker.handlers.group_offsets import check_not_internal
 from broker.security.acl import Operation, ResourceType
-from broker.security.gate import allows
 from protocol import api_types as wire
 from protocol.errors import InvalidPartitions, TopicAlreadyExists, UnknownTopicOrPartition
 from protocol.schemas import check_topic_name
