@@ -100,20 +100,9 @@ def test_a_second_layout_is_chosen_at_the_walker() -> None:
     """Kafka's RecordBatch v2 walks with the same code, given its layout."""
     batches = _batches([2, 1, 4])
     kafka_bytes = tidelog_to_kafka_all(b"".join(batches))
-    kafka_layout = BatchLayout(
-        kafka.HEADER.format,
-        (
-            "base_offset",
-            "batch_length",
-            "partition_leader_epoch",
-            "magic",
-            "crc",
-            *tuple(LAYOUT.index)[LAYOUT.index["attributes"] :],
-        ),
-        magic=kafka.MAGIC,
-        crc_from="attributes",
-    )
-    assert kafka_layout.crc_start == kafka.CRC_START
+    kafka_layout = kafka.LAYOUT
+    assert kafka_layout.crc_start == kafka.CRC_START == 21
+    assert kafka_layout.offset["record_count"] == LAYOUT.offset["record_count"] + 4
     walk = BatchWalk(kafka_bytes, layout=kafka_layout)
     got = list(walk)
     assert [f[kafka_layout.index["record_count"]] for _, f in got] == [2, 1, 4]
