@@ -152,7 +152,7 @@ def _kafka_call(sock: socket.socket) -> bytes:
     return _recv_exactly(sock, int.from_bytes(_recv_exactly(sock, 4), "big"))
 
 
-def kafka_edge(port: int, n: int) -> None:
+def kafka_edge(bootstrap: str, n: int) -> None:
     """`n` Kafka produce requests of one 1,000-record batch (4 in flight), then Kafka
     fetches until every record is back."""
     from protocol.kafka.codec import RequestHeader, decode_response, encode_request
@@ -170,7 +170,8 @@ def kafka_edge(port: int, n: int) -> None:
             "topic_data": [{"name": "t", "partition_data": [{"index": 0, "records": records}]}],
         },
     )
-    with socket.create_connection(("127.0.0.1", port)) as sock:
+    host, port = bootstrap.rsplit(":", 1)
+    with socket.create_connection((host, int(port))) as sock:
         sent = done = 0
         while done < n:
             while sent < n and sent - done < 4:
@@ -196,7 +197,10 @@ def kafka_edge(port: int, n: int) -> None:
             )  # fmt: skip
             sock.sendall(fetch)
             answer = decode_response(_kafka_call(sock), FETCH, 11).body
-            data = answer["responses"][0]["partitions"][0]["records"] or b""
+            part = answer["responses"][0]["partitions"][0]
+            data = part["records"] or b""
+            if not data:
+                raise SystemExit(f"Kafka fetch at offset {offset} returned nothing: {part}")
             pos = 0
             while pos < len(data):
                 header = read_batch_header(data, pos)
@@ -234,7 +238,7 @@ def probe_servers(tree: Path, n: int, what: str, out_file: str) -> None:
                     produce_client(bootstrap, n)
                     return
                 if what == "kafka-edge":
-                    kafka_edge(port, n)
+                    kafka_edge(bootstrap, n)
                     return
             else:
                 _produce(bootstrap, n)
@@ -306,6 +310,8 @@ def main(argv: list[str]) -> None:
         consume_client(argv[2], int(argv[3]))
     elif probe == "produce-client":
         produce_client(argv[2], int(argv[3]))
+    elif probe == "kafka-edge-client":
+        kafka_edge(argv[2], int(argv[3]))
     elif probe == "append":
         probe_append(int(argv[3]))
     elif probe in ("build", "clean"):
