@@ -434,9 +434,11 @@ async def _read_frames(
                             ctx.memory.charge(size)
                             state.held_bytes += size
                             reading.reserved = size
-                        cost = frame_cost_ns(size)
-                        large = not offload.inline(cost)
-                        _, obj = await offload.run(cost, decoder.next_message)
+                        large = not offload.inline(frame_cost_ns(size))
+                        if large:
+                            _, obj = await offload.to_worker(decoder.next_message)
+                        else:  # no coroutine for the common case: every frame comes here
+                            _, obj = decoder.next_message()
                         completed += 1
                         ctx.inflight_changed(state, +1)
                         frame = _Frame(obj, time.perf_counter(), large, reading.reserved)

@@ -692,12 +692,14 @@ def tally(
     compressed = False
     count_at, attributes_at = layout.index["record_count"], layout.index["attributes"]
     walk = BatchWalk(buf, layout=layout)
-    for pos, fields in walk:
+    for batch in walk:
         if len(headers) == max_batches:
-            return BlockTally(headers, records, compressed, pos, False, None)
-        headers.append((pos, fields))
+            return BlockTally(headers, records, compressed, batch[0], False, None)
+        headers.append(batch)
+        fields = batch[1]
         records += fields[count_at]
-        compressed = compressed or bool(fields[attributes_at] & COMPRESSION_MASK)
+        if fields[attributes_at] & COMPRESSION_MASK:
+            compressed = True
     return BlockTally(headers, records, compressed, walk.position, True, walk.problem)
 
 
