@@ -28,12 +28,6 @@ from protocol.kafka.convert import (
 )
 
 
-def convert_inline(records: bytes) -> bool:
-    """True if converting these Kafka batches fits the event-loop budget, judged
-    from their headers alone (nothing decoded; a bad header is refused at once)."""
-    return offload.inline(conversion_cost_ns(tally_kafka(records)))
-
-
 async def to_tidelog(records: bytes) -> bytes:
     """A produce request's Kafka batches as Tidelog batches (KafkaCodecError if damaged)."""
     block = tally_kafka(records)

@@ -8,10 +8,10 @@ import warnings
 import pytest
 
 from broker import offload
-from broker.kafka.edge import convert_inline, to_kafka, to_tidelog
+from broker.kafka.edge import to_kafka, to_tidelog
 from protocol import batch as tidelog_batch
 from protocol.kafka import records as kafka
-from protocol.kafka.convert import CONVERT_NS_PER_RECORD
+from protocol.kafka.convert import CONVERT_NS_PER_RECORD, conversion_cost_ns, tally_kafka
 from protocol.kafka.errors import KafkaCodecError
 
 with warnings.catch_warnings():
@@ -30,6 +30,11 @@ def _batch(records: int, codec: int = 0, value: bytes = b"v") -> bytes:
     for i in range(records):
         builder.append(i, timestamp=1_700_000_000_000 + i, key=None, value=value, headers=[])
     return bytes(builder.build())
+
+
+def convert_inline(records: bytes) -> bool:
+    """The edge's choice for a produce request's batches, as `to_tidelog` makes it."""
+    return offload.inline(conversion_cost_ns(tally_kafka(records)))
 
 
 def test_small_uncompressed_batches_convert_inline() -> None:
