@@ -34,6 +34,7 @@ AMOUNTS = {
     "consume": (20, 120),
     "produce": (20, 120),
     "clean": (8, 24),
+    "kafka-edge": (10, 40),
 }
 # Without these the counts move by ~4% between runs of the same code: str hashes are
 # salted per process (dict and set probing differ), and OpenBLAS's idle worker threads
@@ -51,6 +52,8 @@ UNITS = {
     "broker-producer": "broker: one Producer.send_batch of 1,000 records, acks 1",
     "produce": "client: Producer.send_batch of one 1,000-record batch, acks 1",
     "clean": "cleaning 1 MiB of the compaction benchmark's dirty log",
+    "kafka-edge": "broker: one Kafka produce request of 1,000 records, and its share of "
+    "the Kafka fetches",
 }
 
 

@@ -17,6 +17,10 @@ of `n` is the cost of the work alone.
 - `produce`: the client process sending `n` such batches with `Producer.send_batch`
   (`acks: 1`, no linger, idempotence off: round 1's Producer has none), sender thread
   included.
+- `kafka-edge`: the broker process answering `n` pre-encoded Kafka Produce v7
+  requests (`acks: 1`) of one 1,000 x 100 B Kafka v2 batch each, then Kafka Fetch
+  v11 requests of all of them back: the Kafka codec, the conversions both ways and
+  their offload choices, through the wire only (so both sides of an A/B run it).
 - `clean` / `build`: one cleaning of the compaction benchmark's dirty log of `n` MiB,
   and building that log alone (the A/B subtracts the second from the first).
 """
@@ -133,6 +137,77 @@ def _produce(bootstrap: str, n: int) -> None:
             done += 1
 
 
+def _recv_exactly(sock: socket.socket, size: int) -> bytes:
+    data = bytearray()
+    while len(data) < size:
+        chunk = sock.recv(size - len(data))
+        if not chunk:
+            raise SystemExit("the broker closed the Kafka connection")
+        data += chunk
+    return bytes(data)
+
+
+def _kafka_call(sock: socket.socket) -> bytes:
+    """The next Kafka response frame's body (after its 4-byte size)."""
+    return _recv_exactly(sock, int.from_bytes(_recv_exactly(sock, 4), "big"))
+
+
+def kafka_edge(bootstrap: str, n: int) -> None:
+    """`n` Kafka produce requests of one 1,000-record batch (4 in flight), then Kafka
+    fetches until every record is back."""
+    from protocol.kafka.codec import RequestHeader, decode_response, encode_request
+    from protocol.kafka.convert import tidelog_to_kafka_all
+    from protocol.kafka.messages import FETCH, PRODUCE
+    from protocol.kafka.records import read_batch_header
+
+    records = tidelog_to_kafka_all(_batch())
+    produce = encode_request(
+        RequestHeader(PRODUCE.key, 7, 1, "instr-probe"),
+        {
+            "transactional_id": None,
+            "acks": 1,
+            "timeout_ms": 60_000,
+            "topic_data": [{"name": "t", "partition_data": [{"index": 0, "records": records}]}],
+        },
+    )
+    host, port = bootstrap.rsplit(":", 1)
+    with socket.create_connection((host, int(port))) as sock:
+        sent = done = 0
+        while done < n:
+            while sent < n and sent - done < 4:
+                sock.sendall(produce)
+                sent += 1
+            answer = decode_response(_kafka_call(sock), PRODUCE, 7).body
+            part = answer["responses"][0]["partition_responses"][0]
+            if part["error_code"] != 0:
+                raise SystemExit(f"Kafka produce failed: {part}")
+            done += 1
+        offset = 0
+        while offset < n * RECORDS_PER_BATCH:
+            fetch = encode_request(
+                RequestHeader(FETCH.key, 11, 2, "instr-probe"),
+                {
+                    "replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 20,
+                    "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+                    "topics": [{"topic": "t", "partitions": [{
+                        "partition": 0, "current_leader_epoch": -1, "fetch_offset": offset,
+                        "log_start_offset": -1, "partition_max_bytes": 1 << 20}]}],
+                    "forgotten_topics_data": [], "rack_id": "",
+                },
+            )  # fmt: skip
+            sock.sendall(fetch)
+            answer = decode_response(_kafka_call(sock), FETCH, 11).body
+            part = answer["responses"][0]["partitions"][0]
+            data = part["records"] or b""
+            if not data:
+                raise SystemExit(f"Kafka fetch at offset {offset} returned nothing: {part}")
+            pos = 0
+            while pos < len(data):
+                header = read_batch_header(data, pos)
+                offset = header.base_offset + header.last_offset_delta + 1
+                pos += header.size
+
+
 def probe_servers(tree: Path, n: int, what: str, out_file: str) -> None:
     from protocol.batch import iter_headers
 
@@ -148,7 +223,7 @@ def probe_servers(tree: Path, n: int, what: str, out_file: str) -> None:
             "--metrics-listen",
             f"127.0.0.1:{_free_port()}",
         ]
-        if what in ("broker", "broker-producer"):
+        if what in ("broker", "broker-producer", "kafka-edge"):
             serve = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out_file}", *serve]
         broker = subprocess.Popen(
             serve, cwd=data_dir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
@@ -156,11 +231,14 @@ def probe_servers(tree: Path, n: int, what: str, out_file: str) -> None:
         try:
             _wait_for(port)
             bootstrap = f"127.0.0.1:{port}"
-            if what in ("produce", "broker-producer"):
+            if what in ("produce", "broker-producer", "kafka-edge"):
                 with _client_class()(bootstrap) as client:
                     client.create_topic("t", 1)
                 if what == "broker-producer":
                     produce_client(bootstrap, n)
+                    return
+                if what == "kafka-edge":
+                    kafka_edge(bootstrap, n)
                     return
             else:
                 _produce(bootstrap, n)
@@ -232,6 +310,8 @@ def main(argv: list[str]) -> None:
         consume_client(argv[2], int(argv[3]))
     elif probe == "produce-client":
         produce_client(argv[2], int(argv[3]))
+    elif probe == "kafka-edge-client":
+        kafka_edge(argv[2], int(argv[3]))
     elif probe == "append":
         probe_append(int(argv[3]))
     elif probe in ("build", "clean"):

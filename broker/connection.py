@@ -22,8 +22,9 @@ Three tasks joined by bounded channels:
 Memory is bounded broker-wide as well (`broker.membudget`, `queued.max.request.bytes`):
 the reader reserves a large request's bytes when its length header arrives and stops
 reading while the budget is full; a fetch waits for room; answers are charged until
-sent, and whatever a connection still holds is released when it closes. Frames over
-`INLINE_DECODE_MAX_BYTES` are decoded and validated in a worker thread, and a long
+sent, and whatever a connection still holds is released when it closes. Frames priced
+over the event-loop budget (`frame_cost_ns`, broker/offload.py) are decoded and
+validated in a worker thread, and a long
 poll ends when the client is seen gone (`broker.longpoll.peer_gone`).
 
 The only overlap: an `acks: -1` produce is appended in order, then its wait for
@@ -50,6 +51,7 @@ from typing import Any
 import structlog
 import trio
 
+from broker import offload
 from broker.context import BrokerContext, ConnectionState
 from broker.fetch_send import memory_bytes, send_parts, spans_of_fetch
 from broker.kafka.connection import KAFKA
@@ -75,11 +77,12 @@ log = get_logger(component="connection")
 MAX_INFLIGHT_REQUESTS = 16
 # Bytes asked of the socket per read: a 1,000-record batch arrives in one or two.
 RECV_BYTES = 256 * 1024
-# Frames longer than this are decoded (and validated) in a worker thread: decoding
-# costs per object, up to ~40 ns per byte of the densest msgpack, so this bounds the
-# event-loop time one frame can take to ~45 ms, while a producer's default 1 MiB
-# request (records are one bin: ~0.1 ms to decode) stays inline and skips a thread hop.
-INLINE_DECODE_MAX_BYTES = 1024 * 1024 + 64 * 1024
+# Decoding a frame (and validating its body) costs per object: a producer's request
+# far less than this price (its records are one bin: ~0.1 ms for 1 MiB), the densest
+# msgpack up to ~40 ns a byte. At this price a 1 MiB producer request (~15 ms) is
+# decoded on the event loop and skips a thread hop, and no frame inline takes more
+# than ~45 ms; dearer ones are decoded and validated in a worker (broker/offload.py).
+FRAME_DECODE_NS_PER_BYTE = 14
 # Encoded responses a connection may hold for a client that reads slowly; past it
 # the handler pauses (16 queued 55 MiB fetch answers would otherwise be ~1 GiB).
 MAX_QUEUED_RESPONSE_BYTES = 64 * 1024 * 1024
@@ -91,11 +94,16 @@ SEND_TIMEOUT_S = 60.0
 _conn_ids = itertools.count(1)
 
 
+def frame_cost_ns(size: int) -> int:
+    """What decoding (and validating) a request frame of `size` bytes is priced at."""
+    return size * FRAME_DECODE_NS_PER_BYTE
+
+
 @dataclass(frozen=True, slots=True)
 class _Frame:
     obj: Any
     arrived: float
-    large: bool  # longer than INLINE_DECODE_MAX_BYTES: validated off the loop too
+    large: bool  # priced over the event-loop budget: validated off the loop too
     reserved: int  # bytes it holds in the broker-wide memory budget until handled
 
 
@@ -426,10 +434,10 @@ async def _read_frames(
                             ctx.memory.charge(size)
                             state.held_bytes += size
                             reading.reserved = size
-                        large = size > INLINE_DECODE_MAX_BYTES
+                        large = not offload.inline(frame_cost_ns(size))
                         if large:
-                            _, obj = await trio.to_thread.run_sync(decoder.next_message)
-                        else:
+                            _, obj = await offload.to_worker(decoder.next_message)
+                        else:  # no coroutine for the common case: every frame comes here
                             _, obj = decoder.next_message()
                         completed += 1
                         ctx.inflight_changed(state, +1)

@@ -26,6 +26,7 @@ from typing import Any
 
 import trio
 
+from broker import offload
 from protocol.api_types import LocalRecords
 from protocol.batch import F_RECORD_COUNT, HEADER, HEADER_SIZE
 from protocol.errors import CorruptMessage
@@ -280,7 +281,7 @@ async def send_parts(stream: trio.abc.SendStream, parts: FrameParts, timeout_s: 
                 with trio.fail_after(timeout_s):
                     await stream.send_all(part)
             elif sock is None:
-                data = await trio.to_thread.run_sync(part.read)
+                data = await offload.to_worker(part.read)
                 with trio.fail_after(timeout_s):
                     await stream.send_all(data)
             else:
@@ -296,7 +297,7 @@ async def _sendfile(sock: trio.socket.SocketType, span: RecordSpan, timeout_s: f
     position, end = span.position, span.position + span.length
     while position < end:
         try:
-            sent = await trio.to_thread.run_sync(
+            sent = await offload.to_worker(
                 _sendfile_burst, sock.fileno(), span.fd, position, end - position
             )
         except OSError as exc:

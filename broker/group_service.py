@@ -32,6 +32,7 @@ from typing import TypeVar
 
 import trio
 
+from broker import offload
 from broker.groups import (
     Append,
     Deliver,
@@ -194,7 +195,7 @@ class GroupService:
         return self._coordinator
 
     async def _load(self) -> GroupCoordinator:
-        read = await trio.to_thread.run_sync(self._log.read_all)
+        read = await offload.to_worker(self._log.read_all)
         state = load_records(read.records)
         self._loaded = state.records - state.malformed
         self._malformed = state.malformed + read.undecodable_records
@@ -252,9 +253,7 @@ class GroupService:
 
     async def _write(self, batch: list[Append]) -> str | None:
         try:
-            await trio.to_thread.run_sync(
-                self._log.append, [a.records for a in batch], self._clock_ms()
-            )
+            await offload.to_worker(self._log.append, [a.records for a in batch], self._clock_ms())
         except (TidelogError, OSError) as exc:
             self._failed_appends += len(batch)
             code = exc.code if isinstance(exc, TidelogError) else StorageError.code

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 import trio
 
+from broker import offload
 from broker.logging import get_logger
 from protocol.errors import StorageError, TidelogError, UnknownServerError
 from storage.log import Log
@@ -87,7 +88,7 @@ class GroupCommitter:
                 started = time.perf_counter()
                 error: TidelogError | None = None
                 try:
-                    await trio.to_thread.run_sync(plog.flush)
+                    await offload.to_worker(plog.flush)
                 except TidelogError as exc:
                     error = exc
                 except OSError as exc:

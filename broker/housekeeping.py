@@ -19,7 +19,7 @@
 - `producer-expiry`: every `producer.id.expiration.check.interval.ms`: forget the
   idempotent producers idle for their topic's `producer.id.expiration.ms`.
 
-Everything that touches files runs in `trio.to_thread`; the scheduler never
+Everything that touches files runs in a worker thread (`broker.offload`); the scheduler never
 overlaps two runs of one task, so a slow disk delays a task without piling up.
 """
 
@@ -27,8 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import trio
-
+from broker import offload
 from broker.config import BrokerConfig
 from broker.logging import get_logger
 from broker.scheduler import ScheduledTask, Scheduler, TaskFn
@@ -73,26 +72,26 @@ class LogTasks:
         self.scheduled: dict[str, ScheduledTask] = {}
 
     async def run_retention(self) -> None:
-        await trio.to_thread.run_sync(self.retention.run_once)
+        await offload.to_worker(self.retention.run_once)
 
     async def delete_due_files(self) -> None:
-        removed = await trio.to_thread.run_sync(self.manager.delete_due_files)
+        removed = await offload.to_worker(self.manager.delete_due_files)
         if removed:
             self.files_deleted += removed
             logger.info("deleted_files_removed", files=removed)
 
     async def flush_due_logs(self) -> None:
         # One check per log (a lock each): thousands of partitions stay off the event loop.
-        await trio.to_thread.run_sync(_flush_due, list(self.manager.all_logs()), self.clock_ms())
+        await offload.to_worker(_flush_due, list(self.manager.all_logs()), self.clock_ms())
 
     async def write_producer_snapshots(self) -> None:
-        await trio.to_thread.run_sync(_write_pending_snapshots, list(self.manager.all_logs()))
+        await offload.to_worker(_write_pending_snapshots, list(self.manager.all_logs()))
 
     async def write_checkpoints(self) -> None:
-        await trio.to_thread.run_sync(self.manager.write_checkpoints)
+        await offload.to_worker(self.manager.write_checkpoints)
 
     async def expire_producers(self) -> None:
-        await trio.to_thread.run_sync(_expire_producers, self.manager.all_logs(), self.clock_ms())
+        await offload.to_worker(_expire_producers, self.manager.all_logs(), self.clock_ms())
 
 
 def _flush_due(logs: list[Log], now_ms: int) -> None:

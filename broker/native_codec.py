@@ -12,8 +12,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-import trio
-
+from broker import offload
 from broker.context import Answer, BrokerContext, Deferred
 from broker.dispatch import HANDLERS, failure, first_error, handler_for
 from broker.logging import request_fields
@@ -51,8 +50,8 @@ async def handle_request(
 ) -> Response | PendingResponse | None:
     """The response to one decoded frame: None for `acks: 0` produce, pending for `acks: -1`.
 
-    A `large` frame (too many objects for the event-loop budget) is validated in a
-    worker thread: validation walks every object of the body.
+    A `large` frame (priced over the event-loop budget, broker/offload.py) is
+    validated in a worker thread: validation walks every object of the body.
     """
     request_id = request_id_of(obj)
     api = "unknown"
@@ -60,7 +59,7 @@ async def handle_request(
         request = parse_request(obj)
         api = request.api if request.api in HANDLERS else "unknown"
         if large:
-            body = await trio.to_thread.run_sync(validate_request, request)
+            body = await offload.to_worker(validate_request, request)
         else:
             body = validate_request(request)
         handler = handler_for(request.api)

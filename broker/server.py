@@ -28,6 +28,7 @@ from pathlib import Path
 
 import trio
 
+from broker import offload
 from broker.component_metrics import component_samples
 from broker.config import BrokerConfig, authenticates
 from broker.connection import serve_connection
@@ -171,7 +172,7 @@ async def serve_broker(
             fd_reserve=fd_reserve_for(config.max_connections),
         )
         started = time.perf_counter()
-        await trio.to_thread.run_sync(manager.open)
+        await offload.to_worker(manager.open)
         log.info("logs_loaded", topics=len(manager.topics()), duration_s=_since(started))
         # Retention, delayed file deletion, flush.ms and checkpoints (broker/housekeeping.py).
         scheduler = Scheduler(services)
@@ -210,7 +211,7 @@ async def serve_broker(
                 cleaner.request_stop()  # running cleanings give up at their next chunk
                 await scheduler.aclose()  # no task may touch the logs while they close
                 try:
-                    await trio.to_thread.run_sync(manager.close)
+                    await offload.to_worker(manager.close)
                 except (TidelogError, OSError) as exc:
                     raise ShutdownFailed(str(exc)) from exc
                 log.info("shutdown_complete")
@@ -242,6 +243,8 @@ def start_log_cleaner(
     for index in range(len(service.workers)):
 
         async def run(index: int = index) -> None:
+            # Not through broker.offload: log.cleaner.threads sizes these, and a pass
+            # runs for minutes; they must not hold request workers (trio's limiter).
             await trio.to_thread.run_sync(service.run_worker, index)
 
         scheduler.schedule(f"log-cleaner-{index}", run, period_s, period_s)

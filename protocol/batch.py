@@ -66,6 +66,7 @@ class BatchLayout:
 
     __slots__ = (
         "crc_start",
+        "declaration",
         "header",
         "index",
         "log_overhead",
@@ -82,6 +83,7 @@ class BatchLayout:
             raise ValueError(f"layout {fmt!r} has {len(codes)} fields, {len(fields)} named")
         self.size = self.header.size
         self.magic = magic
+        self.declaration = tuple(zip(fields, codes, strict=True))
         # Byte offset and tuple position of each field, from the format's prefixes.
         self.offset = {
             name: struct.calcsize(byte_order + codes[:i]) for i, name in enumerate(fields)
@@ -95,6 +97,25 @@ class BatchLayout:
         # batch_length of a batch with an empty payload.
         self.min_batch_length = self.size - self.log_overhead
 
+    @classmethod
+    def declare(
+        cls, fields: Sequence[tuple[str, str]], *, magic: int, crc_from: str
+    ) -> BatchLayout:
+        """The layout of big-endian `(name, struct code)` fields, in order: the one
+        declaration every offset, width and tuple position is derived from."""
+        names = [name for name, _ in fields]
+        return cls(">" + "".join(code for _, code in fields), names, magic=magic, crc_from=crc_from)
+
+    def fields_from(self, name: str) -> tuple[tuple[str, str], ...]:
+        """This layout's declaration from field `name` on (what a second layout that
+        shares the tail of this one declares after its own head)."""
+        return self.declaration[self.index[name] :]
+
+    def head_before(self, name: str) -> struct.Struct:
+        """The fields before `name` as one struct (the head a writer packs itself)."""
+        codes = "".join(code for _, code in self.declaration[: self.index[name]])
+        return struct.Struct(self.header.format[0] + codes)
+
     def header_problem(self, magic: int, size: int) -> str | None:
         """Why a header with this magic and total batch `size` cannot start a batch,
         or None (what `BatchWalk` checks before it trusts a length)."""
@@ -107,21 +128,20 @@ class BatchLayout:
 
 # The field names follow BatchHeader's order (the dataclass is built from this tuple's
 # unpacked values).
-LAYOUT = BatchLayout(
-    ">qibIhiqqqhii",
+LAYOUT = BatchLayout.declare(
     (
-        "base_offset",
-        "batch_length",
-        "magic",
-        "crc",
-        "attributes",
-        "last_offset_delta",
-        "base_timestamp",
-        "max_timestamp",
-        "producer_id",
-        "producer_epoch",
-        "base_sequence",
-        "record_count",
+        ("base_offset", "q"),
+        ("batch_length", "i"),
+        ("magic", "b"),
+        ("crc", "I"),
+        ("attributes", "h"),
+        ("last_offset_delta", "i"),
+        ("base_timestamp", "q"),
+        ("max_timestamp", "q"),
+        ("producer_id", "q"),
+        ("producer_epoch", "h"),
+        ("base_sequence", "i"),
+        ("record_count", "i"),
     ),
     magic=MAGIC,
     crc_from="attributes",
@@ -208,15 +228,20 @@ __all__ = [
     "LAYOUT",
     "LOG_OVERHEAD",
     "MAGIC",
+    "PRICED_BATCHES_MAX",
+    "UNPRICED_NS",
     "BatchHeader",
     "BatchLayout",
     "BatchWalk",
+    "BlockTally",
     "Compression",
+    "HeaderFields",
     "HeaderPairs",
     "Record",
     "RecordHeaders",
     "RecordTuple",
     "TimestampType",
+    "append_cost_ns",
     "build_batch",
     "check_crc",
     "decode_payload",
@@ -231,6 +256,7 @@ __all__ = [
     "set_base_offset",
     "set_log_append_time",
     "set_producer_fields",
+    "tally",
     "validate_batch",
 ]
 
@@ -247,9 +273,13 @@ class TimestampType(IntEnum):
 _TIMESTAMP_TYPES = (TimestampType.CREATE_TIME, TimestampType.LOG_APPEND_TIME)
 
 
-@dataclass(frozen=True, slots=True)
-class BatchHeader:
-    """The 57-byte header of one batch, parsed."""
+class HeaderFields:
+    """What every parsed batch header offers, whatever its layout: the fields both
+    layouts share and what follows from them (`BatchHeader` here, Kafka's
+    `KafkaBatchHeader` in protocol/kafka/records.py). Both layouts have the same
+    12-byte log overhead (asserted there)."""
+
+    __slots__ = ()
 
     base_offset: int
     batch_length: int
@@ -288,6 +318,24 @@ class BatchHeader:
     @property
     def has_delete_horizon(self) -> bool:
         return bool(self.attributes & DELETE_HORIZON_MASK)
+
+
+@dataclass(frozen=True, slots=True)
+class BatchHeader(HeaderFields):
+    """The 57-byte header of one batch, parsed (fields in `LAYOUT`'s order)."""
+
+    base_offset: int
+    batch_length: int
+    magic: int
+    crc: int
+    attributes: int
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    record_count: int
 
 
 assert tuple(LAYOUT.index) == tuple(f.name for f in dataclasses.fields(BatchHeader))
@@ -337,9 +385,14 @@ def _crc_of(buf: bytes | bytearray | memoryview, pos: int, size: int) -> int:
     return crc32c.crc32c(memoryview(buf)[pos + CRC_START : pos + size])
 
 
-def check_crc(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeader:
-    """Header and CRC-32C only: what a recovery scan needs, without decoding records."""
-    header = _whole_batch(buf, pos)
+def check_crc(
+    buf: bytes | bytearray | memoryview, pos: int = 0, *, fields: tuple[int, ...] | None = None
+) -> BatchHeader:
+    """Header and CRC-32C only: what a recovery scan needs, without decoding records.
+
+    `fields`: the raw header a `BatchWalk` already read (and found whole) at `pos`.
+    """
+    header = _whole_batch(buf, pos) if fields is None else BatchHeader(*fields)
     actual = _crc_of(buf, pos, header.size)
     if actual != header.crc:
         raise CorruptMessage(
@@ -597,6 +650,90 @@ class BatchWalk:
         self.position = pos
         if self._whole and pos < end:
             self.problem = "a batch header is cut by the end of the bytes"
+
+
+# Batch headers one pricing walk reads (~1 µs each, on the event loop); a block
+# packing more is not priced, so pricing stays cheap whatever a peer sends.
+PRICED_BATCHES_MAX = 16
+# The cost of work that cannot be priced before it starts (a compressed batch's
+# decoded size is unknown until it is inflated: 3.6 KB of zstd can hold 6.5 M
+# records), or whose headers are too many to read: above every budget.
+UNPRICED_NS = 1 << 62
+# Validating a produced batch decodes its msgpack payload: ~0.3 µs a record (a
+# 1,000-record 100 KB batch: ~0.3 ms) and ~15 ns a byte for values and headers; the
+# densest msgpack (records of many tiny headers) costs up to ~60 ns a byte, which the
+# per-byte price understates by 4x at most (~60 ms for 1 MiB, as accepted before).
+VALIDATE_NS_PER_RECORD = 300
+VALIDATE_NS_PER_BYTE = 15
+
+
+class BlockTally(NamedTuple):
+    """What the headers of back-to-back batches say, read without decoding anything:
+    the one header walk that prices a block (and that a conversion then reuses)."""
+
+    headers: list[tuple[int, tuple[int, ...]]]  # (position, raw header) of each batch read
+    records: int  # their record_count, summed
+    compressed: bool  # some batch read is compressed: what it inflates to is unknown
+    end: int  # where the walk stopped: a reader of the whole block resumes here
+    priced: bool  # False if the walk stopped at `max_batches`, not at the end
+    problem: str | None  # why the bytes at `end` are no batch (BatchWalk.problem)
+
+
+def tally(
+    buf: bytes | bytearray | memoryview,
+    *,
+    layout: BatchLayout = LAYOUT,
+    max_batches: int = PRICED_BATCHES_MAX,
+) -> BlockTally:
+    """Walk at most `max_batches` headers of `buf` (any layout): how many batches and
+    records the block holds and whether any is compressed. One struct read a batch."""
+    headers: list[tuple[int, tuple[int, ...]]] = []
+    records = 0
+    compressed = False
+    count_at, attributes_at = layout.index["record_count"], layout.index["attributes"]
+    walk = BatchWalk(buf, layout=layout)
+    for batch in walk:
+        if len(headers) == max_batches:
+            return BlockTally(headers, records, compressed, batch[0], False, None)
+        headers.append(batch)
+        fields = batch[1]
+        records += fields[count_at]
+        if fields[attributes_at] & COMPRESSION_MASK:
+            compressed = True
+    return BlockTally(headers, records, compressed, walk.position, True, walk.problem)
+
+
+def append_cost_ns(buf: bytes | bytearray | memoryview) -> int:
+    """What validating produced batches (an append of `buf`) costs at most, in
+    nanoseconds, priced from their headers alone; `UNPRICED_NS` when compressed, when
+    they are too many, or when a header's record_count differs from the count its
+    payload's msgpack array announces (a lying header would let the decoder build
+    whatever the array says). Bytes that are no batch are refused before anything is
+    decoded: only the whole batches before them count."""
+    block = tally(buf)
+    if block.compressed or not block.priced:
+        return UNPRICED_NS
+    for pos, fields in block.headers:
+        if _array_length(buf, pos + HEADER_SIZE) != fields[F_RECORD_COUNT]:
+            return UNPRICED_NS
+    return max(block.records * VALIDATE_NS_PER_RECORD, block.end * VALIDATE_NS_PER_BYTE)
+
+
+# msgpack's array16 and array32 tags: the width of the count that follows.
+_ARRAY_COUNT_WIDTHS = {0xDC: 2, 0xDD: 4}
+
+
+def _array_length(buf: bytes | bytearray | memoryview, pos: int) -> int | None:
+    """The element count a msgpack array header at `pos` announces (None if not one)."""
+    if pos >= len(buf):
+        return None
+    tag = buf[pos]
+    if 0x90 <= tag <= 0x9F:
+        return tag & 0x0F
+    width = _ARRAY_COUNT_WIDTHS.get(tag)
+    if width is None or pos + 1 + width > len(buf):
+        return None
+    return int.from_bytes(buf[pos + 1 : pos + 1 + width], "big")
 
 
 def iter_headers(

@@ -13,8 +13,7 @@ from dataclasses import replace
 from enum import StrEnum
 from typing import TypeVar
 
-import trio
-
+from broker import offload
 from broker.context import BrokerContext
 from broker.security.acl import (
     MATCH,
@@ -76,7 +75,7 @@ async def create_acls(ctx: BrokerContext, body: wire.CreateAclsRequest) -> wire.
         except ValueError as exc:
             results.append({"error": InvalidRequest.code, "message": str(exc)})
     if valid:
-        await trio.to_thread.run_sync(store.add, valid)
+        await offload.to_worker(store.add, valid)
     return {"results": results}
 
 
@@ -84,7 +83,7 @@ async def describe_acls(
     ctx: BrokerContext, body: wire.DescribeAclsRequest
 ) -> wire.DescribeAclsAnswer:
     store = _store(ctx)
-    found = await trio.to_thread.run_sync(store.bindings, acl_filter(body))
+    found = await offload.to_worker(store.bindings, acl_filter(body))
     return {"acls": [binding.to_json() for binding in found]}
 
 
@@ -97,6 +96,6 @@ async def delete_acls(ctx: BrokerContext, body: wire.DeleteAclsRequest) -> wire.
         except InvalidRequest as exc:
             results.append({"error": exc.code, "message": exc.message, "deleted": []})
             continue
-        removed = await trio.to_thread.run_sync(store.remove, selector)
+        removed = await offload.to_worker(store.remove, selector)
         results.append({"error": None, "message": None, "deleted": [b.to_json() for b in removed]})
     return {"results": results}

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import trio
 
+from broker import offload
 from broker.context import BrokerContext
 from broker.security import audit
 from broker.security.service import BrokerSecurity
@@ -64,7 +65,7 @@ async def _step(
         username, password = parse_plain(data)
         session.mechanism = "PLAIN"
         session.exchange = username  # for the audit line if the password is wrong
-        ok = await trio.to_thread.run_sync(security.credentials.check_password, username, password)
+        ok = await offload.to_worker(security.credentials.check_password, username, password)
         if not ok:
             raise SaslAuthenticationFailed("authentication failed: invalid credentials")
         return _succeeded(ctx, session, mechanism, username, b"")

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from typing import cast
 
-import trio
-
+from broker import offload
 from broker.context import BrokerContext
 from protocol.api_types import (
     ExplainRetentionAnswer,
@@ -30,7 +29,7 @@ async def explain_retention(
     if topic not in ctx.manager.topics():
         raise UnknownTopicOrPartition(f"unknown topic {topic!r}")
     # Metadata only, but one stat per segment: off the event loop, like other admin work.
-    partitions = await trio.to_thread.run_sync(
+    partitions = await offload.to_worker(
         explain_partitions, ctx.manager, topic, body["partitions"], ctx.clock_ms()
     )
     return {"topic": topic, "partitions": partitions}

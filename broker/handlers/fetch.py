@@ -9,6 +9,7 @@ from typing import cast
 
 import trio
 
+from broker import offload
 from broker.context import BrokerContext
 from broker.fetch_send import Located, RecordSpan, locate_records
 from broker.handlers.common import get_log, high_watermark, partition_error, share_loop
@@ -41,7 +42,7 @@ async def _read(plog: Log, offset: int, limit: int, *, min_one: bool) -> FetchDa
             )
     except ReadWouldWait:
         pass  # a header not cached, or too many: locate where waiting is allowed
-    return await trio.to_thread.run_sync(
+    return await offload.to_worker(
         functools.partial(locate_records, min_one=min_one), plog, offset, limit
     )
 

@@ -6,8 +6,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-import trio
-
+from broker import offload
 from broker.context import BrokerContext
 from broker.handlers.common import get_log, high_watermark, partition_error, share_loop
 from broker.handlers.group_offsets import check_not_internal
@@ -99,7 +98,7 @@ async def list_offsets(ctx: BrokerContext, body: ListOffsetsRequest) -> ListOffs
 
 
 async def _offset_for_time(plog: Log, p: OffsetForTimePartition) -> OffsetResult:
-    found = await trio.to_thread.run_sync(plog.offset_for_timestamp, p["timestamp"])
+    found = await offload.to_worker(plog.offset_for_timestamp, p["timestamp"])
     if found is None:
         return _offset(p["partition"], None, None)
     offset, timestamp = found
@@ -116,7 +115,7 @@ async def _delete_records(plog: Log, p: DeleteRecordsPartition) -> DeleteRecords
     check_not_internal(plog.topic, "delete records of")
     # The log checks the range (-1 = high watermark) and the policy (compact-only
     # topics refuse, POLICY_VIOLATION as in Kafka); it may write a checkpoint.
-    low = await trio.to_thread.run_sync(plog.delete_records, p["offset"])
+    low = await offload.to_worker(plog.delete_records, p["offset"])
     log.info("records_deleted", topic=plog.topic, partition=plog.partition, low_watermark=low)
     return {"partition": p["partition"], "error": None, "message": None, "low_watermark": low}
 

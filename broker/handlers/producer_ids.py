@@ -7,8 +7,7 @@ call runs in a worker thread: it never stalls the event loop on a slow disk.
 
 from __future__ import annotations
 
-import trio
-
+from broker import offload
 from broker.context import BrokerContext
 from broker.logging import get_logger
 from protocol.api_types import InitProducerIdAnswer, InitProducerIdRequest
@@ -17,7 +16,7 @@ log = get_logger(component="handlers")
 
 
 async def init_producer_id(ctx: BrokerContext, body: InitProducerIdRequest) -> InitProducerIdAnswer:
-    granted = await trio.to_thread.run_sync(
+    granted = await offload.to_worker(
         lambda: ctx.manager.producer_ids.init_producer_id(
             body["producer_id"], body["producer_epoch"], body["transactional_id"]
         )

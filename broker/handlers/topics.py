@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-import trio
-
+from broker import offload
 from broker.authz.access import allows
 from broker.config import unknown_key_error
 from broker.context import BrokerContext
@@ -44,7 +43,7 @@ async def create_topic(ctx: BrokerContext, body: wire.CreateTopicRequest) -> wir
             raise TopicAlreadyExists(f"topic {topic!r} already exists")
         LogConfig.from_props(str_configs, ctx.manager.default_config())
         return {}
-    await trio.to_thread.run_sync(ctx.manager.create_topic, topic, partitions, str_configs)
+    await offload.to_worker(ctx.manager.create_topic, topic, partitions, str_configs)
     return {}
 
 
@@ -54,7 +53,7 @@ async def delete_topic(ctx: BrokerContext, body: wire.DeleteTopicRequest) -> wir
     check_not_internal(topic, "delete")
     require_topic(ctx, topic)
     logs = [ctx.manager.get_log(topic, p) for p in range(ctx.manager.partition_count(topic))]
-    await trio.to_thread.run_sync(ctx.manager.delete_topic, topic)
+    await offload.to_worker(ctx.manager.delete_topic, topic)
     for plog in logs:
         ctx.notifier.wake(plog)  # their long polls answer UNKNOWN_TOPIC_OR_PARTITION now
     ctx.metrics.forget_topic(topic)
@@ -136,7 +135,5 @@ async def alter_configs(
         return {}
     # The manager validates the whole result, persists it, applies it to every
     # partition at once and logs `config_changed`.
-    await trio.to_thread.run_sync(
-        ctx.manager.alter_topic_config, topic, new_values, list(body["delete"])
-    )
+    await offload.to_worker(ctx.manager.alter_topic_config, topic, new_values, list(body["delete"]))
     return {}

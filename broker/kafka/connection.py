@@ -24,8 +24,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-import trio
-
+from broker import offload
 from broker.context import BrokerContext, ConnectionState, Deferred
 from broker.dispatch import failure
 from broker.kafka.call import KafkaAnswer, KafkaCall
@@ -224,7 +223,7 @@ class KafkaCodec:
     ) -> Outcome:
         try:
             if large:
-                request = await trio.to_thread.run_sync(decode_request, message)
+                request = await offload.to_worker(decode_request, message)
             else:
                 request = decode_request(message)
         except UnsupportedRequest as exc:

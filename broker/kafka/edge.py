@@ -9,54 +9,29 @@ epoch and base sequence included, so storage's producer checks see them) and the
 records re-encoded column-wise (protocol.kafka.columns). Nothing here runs on the
 msgpack path, where the stored format already matches the reader.
 
-A conversion costs per record (~0.5-1 µs each way, column-wise), so a large or
-compressed one runs in a worker thread, as a large append does.
+A conversion costs per record (~0.5-1 µs each way, column-wise). One header walk
+(`tally_kafka`) prices a produce request's conversion and then drives it, so the
+Kafka batches are walked once; a conversion priced over the event-loop budget runs
+in a worker thread (broker/offload.py), as a large append does.
 """
 
 from __future__ import annotations
 
-import trio
-
+from broker import offload
 from broker.fetch_send import RecordSpan
-from protocol.kafka import records as kafka
-from protocol.kafka.convert import kafka_to_tidelog_all, tidelog_to_kafka_all
-
-# A produce request's batches are converted on the event loop when they promise to be
-# cheap (as `broker.handlers.produce.append_inline` decides for appends): uncompressed,
-# at most this many bytes and records in all (~0.5-1 µs a record column-wise: a few ms),
-# at most this many batches; anything else goes to a worker thread, as does every
-# fetched span (its bytes are read from the segment file first). Measured: converting
-# a 1 MiB request in a thread halved Kafka produce throughput on a loaded machine.
-INLINE_CONVERT_MAX_BYTES = 1024 * 1024
-INLINE_CONVERT_MAX_RECORDS = 8192
-INLINE_CONVERT_MAX_BATCHES = 16
-
-
-def convert_inline(records: bytes) -> bool:
-    """True if converting these Kafka batches fits the event-loop budget, judged
-    from their headers alone (nothing decoded; a bad header is refused at once)."""
-    if len(records) > INLINE_CONVERT_MAX_BYTES:
-        return False
-    pos = batches = count = 0
-    while pos + kafka.HEADER_SIZE <= len(records):
-        header = kafka.KafkaBatchHeader(*kafka.HEADER.unpack_from(records, pos))
-        if header.batch_length < kafka.MIN_BATCH_LENGTH or header.record_count < 0:
-            return True  # refused by the conversion before any decoding
-        batches += 1
-        count += header.record_count
-        if header.compression or batches > INLINE_CONVERT_MAX_BATCHES:
-            return False
-        if count > INLINE_CONVERT_MAX_RECORDS:
-            return False
-        pos += header.size
-    return True
+from protocol.kafka.convert import (
+    conversion_cost_ns,
+    kafka_to_tidelog_all,
+    tally_kafka,
+    tally_tidelog,
+    tidelog_to_kafka_all,
+)
 
 
 async def to_tidelog(records: bytes) -> bytes:
     """A produce request's Kafka batches as Tidelog batches (KafkaCodecError if damaged)."""
-    if convert_inline(records):
-        return kafka_to_tidelog_all(records)
-    return await trio.to_thread.run_sync(kafka_to_tidelog_all, records)
+    block = tally_kafka(records)
+    return await offload.run(conversion_cost_ns(block), kafka_to_tidelog_all, records, block)
 
 
 def _read_and_convert(span: RecordSpan) -> bytes:
@@ -68,7 +43,11 @@ def _read_and_convert(span: RecordSpan) -> bytes:
 
 async def to_kafka(records: bytes | RecordSpan) -> bytes:
     """Fetched Tidelog batches (bytes, or a span of a segment file) as Kafka batches.
-    Bytes are reads under `broker.fetch_send.SENDFILE_MIN_BYTES` (64 KiB): inline."""
+
+    A span is read from its file first, which may wait for the disk: always in a
+    worker. Bytes are reads under `broker.fetch_send.SENDFILE_MIN_BYTES` (64 KiB),
+    priced as any conversion (within the budget unless compressed)."""
     if isinstance(records, RecordSpan):
-        return await trio.to_thread.run_sync(_read_and_convert, records)
-    return tidelog_to_kafka_all(records)
+        return await offload.to_worker(_read_and_convert, records)
+    block = tally_tidelog(records)
+    return await offload.run(conversion_cost_ns(block), tidelog_to_kafka_all, records, block)

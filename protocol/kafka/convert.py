@@ -27,16 +27,27 @@ from protocol.kafka.errors import KafkaCodecError, KafkaError
 from protocol.kafka.validate import decode_batch
 
 __all__ = [
+    "CONVERT_NS_PER_BYTE",
+    "CONVERT_NS_PER_RECORD",
+    "conversion_cost_ns",
     "kafka_to_tidelog",
     "kafka_to_tidelog_all",
+    "tally_kafka",
+    "tally_tidelog",
     "tidelog_to_kafka",
     "tidelog_to_kafka_all",
 ]
 
 _UINT32 = struct.Struct(">I")
 # Tidelog's header up to its CRC: base_offset, batch_length, magic.
-_TIDELOG_HEAD = struct.Struct(">qib")
+_TIDELOG_HEAD = tidelog.LAYOUT.head_before("crc")
 assert _TIDELOG_HEAD.size == tidelog.CRC_OFFSET
+
+# A conversion decodes and re-encodes every record: ~0.5-1 µs a record column-wise
+# (batches of DECODE_COLUMNS_MIN_RECORDS or more), ~2 µs one at a time, ~1 µs a record
+# header; and copies, checksums and compresses every byte (~5 ns a byte uncompressed).
+CONVERT_NS_PER_RECORD = 1_000
+CONVERT_NS_PER_BYTE = 5
 
 # The 40 header bytes both layouts share, attributes .. record_count.
 _SHARED = slice(kafka.ATTRIBUTES_OFFSET, kafka.HEADER_SIZE)
@@ -49,12 +60,14 @@ def kafka_to_tidelog(
     pos: int = 0,
     *,
     max_decompressed: int = tidelog.DEFAULT_MAX_DECOMPRESSED_BYTES,
+    fields: tuple[int, ...] | None = None,
 ) -> tuple[bytes, int]:
     """The Tidelog batch for the Kafka v2 batch at `pos`, and the Kafka batch's size.
 
     The base offset is kept (producers send 0); the leader epoch is dropped.
+    `fields`: its raw header, when a `BatchWalk` (a `tally`) already read it.
     """
-    header, records = decode_batch(buf, pos, max_decompressed=max_decompressed)
+    header, records = decode_batch(buf, pos, max_decompressed=max_decompressed, fields=fields)
     view = memoryview(buf)
     payload = compress(Compression(header.compression), tidelog.encode_payload(records))
     size = tidelog.HEADER_SIZE + len(payload)
@@ -73,10 +86,12 @@ def tidelog_to_kafka(
     *,
     partition_leader_epoch: int = 0,
     max_decompressed: int = tidelog.DEFAULT_MAX_DECOMPRESSED_BYTES,
+    fields: tuple[int, ...] | None = None,
 ) -> tuple[bytes, int]:
-    """The Kafka v2 batch for the Tidelog batch at `pos`, and the Tidelog batch's size."""
+    """The Kafka v2 batch for the Tidelog batch at `pos`, and the Tidelog batch's size.
+    `fields`: its raw header, when a `BatchWalk` (a `tally`) already read it."""
     try:
-        header = tidelog.check_crc(buf, pos)
+        header = tidelog.check_crc(buf, pos, fields=fields)
         _, records = tidelog.decode_payload(
             buf, pos, header=header, max_decompressed=max_decompressed
         )
@@ -94,23 +109,73 @@ def tidelog_to_kafka(
     return out, header.size
 
 
+def tally_kafka(buf: bytes | bytearray | memoryview) -> tidelog.BlockTally:
+    """The header walk of a produce request's Kafka batches (what prices and then
+    drives their conversion: `conversion_cost_ns`, `kafka_to_tidelog_all`)."""
+    return tidelog.tally(buf, layout=kafka.LAYOUT)
+
+
+def tally_tidelog(buf: bytes | bytearray | memoryview) -> tidelog.BlockTally:
+    """The header walk of fetched Tidelog batches, for `tidelog_to_kafka_all`."""
+    return tidelog.tally(buf)
+
+
+def conversion_cost_ns(block: tidelog.BlockTally) -> int:
+    """What converting a tallied block costs, either way, in nanoseconds; UNPRICED_NS
+    when compressed (its records are unknown until inflated) or not wholly tallied."""
+    if block.compressed or not block.priced:
+        return tidelog.UNPRICED_NS
+    return max(block.records, 0) * CONVERT_NS_PER_RECORD + block.end * CONVERT_NS_PER_BYTE
+
+
+def _explain_kafka(buf: bytes | bytearray | memoryview, pos: int) -> None:
+    kafka.read_batch_header(buf, pos, check_crc=False)  # raises, saying what is wrong
+
+
+def _explain_tidelog(buf: bytes | bytearray | memoryview, pos: int) -> None:
+    try:
+        tidelog.read_header(buf, pos)
+        tidelog.check_crc(buf, pos)
+    except CorruptMessage as exc:
+        raise KafkaCodecError(KafkaError.CORRUPT_MESSAGE, exc.message) from exc
+
+
 def _each_batch(
-    convert: Callable[..., tuple[bytes, int]], buf: bytes | bytearray | memoryview, **kw: int
+    convert: Callable[..., tuple[bytes, int]],
+    explain: Callable[[bytes | bytearray | memoryview, int], None],
+    layout: tidelog.BatchLayout,
+    buf: bytes | bytearray | memoryview,
+    block: tidelog.BlockTally | None,
+    **kw: int,
 ) -> bytes:
+    """Convert every batch of `buf`: those `block` tallied, then the rest, walked from
+    where the tally stopped (one header walk in all)."""
     out = []
-    pos = 0
-    while pos < len(buf):
-        batch, size = convert(buf, pos, **kw)
-        out.append(batch)
-        pos += size
+    start = 0
+    if block is not None:
+        out = [convert(buf, pos, fields=fields, **kw)[0] for pos, fields in block.headers]
+        start = block.end
+    walk = tidelog.BatchWalk(buf, start, layout=layout)
+    out.extend(convert(buf, pos, fields=fields, **kw)[0] for pos, fields in walk)
+    if walk.problem is not None:
+        explain(buf, walk.position)
+        raise KafkaCodecError(
+            KafkaError.CORRUPT_MESSAGE, f"batch at byte {walk.position}: {walk.problem}"
+        )
     return b"".join(out)
 
 
-def kafka_to_tidelog_all(buf: bytes | bytearray | memoryview, **kw: int) -> bytes:
-    """Every back-to-back Kafka batch in `buf` (a produce request's records) converted."""
-    return _each_batch(kafka_to_tidelog, buf, **kw)
+def kafka_to_tidelog_all(
+    buf: bytes | bytearray | memoryview, block: tidelog.BlockTally | None = None, **kw: int
+) -> bytes:
+    """Every back-to-back Kafka batch in `buf` (a produce request's records) converted;
+    `block`: its `tally_kafka`, when the caller priced the conversion with it."""
+    return _each_batch(kafka_to_tidelog, _explain_kafka, kafka.LAYOUT, buf, block, **kw)
 
 
-def tidelog_to_kafka_all(buf: bytes | bytearray | memoryview, **kw: int) -> bytes:
-    """Every back-to-back Tidelog batch in `buf` (a fetch answer's records) converted."""
-    return _each_batch(tidelog_to_kafka, buf, **kw)
+def tidelog_to_kafka_all(
+    buf: bytes | bytearray | memoryview, block: tidelog.BlockTally | None = None, **kw: int
+) -> bytes:
+    """Every back-to-back Tidelog batch in `buf` (a fetch answer's records) converted;
+    `block`: its `tally_tidelog`, when the caller priced the conversion with it."""
+    return _each_batch(tidelog_to_kafka, _explain_tidelog, tidelog.LAYOUT, buf, block, **kw)

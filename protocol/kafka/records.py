@@ -1,6 +1,7 @@
 """Kafka's RecordBatch v2 (magic 2): the header layout, its CRC, and its varint records.
 
-Layout (big-endian), written once here; every offset below derives from it:
+The header is a second `protocol.batch.BatchLayout` (`LAYOUT`, declared once below:
+every offset, `BatchWalk` and `tally` work on it as on Tidelog's). Big-endian:
 
     offset  type    field
     0       int64   base_offset
@@ -39,6 +40,7 @@ key, value, headers)` so a conversion is one decode and one encode.
 
 from __future__ import annotations
 
+import dataclasses
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -48,17 +50,33 @@ from typing import Any, NamedTuple
 import crc32c
 import numpy as np
 
+from protocol import batch as tidelog
+from protocol.batch import (
+    COMPRESSION_MASK,
+    CONTROL_MASK,
+    DELETE_HORIZON_MASK,
+    TIMESTAMP_TYPE_MASK,
+    TRANSACTIONAL_MASK,
+    BatchLayout,
+    HeaderFields,
+)
 from protocol.kafka.columns import decode_columns, encode_columns, scan_columns
 from protocol.kafka.errors import KafkaCodecError, KafkaError
 from protocol.kafka.varint import read_varint, varint
 
 __all__ = [
+    "COMPRESSION_MASK",
+    "CONTROL_MASK",
     "CRC_START",
     "DECODE_COLUMNS_MIN_RECORDS",
+    "DELETE_HORIZON_MASK",
     "ENCODE_COLUMNS_MIN_RECORDS",
     "HEADER",
     "HEADER_SIZE",
+    "LAYOUT",
     "MAGIC",
+    "TIMESTAMP_TYPE_MASK",
+    "TRANSACTIONAL_MASK",
     "DeltaSummary",
     "KafkaBatchHeader",
     "assemble_batch",
@@ -72,28 +90,37 @@ __all__ = [
     "read_batch_header",
 ]
 
-HEADER = struct.Struct(">qiibIhiqqqhii")
-HEADER_SIZE = HEADER.size  # 61
-assert HEADER_SIZE == 61
-
-BASE_OFFSET_OFFSET = 0
-BATCH_LENGTH_OFFSET = 8
-PARTITION_LEADER_EPOCH_OFFSET = 12
-MAGIC_OFFSET = 16
-CRC_OFFSET = 17
-ATTRIBUTES_OFFSET = 21
-CRC_START = ATTRIBUTES_OFFSET
-# base_offset + batch_length: the part of a batch not counted by batch_length.
-LOG_OVERHEAD = BATCH_LENGTH_OFFSET + 4
-MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
-
 MAGIC = 2
 
-COMPRESSION_MASK = 0x07
-TIMESTAMP_TYPE_MASK = 0x08
-TRANSACTIONAL_MASK = 0x10
-CONTROL_MASK = 0x20
-DELETE_HORIZON_MASK = 0x40
+# Kafka's own head, then Tidelog's header from `attributes` on, byte for byte: the
+# one declaration every offset and tuple position below derives from.
+LAYOUT = BatchLayout.declare(
+    (
+        ("base_offset", "q"),
+        ("batch_length", "i"),
+        ("partition_leader_epoch", "i"),
+        ("magic", "b"),
+        ("crc", "I"),
+        *tidelog.LAYOUT.fields_from("attributes"),
+    ),
+    magic=MAGIC,
+    crc_from="attributes",
+)
+HEADER = LAYOUT.header
+HEADER_SIZE = LAYOUT.size  # 61
+assert HEADER_SIZE == 61
+
+BASE_OFFSET_OFFSET = LAYOUT.offset["base_offset"]
+BATCH_LENGTH_OFFSET = LAYOUT.offset["batch_length"]
+PARTITION_LEADER_EPOCH_OFFSET = LAYOUT.offset["partition_leader_epoch"]
+MAGIC_OFFSET = LAYOUT.offset["magic"]
+CRC_OFFSET = LAYOUT.offset["crc"]
+ATTRIBUTES_OFFSET = LAYOUT.offset["attributes"]
+CRC_START = LAYOUT.crc_start
+LOG_OVERHEAD = LAYOUT.log_overhead
+MIN_BATCH_LENGTH = LAYOUT.min_batch_length
+# HeaderFields.size counts Tidelog's overhead: the same 12 bytes.
+assert LOG_OVERHEAD == tidelog.LOG_OVERHEAD
 
 # From these batch sizes on, the column-wise paths (columns.py) beat the per-record
 # loops. Their numpy calls cost a fixed ~75 µs (decode) and ~140 µs (encode) per
@@ -108,13 +135,14 @@ MIN_RECORD_BYTES = 7
 
 _UINT32 = struct.Struct(">I")
 # The header up to the CRC: what a conversion writes itself (the rest it copies).
-_HEAD = struct.Struct(">qiib")
+_HEAD = LAYOUT.head_before("crc")
 RecordTuple = tuple[int, int, bytes | None, bytes | None, tuple[tuple[str, bytes | None], ...]]
 
 
 @dataclass(frozen=True, slots=True)
-class KafkaBatchHeader:
-    """The 61-byte header of one Kafka v2 batch, parsed."""
+class KafkaBatchHeader(HeaderFields):
+    """The 61-byte header of one Kafka v2 batch, parsed (fields in `LAYOUT`'s order;
+    what follows from them is `HeaderFields`', shared with Tidelog's `BatchHeader`)."""
 
     base_offset: int
     batch_length: int
@@ -130,13 +158,8 @@ class KafkaBatchHeader:
     base_sequence: int
     record_count: int
 
-    @property
-    def size(self) -> int:
-        return self.batch_length + LOG_OVERHEAD
 
-    @property
-    def compression(self) -> int:
-        return self.attributes & COMPRESSION_MASK
+assert tuple(LAYOUT.index) == tuple(f.name for f in dataclasses.fields(KafkaBatchHeader))
 
 
 def _corrupt(message: str) -> KafkaCodecError:
@@ -144,20 +167,33 @@ def _corrupt(message: str) -> KafkaCodecError:
 
 
 def read_batch_header(
-    buf: bytes | bytearray | memoryview, pos: int = 0, *, check_crc: bool = True
+    buf: bytes | bytearray | memoryview,
+    pos: int = 0,
+    *,
+    check_crc: bool = True,
+    fields: tuple[int, ...] | None = None,
 ) -> KafkaBatchHeader:
-    """Parse and check the whole v2 batch at `pos`: presence, magic, length, CRC-32C."""
-    left = len(buf) - pos
-    if pos < 0 or left < HEADER_SIZE:
-        raise _corrupt(f"Kafka batch header at byte {pos} needs {HEADER_SIZE} bytes, {left} left")
-    header = KafkaBatchHeader(*HEADER.unpack_from(buf, pos))
-    if header.magic != MAGIC:
-        raise _corrupt(f"Kafka batch at byte {pos} has magic {header.magic}, expected {MAGIC}")
-    if header.batch_length < MIN_BATCH_LENGTH or header.size > left:
-        raise _corrupt(
-            f"Kafka batch at byte {pos} has batch_length {header.batch_length}, "
-            f"{left - LOG_OVERHEAD} bytes present"
-        )
+    """Parse and check the whole v2 batch at `pos`: presence, magic, length, CRC-32C.
+
+    `fields`: the raw header a `BatchWalk` with `LAYOUT` already read at `pos` (it
+    checked presence, magic and length): only the CRC is left to check.
+    """
+    if fields is None:
+        left = len(buf) - pos
+        if pos < 0 or left < HEADER_SIZE:
+            raise _corrupt(
+                f"Kafka batch header at byte {pos} needs {HEADER_SIZE} bytes, {left} left"
+            )
+        header = KafkaBatchHeader(*HEADER.unpack_from(buf, pos))
+        if header.magic != MAGIC:
+            raise _corrupt(f"Kafka batch at byte {pos} has magic {header.magic}, expected {MAGIC}")
+        if header.batch_length < MIN_BATCH_LENGTH or header.size > left:
+            raise _corrupt(
+                f"Kafka batch at byte {pos} has batch_length {header.batch_length}, "
+                f"{left - LOG_OVERHEAD} bytes present"
+            )
+    else:
+        header = KafkaBatchHeader(*fields)
     if check_crc:
         actual = crc32c.crc32c(memoryview(buf)[pos + CRC_START : pos + header.size])
         if actual != header.crc:

@@ -75,20 +75,24 @@ def decode_batch(
     pos: int = 0,
     *,
     max_decompressed: int = tidelog.DEFAULT_MAX_DECOMPRESSED_BYTES,
+    fields: tuple[int, ...] | None = None,
 ) -> tuple[kafka.KafkaBatchHeader, list[kafka.RecordTuple]]:
     """The checked header and the record tuples of the Kafka batch at `pos`.
 
     Transactional and control batches are refused with INVALID_RECORD: Tidelog
-    has no transactions, and a control batch holds markers, not records.
+    has no transactions, and a control batch holds markers, not records. `fields`:
+    the raw header a `BatchWalk` with `records.LAYOUT` already read at `pos`.
     """
-    header = _read_header(buf, pos)
+    header = _read_header(buf, pos, fields)
     raw = inflate(header.compression, _payload(buf, pos, header), max_decompressed)
     return header, kafka.decode_records(raw, header.record_count)
 
 
-def _read_header(buf: bytes | bytearray | memoryview, pos: int) -> kafka.KafkaBatchHeader:
+def _read_header(
+    buf: bytes | bytearray | memoryview, pos: int, fields: tuple[int, ...] | None = None
+) -> kafka.KafkaBatchHeader:
     """The checked header: CRC, no transactions, a known codec."""
-    header = kafka.read_batch_header(buf, pos)
+    header = kafka.read_batch_header(buf, pos, fields=fields)
     if header.attributes & (kafka.TRANSACTIONAL_MASK | kafka.CONTROL_MASK):
         raise KafkaCodecError(
             KafkaError.INVALID_RECORD,

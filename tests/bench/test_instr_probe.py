@@ -48,3 +48,27 @@ def test_the_producer_probe_sends_its_batches_to_a_real_broker(
     with Client(broker_process.bootstrap) as client:
         answer = client.fetch("t", 0, 0, max_bytes=1 << 20)
     assert sum(header.record_count for _, header in iter_headers(answer.records)) == 3000
+
+
+def test_the_kafka_edge_probe_produces_and_fetches_through_kafka(
+    broker_process: BrokerProcess, tmp_path: Path
+) -> None:
+    with Client(broker_process.bootstrap) as client:
+        client.create_topic("t", 1)
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "bench" / "instr_probe.py"),
+            "kafka-edge-client",
+            broker_process.bootstrap,
+            "3",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    with Client(broker_process.bootstrap) as client:
+        answer = client.fetch("t", 0, 0, max_bytes=1 << 20)
+    assert sum(header.record_count for _, header in iter_headers(answer.records)) == 3000

@@ -15,7 +15,7 @@ import trio.testing
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from broker import fetch_send
+from broker import fetch_send, offload
 from broker.fetch_send import (
     SENDFILE_MIN_BYTES,
     RecordSpan,
@@ -302,7 +302,7 @@ async def test_a_slow_reader_gets_everything_without_holding_a_thread(tmp_path: 
     left, right = trio.socket.socketpair()
     with left, right:
         left.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 64 * 1024)
-        default_limiter = trio.to_thread.current_default_thread_limiter()
+        default_limiter = offload.limiter()  # what sendfile bursts borrow from
         tokens, default_limiter.total_tokens = default_limiter.total_tokens, 1
         try:
             async with trio.open_nursery() as nursery:
@@ -311,7 +311,7 @@ async def test_a_slow_reader_gets_everything_without_holding_a_thread(tmp_path: 
                 while len(got) < len(expected):
                     # while the sender waits for room, the only worker thread is free
                     with trio.fail_after(10):
-                        await trio.to_thread.run_sync(lambda: None)
+                        await offload.to_worker(lambda: None)
                     got += await right.recv(32 * 1024)
         finally:
             default_limiter.total_tokens = tokens

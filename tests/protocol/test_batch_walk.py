@@ -17,13 +17,16 @@ from protocol.batch import (
     LOG_OVERHEAD,
     MAGIC_OFFSET,
     MAX_TIMESTAMP_OFFSET,
+    UNPRICED_NS,
     BatchLayout,
     BatchWalk,
     encode_batch,
     read_header,
+    tally,
 )
+from protocol.compression import Compression
 from protocol.kafka import records as kafka
-from protocol.kafka.convert import tidelog_to_kafka_all
+from protocol.kafka.convert import conversion_cost_ns, tidelog_to_kafka_all
 
 
 def _batches(counts: list[int]) -> list[bytes]:
@@ -100,20 +103,9 @@ def test_a_second_layout_is_chosen_at_the_walker() -> None:
     """Kafka's RecordBatch v2 walks with the same code, given its layout."""
     batches = _batches([2, 1, 4])
     kafka_bytes = tidelog_to_kafka_all(b"".join(batches))
-    kafka_layout = BatchLayout(
-        kafka.HEADER.format,
-        (
-            "base_offset",
-            "batch_length",
-            "partition_leader_epoch",
-            "magic",
-            "crc",
-            *tuple(LAYOUT.index)[LAYOUT.index["attributes"] :],
-        ),
-        magic=kafka.MAGIC,
-        crc_from="attributes",
-    )
-    assert kafka_layout.crc_start == kafka.CRC_START
+    kafka_layout = kafka.LAYOUT
+    assert kafka_layout.crc_start == kafka.CRC_START == 21
+    assert kafka_layout.offset["record_count"] == LAYOUT.offset["record_count"] + 4
     walk = BatchWalk(kafka_bytes, layout=kafka_layout)
     got = list(walk)
     assert [f[kafka_layout.index["record_count"]] for _, f in got] == [2, 1, 4]
@@ -129,3 +121,32 @@ def test_fields_match_read_header() -> None:
     ((_, fields),) = list(BatchWalk(batch))
     header = read_header(batch)
     assert fields[LAYOUT.index["max_timestamp"]] == header.max_timestamp == 1_004
+
+
+def test_both_layouts_are_declared_once_and_share_a_tail() -> None:
+    assert LAYOUT.header.format == ">qibIhiqqqhii"
+    assert kafka.LAYOUT.header.format == ">qiibIhiqqqhii"
+    assert kafka.LAYOUT.fields_from("attributes") == LAYOUT.fields_from("attributes")
+    assert (kafka.MAGIC_OFFSET, kafka.CRC_OFFSET, kafka.CRC_START) == (16, 17, 21)
+    assert kafka.LAYOUT.head_before("crc").format == ">qiib"
+
+
+def test_a_tally_counts_records_and_stops_at_its_batch_limit() -> None:
+    data = b"".join(_batches([2, 3, 4]))
+    block = tally(data)
+    assert (block.records, block.compressed, block.priced, block.problem) == (9, False, True, None)
+    assert [pos for pos, _ in block.headers] == [0, len(_batches([2])[0]), block.headers[2][0]]
+    assert block.end == len(data)
+    capped = tally(data, max_batches=2)
+    assert (capped.records, capped.priced, capped.end) == (5, False, block.headers[2][0])
+    zstd = encode_batch([(b"k", b"v", None, 1)], compression=Compression.ZSTD)
+    assert tally(data + zstd).compressed
+
+
+def test_a_conversion_driven_by_a_capped_tally_converts_everything() -> None:
+    data = b"".join(_batches([1, 2, 3, 4, 5]))
+    whole = tidelog_to_kafka_all(data)
+    assert tidelog_to_kafka_all(data, tally(data, max_batches=2)) == whole
+    assert tidelog_to_kafka_all(data, tally(data)) == whole
+    assert conversion_cost_ns(tally(data, max_batches=2)) == UNPRICED_NS
+    assert conversion_cost_ns(tally(data)) < conversion_cost_ns(tally(data * 2))
