@@ -6,15 +6,15 @@ body, asks `handler_for` which function answers it, awaits that function with th
 broker's context, and turns the answer (a dict, None for nothing, or `Deferred`)
 into its own bytes. Each row declares what it needs from the authorizer, and
 `handler_for` hands out the handler behind that declaration (broker/authz/gate.py).
-`failure` and `first_error` map what a handler raised or answered to error codes
-and metrics the same way for every codec. Nothing here knows the wire format.
+`failure` maps what a handler raised to an error code the same way
+for every codec. Nothing here knows the wire format.
 """
 
 from __future__ import annotations
 
 from broker.authz import rules
 from broker.authz.gate import NativeApi, guard
-from broker.context import Answer, BrokerContext, Handler
+from broker.context import BrokerContext, Handler
 from broker.handlers.acls import create_acls, delete_acls, describe_acls
 from broker.handlers.authenticate import authenticate
 from broker.handlers.explain import explain_retention
@@ -170,22 +170,6 @@ def undeclared() -> list[str]:
     """The registered APIs without an authorization declaration of their own."""
     rows = {name: APIS.get(name) for name in HANDLERS}
     return sorted(name for name, row in rows.items() if row is None or row.requires is UNDECLARED)
-
-
-def first_error(body: Answer) -> str | None:
-    """The first per-topic or per-partition error code in an answer, for metrics.
-
-    A request counts as failed with that code (Kafka's failed-request and
-    per-error meters count partition errors too).
-    """
-    for topic in body.get("topics", ()):
-        error: str | None = topic.get("error")
-        if error:
-            return error
-        for part in topic.get("partitions", ()):
-            if isinstance(part, dict) and part.get("error"):
-                return str(part["error"])
-    return None
 
 
 def failure(api: str, exc: Exception) -> TidelogError:

@@ -14,7 +14,7 @@ from typing import Any
 
 from broker import offload
 from broker.context import Answer, BrokerContext, Deferred
-from broker.dispatch import HANDLERS, failure, first_error, handler_for
+from broker.dispatch import HANDLERS, failure, handler_for
 from broker.logging import request_fields
 from protocol.envelope import Response, error_response, parse_request, request_id_of
 from protocol.schemas import validate_request
@@ -37,7 +37,7 @@ class PendingResponse:
     async def resolve(self) -> Response:
         try:
             body = await self._deferred.finish()
-            response, error = Response(id=self._id, body=body), first_error(body)
+            response, error = Response(id=self._id, body=body), first_answer_error(body)
         except Exception as exc:
             err = failure(self._api, exc)
             response, error = error_response(self._id, err), err.code
@@ -68,9 +68,25 @@ async def handle_request(
         if isinstance(result, Deferred):
             return PendingResponse(ctx, request_id, api, arrived, result)
         response = None if result is None else Response(id=request_id, body=result)
-        error = None if result is None else first_error(result)
+        error = None if result is None else first_answer_error(result)
     except Exception as exc:
         err = failure(api, exc)
         response, error = error_response(request_id, err), err.code
     ctx.request_finished(api, error, time.perf_counter() - arrived)
     return response
+
+
+def first_answer_error(body: Answer) -> str | None:
+    """The first per-topic or per-partition error name in a msgpack answer, for metrics.
+
+    A request counts as failed with that code (Kafka's failed-request and
+    per-error meters count partition errors too).
+    """
+    for topic in body.get("topics", ()):
+        error: str | None = topic.get("error")
+        if error:
+            return error
+        for part in topic.get("partitions", ()):
+            if isinstance(part, dict) and part.get("error"):
+                return str(part["error"])
+    return None

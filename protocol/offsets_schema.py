@@ -41,6 +41,9 @@ from protocol.schemas import (
 )
 
 OFFSETS_TOPIC = "__consumer_offsets"
+# Topics only the broker writes, creates, reconfigures or deletes (Kafka's
+# Topic.isInternal); clients may read and describe them.
+INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC})
 # Longest group id: like a topic name, it is part of every stored key.
 MAX_GROUP_CHARS = 249
 # Longest metadata string a commit may carry (Kafka's offset.metadata.max.bytes).

@@ -30,23 +30,18 @@ from protocol.api_types import (
 )
 from protocol.errors import InvalidRequest, InvalidTopic, UnknownTopicOrPartition
 from protocol.offsets_schema import (
+    INTERNAL_TOPICS,
     MAX_GROUP_CHARS,
     MAX_METADATA_CHARS,
     NO_OFFSET,
-    OFFSETS_TOPIC,
 )
 from storage.manager import LogManager
 
 __all__ = [
-    "INTERNAL_TOPICS",
     "check_not_internal",
     "commit_offsets",
     "fetch_offsets",
 ]
-
-# Topics only the broker writes, creates, reconfigures or deletes (Kafka's
-# Topic.isInternal); clients may read and describe them.
-INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC})
 
 
 def check_not_internal(topic: str, action: str) -> None:

@@ -17,17 +17,17 @@ from collections import Counter
 from typing import Any
 
 from broker.authz.access import allows
-from broker.handlers.group_offsets import INTERNAL_TOPICS
 from broker.kafka.admin_configs import CONFIG_HANDLERS
 from broker.kafka.call import KafkaAnswer, KafkaApi, KafkaCall
 from broker.kafka.core import CLUSTER_ID, advertised_address
-from broker.kafka.native_call import Outcome, Refused, run_native
+from broker.kafka.native_call import NativeOutcome, Refused, run_native
 from broker.security.acl import CLUSTER_NAME, Operation, ResourceType
 from broker.security.requires import Requires, Right
 from protocol.api_types import CreateTopicRequest, DeleteRecordsRequest, DeleteTopicRequest
 from protocol.errors import InvalidTopic
 from protocol.kafka.errors import KafkaError, for_tidelog_code
 from protocol.kafka.messages import CREATE_TOPICS, DELETE_RECORDS, DELETE_TOPICS, DESCRIBE_CLUSTER
+from protocol.offsets_schema import INTERNAL_TOPICS
 from protocol.schemas import check_topic_name
 
 # Kafka's "use the broker's default" for num_partitions and replication_factor.
@@ -143,10 +143,10 @@ async def _create_one(
     topic: dict[str, Any],
     existing: tuple[frozenset[str], dict[str, str]],
     validate_only: bool,
-) -> Outcome:
+) -> NativeOutcome:
     name = topic["name"]
     if not _may_create(call, name):  # before the name checks, which would tell it exists
-        return Outcome.failed(
+        return NativeOutcome.failed(
             KafkaError.TOPIC_AUTHORIZATION_FAILED, f"not authorized to Create topic {name!r}"
         )
     try:
@@ -158,7 +158,7 @@ async def _create_one(
             "validate_only": validate_only,
         }
     except InvalidTopic as exc:
-        return Outcome.failed(KafkaError.INVALID_TOPIC_EXCEPTION, exc.message or None)
+        return NativeOutcome.failed(KafkaError.INVALID_TOPIC_EXCEPTION, exc.message or None)
     except Refused as exc:
         return exc.outcome
     return await run_native(call.ctx, "create_topic", body)

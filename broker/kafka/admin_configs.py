@@ -22,7 +22,7 @@ from typing import Any
 from broker.config import BrokerConfig
 from broker.kafka.call import KafkaAnswer, KafkaApi, KafkaCall
 from broker.kafka.config_view import broker_entries, topic_entries
-from broker.kafka.native_call import Outcome, Refused, failed_outcome, run_native
+from broker.kafka.native_call import NativeOutcome, Refused, failed_outcome, run_native
 from broker.security.acl import CLUSTER_NAME, Operation, ResourceType
 from broker.security.requires import Requires, Right
 from protocol.api_types import AlterConfigsRequest, DescribeConfigsRequest
@@ -69,7 +69,7 @@ def _check_broker_name(config: BrokerConfig, name: str) -> None:
         )
 
 
-def _result(resource: dict[str, Any], outcome: Outcome) -> dict[str, Any]:
+def _result(resource: dict[str, Any], outcome: NativeOutcome) -> dict[str, Any]:
     return {
         "error_code": outcome.error.code,
         "error_message": outcome.message,
@@ -97,7 +97,7 @@ async def describe_configs(call: KafkaCall) -> KafkaAnswer:
 
 async def _describe_one(
     call: KafkaCall, resource: dict[str, Any]
-) -> tuple[Outcome, list[dict[str, Any]]]:
+) -> tuple[NativeOutcome, list[dict[str, Any]]]:
     kind, name = resource["resource_type"], resource["resource_name"]
     keys = resource["configuration_keys"]
     synonyms = call.body["include_synonyms"]
@@ -113,24 +113,24 @@ async def _describe_one(
         _check_cluster(call, "describe_configs", Operation.DESCRIBE_CONFIGS)
         _check_broker_name(config, name)
         entries = broker_entries(config, keys, include_synonyms=synonyms) if name else []
-        return Outcome({}), entries
+        return NativeOutcome({}), entries
     raise Refused(KafkaError.INVALID_REQUEST, _MALFORMED)
 
 
 # --- AlterConfigs and IncrementalAlterConfigs -----------------------------------------
 
 
-def _broker_refusal(config: BrokerConfig, name: str, keys: list[str]) -> Outcome:
+def _broker_refusal(config: BrokerConfig, name: str, keys: list[str]) -> NativeOutcome:
     """No broker key is dynamic in Tidelog: Kafka's answer for keys that are not."""
     _check_broker_name(config, name)
     if not keys:
-        return Outcome({})
-    return Outcome.failed(
+        return NativeOutcome({})
+    return NativeOutcome.failed(
         KafkaError.INVALID_REQUEST, f"Cannot update these configs dynamically: [{', '.join(keys)}]"
     )
 
 
-def _not_topic(call: KafkaCall, resource: dict[str, Any], keys: list[str]) -> Outcome | None:
+def _not_topic(call: KafkaCall, resource: dict[str, Any], keys: list[str]) -> NativeOutcome | None:
     """The outcome of a resource that is not a topic (None for a topic)."""
     kind = resource["resource_type"]
     if kind == TOPIC:
@@ -138,7 +138,7 @@ def _not_topic(call: KafkaCall, resource: dict[str, Any], keys: list[str]) -> Ou
     if kind == BROKER:
         _check_cluster(call, "alter_configs", Operation.ALTER_CONFIGS)
         return _broker_refusal(call.ctx.config, resource["resource_name"], keys)
-    return Outcome.failed(KafkaError.INVALID_REQUEST, f"Unknown resource type {kind}")
+    return NativeOutcome.failed(KafkaError.INVALID_REQUEST, f"Unknown resource type {kind}")
 
 
 def _null_refusal(name: str) -> Refused:
@@ -147,7 +147,7 @@ def _null_refusal(name: str) -> Refused:
 
 async def _alter_topic(
     call: KafkaCall, topic: str, new: dict[str, str | int | float], delete: list[str]
-) -> Outcome:
+) -> NativeOutcome:
     body: AlterConfigsRequest = {
         "topic": topic,
         "set": new,
@@ -157,7 +157,7 @@ async def _alter_topic(
     return await run_native(call.ctx, "alter_configs", body)
 
 
-async def _replace_configs(call: KafkaCall, resource: dict[str, Any]) -> Outcome:
+async def _replace_configs(call: KafkaCall, resource: dict[str, Any]) -> NativeOutcome:
     """AlterConfigs: the named configs become the topic's whole set of overrides."""
     configs = resource["configs"]
     other = _not_topic(call, resource, [c["name"] for c in configs])
@@ -200,12 +200,14 @@ def _list_value(op: int, key: str, value: str, current: str | None) -> str:
     return ",".join(parts)
 
 
-async def _change_configs(call: KafkaCall, resource: dict[str, Any]) -> Outcome:
+async def _change_configs(call: KafkaCall, resource: dict[str, Any]) -> NativeOutcome:
     """IncrementalAlterConfigs: SET, DELETE, APPEND, SUBTRACT of the named keys only."""
     configs = resource["configs"]
     keys = [c["name"] for c in configs]
     if len(set(keys)) != len(keys):
-        return Outcome.failed(KafkaError.INVALID_REQUEST, "Error due to duplicate config keys")
+        return NativeOutcome.failed(
+            KafkaError.INVALID_REQUEST, "Error due to duplicate config keys"
+        )
     other = _not_topic(call, resource, keys)
     if other is not None:
         return other
@@ -220,7 +222,7 @@ async def _change_configs(call: KafkaCall, resource: dict[str, Any]) -> Outcome:
                 delete.append(key)
             continue
         if op not in _OP_NAMES:
-            return Outcome.failed(
+            return NativeOutcome.failed(
                 KafkaError.UNKNOWN_SERVER_ERROR, f"unknown config operation {op} ({key})"
             )
         if value is None:
@@ -235,7 +237,7 @@ async def incremental_alter_configs(call: KafkaCall) -> KafkaAnswer:
 
 
 async def _per_resource(
-    call: KafkaCall, alter: Callable[[KafkaCall, dict[str, Any]], Awaitable[Outcome]]
+    call: KafkaCall, alter: Callable[[KafkaCall, dict[str, Any]], Awaitable[NativeOutcome]]
 ) -> KafkaAnswer:
     responses = []
     for resource in call.body["resources"]:

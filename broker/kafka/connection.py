@@ -128,7 +128,7 @@ def error_frame(header: RequestHeader, error: KafkaError) -> bytes | None:
     )
 
 
-def first_error(body: Any) -> str | None:
+def first_error_code_name(body: Any) -> str | None:
     """The first non-zero error code anywhere in a Kafka answer, by name (metrics)."""
     if isinstance(body, dict):
         code = body.get("error_code")
@@ -136,13 +136,13 @@ def first_error(body: Any) -> str | None:
             return error_for_code(code).name
         for key, value in body.items():
             if key != "records" and isinstance(value, list):
-                found = first_error(value)
+                found = first_error_code_name(value)
                 if found:
                     return found
     elif isinstance(body, list):
         for item in body:
             if isinstance(item, dict):
-                found = first_error(item)
+                found = first_error_code_name(item)
                 if found:
                     return found
     return None
@@ -158,7 +158,7 @@ def _encode(
     header = request.header
     try:
         frame = encode_response(request.api, header.api_version, header.correlation_id, answer)
-        error = first_error(answer)
+        error = first_error_code_name(answer)
     except KafkaCodecError as exc:  # an adapter built an unencodable answer: a bug
         log.exception("kafka_response_encode_failed", api=request.api.name)
         fallback = error_frame(header, for_tidelog_code("UNKNOWN_SERVER_ERROR"))

@@ -19,7 +19,6 @@ from typing import Any
 
 from broker.context import BrokerContext, Deferred
 from broker.dispatch import handler_for
-from broker.handlers.group_offsets import INTERNAL_TOPICS
 from broker.kafka.call import KafkaAnswer, KafkaApi, KafkaCall
 from broker.kafka.edge import to_kafka, to_tidelog
 from broker.logging import get_logger
@@ -38,6 +37,7 @@ from protocol.api_types import (
 from protocol.errors import TidelogError
 from protocol.kafka.errors import KafkaCodecError, KafkaError, for_tidelog_code
 from protocol.kafka.messages import FETCH, LIST_OFFSETS, METADATA, PRODUCE
+from protocol.offsets_schema import INTERNAL_TOPICS
 
 log = get_logger(component="kafka")
 

@@ -20,7 +20,7 @@ from protocol.schemas import validate_request_body
 
 
 @dataclass(frozen=True, slots=True)
-class Outcome:
+class NativeOutcome:
     """A native call's answer (None when it failed) and the Kafka error to report."""
 
     answer: Mapping[str, Any] | None
@@ -28,7 +28,7 @@ class Outcome:
     message: str | None = None
 
     @classmethod
-    def failed(cls, error: KafkaError, message: str | None) -> Outcome:
+    def failed(cls, error: KafkaError, message: str | None) -> NativeOutcome:
         return cls(None, error, message)
 
 
@@ -37,10 +37,10 @@ class Refused(Exception):
 
     def __init__(self, error: KafkaError, message: str | None) -> None:
         super().__init__(message)
-        self.outcome = Outcome.failed(error, message)
+        self.outcome = NativeOutcome.failed(error, message)
 
 
-async def run_native(ctx: BrokerContext, api: str, body: Mapping[str, Any]) -> Outcome:
+async def run_native(ctx: BrokerContext, api: str, body: Mapping[str, Any]) -> NativeOutcome:
     """Validate `body` as the msgpack codec does, run `api`'s handler, map a failure."""
     try:
         result = await handler_for(api)(ctx, validate_request_body(api, body))
@@ -48,13 +48,13 @@ async def run_native(ctx: BrokerContext, api: str, body: Mapping[str, Any]) -> O
             result = await result.finish()
     except Exception as exc:
         return failed_outcome(api, exc)
-    return Outcome(result or {})
+    return NativeOutcome(result or {})
 
 
-def failed_outcome(api: str, exc: Exception) -> Outcome:
+def failed_outcome(api: str, exc: Exception) -> NativeOutcome:
     """The Kafka error for an exception (an adapter's own reads of storage can race a
     deletion too); unexpected ones are logged as UNKNOWN_SERVER_ERROR."""
     if isinstance(exc, Refused):
         return exc.outcome
     error = failure(api, exc)
-    return Outcome.failed(for_tidelog_code(error.code), error.message or None)
+    return NativeOutcome.failed(for_tidelog_code(error.code), error.message or None)

@@ -18,8 +18,8 @@ from kafka.protocol.admin import (
 from kafka.protocol.metadata import MetadataRequest
 
 from broker.context import BrokerContext
-from broker.handlers.group_offsets import OFFSETS_TOPIC
 from protocol.batch import encode_batch
+from protocol.offsets_schema import OFFSETS_TOPIC
 from tests.broker.contexts import NOW_MS, open_context
 from tests.broker.kafka.conftest import LISTEN, KafkaRun, admin, run_kafka
 
