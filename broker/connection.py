@@ -1,11 +1,9 @@
 """One client connection: frames in, requests handled in order, responses out in order.
 
-One port, two protocols: a connection's first bytes say which (`sniff_protocol`: a
-Kafka request starts with a plausible size and a 0x00 API-key byte, a msgpack
-envelope with a map marker). Kafka connections get Kafka's codec
-(broker/kafka/connection.py), every other one the msgpack codec below, which also
-answers what is neither (as it always did). Everything else here is the same for
-both protocols (`broker.wirecodec`).
+One port, several protocols: a connection's first bytes say which, and the codec
+registry (broker/codecs.py) hands out the codec that speaks it (Kafka's, or the
+msgpack one, which also answers what is neither). This module names no protocol:
+everything here is the same for every codec (`broker.wirecodec`).
 
 Three tasks joined by bounded channels:
 
@@ -23,9 +21,9 @@ Memory is bounded broker-wide as well (`broker.membudget`, `queued.max.request.b
 the reader reserves a large request's bytes when its length header arrives and stops
 reading while the budget is full; a fetch waits for room; answers are charged until
 sent, and whatever a connection still holds is released when it closes. Frames priced
-over the event-loop budget (`frame_cost_ns`, broker/offload.py) are decoded and
-validated in a worker thread, and a long
-poll ends when the client is seen gone (`broker.longpoll.peer_gone`).
+over the event-loop budget (the codec's `frame_cost_ns`, broker/offload.py) are
+decoded and validated in a worker thread, and a long poll ends when the client is
+seen gone (`broker.longpoll.peer_gone`).
 
 The only overlap: an `acks: -1` produce is appended in order, then its wait for
 the fsync runs beside the following requests (`PendingResponse`), so pipelined
@@ -52,23 +50,15 @@ import structlog
 import trio
 
 from broker import offload
+from broker.codecs import codec_for, sniffed
 from broker.context import BrokerContext, ConnectionState
-from broker.fetch_send import memory_bytes, send_parts, spans_of_fetch
-from broker.kafka.connection import KAFKA
+from broker.fetch_send import memory_bytes, send_parts
 from broker.logging import get_logger
 from broker.longpoll import peer_gone
-from broker.native_codec import PendingResponse, handle_request
-from broker.wirecodec import Close, Frame, FrameReader, Outcome, PendingFrame, WireCodec
-from protocol.envelope import UNKNOWN_ID, Response, error_response, msgpack_type_name
-from protocol.errors import InvalidRequest, TidelogError, UnknownServerError
+from broker.wirecodec import Close, Frame, FrameReader, PendingFrame, WireCodec
 from protocol.framing import (
-    LENGTH_SIZE,
-    FrameDecoder,
     FrameError,
-    encode_frame_parts,
-    encode_frame_to_send,
 )
-from protocol.kafka.framing import SNIFF_BYTES, WireProtocol, sniff_protocol
 
 log = get_logger(component="connection")
 
@@ -77,26 +67,13 @@ log = get_logger(component="connection")
 MAX_INFLIGHT_REQUESTS = 16
 # Bytes asked of the socket per read: a 1,000-record batch arrives in one or two.
 RECV_BYTES = 256 * 1024
-# Decoding a frame (and validating its body) costs per object: a producer's request
-# far less than this price (its records are one bin: ~0.1 ms for 1 MiB), the densest
-# msgpack up to ~40 ns a byte. At this price a 1 MiB producer request (~15 ms) is
-# decoded on the event loop and skips a thread hop, and no frame inline takes more
-# than ~45 ms; dearer ones are decoded and validated in a worker (broker/offload.py).
-FRAME_DECODE_NS_PER_BYTE = 14
 # Encoded responses a connection may hold for a client that reads slowly; past it
 # the handler pauses (16 queued 55 MiB fetch answers would otherwise be ~1 GiB).
 MAX_QUEUED_RESPONSE_BYTES = 64 * 1024 * 1024
-# The smallest Kafka request (a v0 header: api key, version, correlation id).
-KAFKA_MIN_FRAME_BYTES = 8
 # A peer that does not read its responses for this long is dropped (BI-06).
 SEND_TIMEOUT_S = 60.0
 
 _conn_ids = itertools.count(1)
-
-
-def frame_cost_ns(size: int) -> int:
-    """What decoding (and validating) a request frame of `size` bytes is priced at."""
-    return size * FRAME_DECODE_NS_PER_BYTE
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,71 +102,6 @@ class _Slot:
 # straight from a segment file), a slot still being filled, a Close, or None
 # (acks 0: nothing to send).
 _Outgoing = Frame | _Slot | Close | None
-
-
-# --- the msgpack codec ----------------------------------------------------------
-
-
-class _MsgpackPending:
-    """A msgpack response finished beside later requests (`acks: -1`)."""
-
-    def __init__(self, pending: PendingResponse, *, fetch: bool) -> None:
-        self._pending = pending
-        self._fetch = fetch
-
-    async def resolve(self) -> Frame:
-        return _encode(await self._pending.resolve(), fetch=self._fetch)
-
-
-class MsgpackCodec:
-    """Tidelog's own protocol (PROTOCOL.md): msgpack envelopes, `broker.native_codec`."""
-
-    name = "tidelog"
-
-    def frame_reader(self, max_frame_bytes: int) -> FrameReader:
-        return FrameDecoder(max_frame_bytes)
-
-    def needs_room(self, message: Any) -> bool:
-        return isinstance(message, dict) and message.get("api") == "fetch"
-
-    async def handle(
-        self,
-        ctx: BrokerContext,
-        state: ConnectionState,
-        message: Any,
-        arrived: float,
-        *,
-        large: bool,
-    ) -> Outcome:
-        if not isinstance(message, dict):
-            # PROTOCOL.md §1: a frame that is not a map is answered, then closed.
-            error = InvalidRequest(f"request must be a map, got {msgpack_type_name(message)}")
-            return Close("bad_frame", error.message, error.code, self.refuse(error))
-        result = await handle_request(ctx, message, arrived, large=large)
-        fetch = message.get("api") == "fetch"
-        if isinstance(result, PendingResponse):
-            return _MsgpackPending(result, fetch=fetch)
-        return None if result is None else _encode(result, fetch=fetch)
-
-    def refuse(self, error: TidelogError) -> Frame | None:
-        return _encode(error_response(UNKNOWN_ID, error), fetch=False)
-
-
-MSGPACK = MsgpackCodec()
-
-
-def _encode(response: Response, *, fetch: bool) -> Frame:
-    """A response's frame, in parts when a fetch answer's records are sent from their
-    segment file (never raises: a bug becomes an error reply)."""
-    try:
-        spans = spans_of_fetch(response.body) if fetch and response.body else []
-        if spans:
-            return encode_frame_parts(response.to_wire(), spans)
-        return encode_frame_to_send(response.to_wire())
-    except Exception as exc:  # a handler built an unencodable body: a bug, not the peer's
-        log.exception("response_encode_failed")
-        failure = UnknownServerError(f"unencodable response: {exc}")
-        return encode_frame_to_send(error_response(response.id, failure).to_wire())
 
 
 # --- the connection ---------------------------------------------------------------
@@ -247,30 +159,12 @@ def _peer_gone_check(stream: trio.abc.Stream) -> Callable[[], bool]:
     return gone
 
 
-def codec_for(first: bytes, max_frame_bytes: int) -> WireCodec:
-    """Kafka's codec for a Kafka first request, else the msgpack one (which answers
-    anything it cannot read with INVALID_REQUEST, as before there were two)."""
-    if sniff_protocol(first, max_frame_bytes) is WireProtocol.KAFKA:
-        return KAFKA
-    return MSGPACK
-
-
-def _sniffed(first: bytes, max_frame_bytes: int) -> bool:
-    """Whether `first` decides the protocol: five bytes, or a length header no Kafka
-    request has (the msgpack codec then refuses an oversize one before its body)."""
-    if len(first) >= SNIFF_BYTES:
-        return True
-    if len(first) < LENGTH_SIZE:
-        return False
-    return not KAFKA_MIN_FRAME_BYTES <= int.from_bytes(first[:LENGTH_SIZE]) <= max_frame_bytes
-
-
 async def _sniff(stream: trio.abc.Stream, ctx: BrokerContext, state: ConnectionState) -> bytes:
     """A connection's first bytes, at least SNIFF_BYTES unless it ends or stalls first
     (the first byte within connections.max.idle.ms, the rest within the frame timeout)."""
     first = b""
     with trio.move_on_after(ctx.config.connections_max_idle_ms / 1000) as scope:
-        while not _sniffed(first, ctx.config.socket_request_max_bytes):
+        while not sniffed(first, ctx.config.socket_request_max_bytes):
             data = await stream.receive_some(RECV_BYTES)
             if not data:
                 break
@@ -434,7 +328,7 @@ async def _read_frames(
                             ctx.memory.charge(size)
                             state.held_bytes += size
                             reading.reserved = size
-                        large = not offload.inline(frame_cost_ns(size))
+                        large = not offload.inline(codec.frame_cost_ns(size))
                         if large:
                             _, obj = await offload.to_worker(decoder.next_message)
                         else:  # no coroutine for the common case: every frame comes here

@@ -1,6 +1,6 @@
 """The API table: API names (docs/protocol.md §4) -> handlers, shared by every codec.
 
-A codec (the msgpack one, broker/native_codec.py; the Kafka adapters of
+A codec (the msgpack one, broker/native/requests.py; the Kafka adapters of
 broker/kafka/ call the same rows) turns bytes into an API name and a validated
 body, asks `handler_for` which function answers it, awaits that function with the
 broker's context, and turns the answer (a dict, None for nothing, or `Deferred`)

@@ -5,7 +5,8 @@ Work that may take long is priced before it starts, in nanoseconds of CPU time, 
 cost model that lives beside what it prices and reads only what is cheap to read
 (sizes, batch headers): `protocol.batch.append_cost_ns` (validating an append's
 msgpack payloads), `protocol.kafka.convert.conversion_cost_ns` (converting Kafka
-batches either way), `broker.connection.frame_cost_ns` (decoding a request frame).
+batches either way), each codec's `frame_cost_ns` (decoding a request frame;
+broker/native/codec.py, broker/kafka/connection.py).
 `run` does work priced within `INLINE_BUDGET_NS` on the event loop, where it skips
 two thread hops (~20% of produce throughput under GIL contention), and anything
 dearer, or unpriced (`protocol.batch.UNPRICED_NS`: a compressed batch's decoded size

@@ -29,6 +29,7 @@ from pathlib import Path
 import trio
 
 from broker import offload
+from broker.codecs import codec_named
 from broker.component_metrics import component_samples
 from broker.config import BrokerConfig, authenticates
 from broker.connection import serve_connection
@@ -38,7 +39,6 @@ from broker.gcwatch import GcWatch
 from broker.groupcommit import FlushObserver, GroupCommitter
 from broker.heartbeat import run_heartbeat
 from broker.housekeeping import start_log_tasks
-from broker.kafka.connection import KAFKA
 from broker.logging import configure_logging, get_logger
 from broker.longpoll import AppendNotifier
 from broker.membudget import TRIM_CHECK_INTERVAL_S
@@ -277,7 +277,7 @@ async def _serve(
         opened = await trio.open_tcp_listeners(kafka_port, host=kafka_host)
         handle.kafka_host, handle.kafka_port = _bound(opened)
         kafka_spec = ListenerSpec(SecurityProtocol.PLAINTEXT, handle.kafka_host, handle.kafka_port)
-        bound.append((kafka_spec, opened, KAFKA))
+        bound.append((kafka_spec, opened, codec_named("kafka")))
     listeners = [one for _, opened, _ in bound for one in opened]
     stop = shutdown if shutdown is not None else handle.shutdown_requested
     async with trio.open_nursery() as connections:

@@ -5,7 +5,8 @@ timeouts, the in-flight cap, the broker-wide memory budget, in-order responses a
 `ConnectionState` bookkeeping. A codec owns the bytes: how frames are cut
 (`FrameReader`), how a frame becomes a handler call and its answer becomes a response
 frame (`WireCodec.handle`), and what an unreadable frame gets (`WireCodec.refuse`).
-The msgpack codec is `broker.connection.MSGPACK`; Kafka's is `broker.kafka.connection.KAFKA`.
+The msgpack codec is `broker.native.codec.MSGPACK`; Kafka's is `broker.kafka.connection.KAFKA`;
+broker/codecs.py is the registry the connection chooses from.
 """
 
 from __future__ import annotations
@@ -68,6 +69,11 @@ class WireCodec(Protocol):
     name: str  # "tidelog" or "kafka": the metrics' protocol label and logs
 
     def frame_reader(self, max_frame_bytes: int) -> FrameReader: ...
+
+    def frame_cost_ns(self, size: int) -> int:
+        """What decoding (and validating) a request frame of `size` bytes is priced at:
+        over `broker.offload`'s event-loop budget, it is decoded in a worker thread."""
+        ...
 
     def needs_room(self, message: Any) -> bool:
         """Whether handling `message` may allocate a large answer (a fetch): it then

@@ -69,7 +69,7 @@ FORBIDDEN_THIRD_PARTY: dict[str, set[str]] = {
 PROMETHEUS_OWNER = "broker/metrics.py"
 
 # The broker's request path: loading these must load no client module.
-REQUEST_PATH = ("broker.server", "broker.connection", "broker.native_codec", "broker.dispatch")
+REQUEST_PATH = ("broker.server", "broker.connection", "broker.native.requests", "broker.dispatch")
 
 # Handlers answer typed requests; bytes and frames are the connection's business.
 HANDLER_MODULE_PREFIX = "broker.handlers"
@@ -321,6 +321,45 @@ def test_client_checker_catches_the_daemon_importing_a_client(tmp_path: Path) ->
         },
     )
     assert clients_outside_the_cli(tmp_path) == ["broker.server imports tidelog"]
+
+
+# The connection is the same for every protocol: it reaches codecs through the
+# registry (broker/codecs.py) and imports no protocol's modules.
+PROTOCOL_NEUTRAL = ("broker.connection", "broker.wirecodec")
+PROTOCOL_MODULE_PREFIXES = (
+    "broker.kafka",
+    "broker.native",
+    "protocol.kafka",
+    "protocol.envelope",
+    "protocol.schemas",
+)
+
+
+def protocols_named(root: Path) -> list[str]:
+    graph = module_graph(root, PROJECT_PACKAGES)
+    return [
+        f"{module} imports {target}"
+        for module in PROTOCOL_NEUTRAL
+        for target in sorted(graph.get(module, ()))
+        if target.startswith(PROTOCOL_MODULE_PREFIXES)
+    ]
+
+
+def test_the_connection_names_no_protocol() -> None:
+    assert "broker.codecs" in module_graph(ROOT, {"broker"})["broker.connection"]
+    assert protocols_named(ROOT) == []
+
+
+def test_protocol_checker(tmp_path: Path) -> None:
+    write(
+        tmp_path,
+        {
+            "broker/kafka/connection.py": "",
+            "broker/connection.py": "from broker.kafka.connection import KAFKA\n",
+            "broker/codecs.py": "from broker.kafka.connection import KAFKA\n",
+        },
+    )
+    assert protocols_named(tmp_path) == ["broker.connection imports broker.kafka.connection"]
 
 
 def test_codec_and_clients_have_no_cycle() -> None:

@@ -57,6 +57,10 @@ log = get_logger(component="kafka")
 
 # A request frame starts with its int16 API key: a fetch's first two bytes.
 _FETCH_KEY_BYTES = FETCH.key.to_bytes(2, "big")
+# A Kafka frame's decode price, per byte: the msgpack codec's figure (its densest
+# input), which bounds the schema walker too (strings and arrays cost per object,
+# a produce's records are one blob until the edge prices them on their own).
+FRAME_DECODE_NS_PER_BYTE = 14
 
 
 def advertised_apis() -> list[Api]:
@@ -208,6 +212,11 @@ class KafkaCodec:
 
     def frame_reader(self, max_frame_bytes: int) -> _KafkaFrames:
         return _KafkaFrames(max_frame_bytes)
+
+    def frame_cost_ns(self, size: int) -> int:
+        """Priced like a msgpack frame of the same size: Kafka's schema walker is not
+        dearer per byte, and a produce's records stay one blob until the edge."""
+        return size * FRAME_DECODE_NS_PER_BYTE
 
     def needs_room(self, message: bytes) -> bool:
         return message[:2] == _FETCH_KEY_BYTES

@@ -12,7 +12,7 @@ import structlog
 import trio
 
 from broker.logging import configure_logging, get_logger, request_fields
-from broker.native_codec import handle_request
+from broker.native.requests import handle_request
 from protocol.batch import encode_batch
 from tests.broker.contexts import NOW_MS, open_context
 
