@@ -56,9 +56,7 @@ from broker.fetch_send import memory_bytes, send_parts
 from broker.logging import get_logger
 from broker.longpoll import peer_gone
 from broker.wirecodec import Close, Frame, FrameReader, PendingFrame, WireCodec
-from protocol.framing import (
-    FrameError,
-)
+from protocol.framing import FrameError
 
 log = get_logger(component="connection")
 
