@@ -14,8 +14,10 @@ unmapped) when its last user lets go. So the cache bounds what is *kept*; what
 readers hold at one moment is bounded by the threads that read.
 
 Reopening checks the file is the one first opened (device and inode): a segment
-replaced by a cleaned one, or deleted and recreated under the same name, fails
-with ENOENT instead of serving another file's bytes.
+replaced under its name by a cleaned one (written beside it, then renamed over
+it) fails with ENOENT instead of serving another file's bytes. A file unlinked
+and only then recreated may get its inode number back; storage never does that
+to a segment a reader may hold (deleted segments are renamed `.deleted` first).
 
 One cache per process, not per data directory: the descriptor table and the
 map count are per process. `FILES` holds descriptors, `MAPS` index maps; their
