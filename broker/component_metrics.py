@@ -46,7 +46,7 @@ def component_samples(
     yield Sample(
         "tidelog_storage_unloaded_topics",
         "gauge",
-        "Topics left unloaded at start: their segments did not fit the fd budget.",
+        "Topics left unloaded at start: unusable metadata, or no descriptors left to open them.",
         storage.unloaded_topics,
     )
     yield Sample(

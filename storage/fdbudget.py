@@ -1,27 +1,26 @@
-"""The file-descriptor budget storage works within (issue 23, finding 1).
+"""The file-descriptor budget storage works within (issue 23, finding 1; issue 34, item 7).
 
-Every segment holds descriptors for as long as it is open: its `.log` file, and
-one for each memory-mapped, non-empty index (CPython's `mmap` keeps a duplicate
-of the descriptor it maps, up to Python 3.13's `trackfd=False`); the active
-segment also keeps one per index for appending entries. A request that opens
-more than the process may hold used to fail half way with EMFILE and leave the
-broker unable to start. So storage:
+Storage keeps no descriptor or index map per partition for good: each segment's
+`.log`, index writers and index maps are opened on demand and kept in the bounded
+caches of `storage.fdcache` (released least recently used first), and the maps
+keep no descriptor (`storage.mapping`). So how many partitions a broker holds is
+no longer a matter of descriptors, and what was accepted always loads at start
+(issue 38, item 4: creation and loading used to estimate one cost twice, and
+loading refused topics creation had accepted). What the budget guards:
 
-- raises the soft RLIMIT_NOFILE to the hard limit when a data directory opens
-  (`raise_nofile_limit`);
-- admits a new topic only if its partitions fit the budget, refusing it up front
-  otherwise (`FdBudget.allows`);
-- defers a segment roll that would not fit (the append goes to the active
-  segment, which takes it as long as its positions still fit an int32);
-- at start, leaves unloaded a topic whose segments would not fit, instead of
-  failing the start.
+- the caches' capacities (`size_caches`, when a data directory opens): what
+  storage may keep open is the soft limit minus `FD_RESERVE` for everything else
+  the broker holds (connections, sendfile spans, worker threads), and maps are
+  capped below `vm.max_map_count`;
+- the descriptors a new segment needs at once (`FDS_PER_ACTIVE_SEGMENT`), for a
+  topic's creation and a segment roll: when even releasing every cached one would
+  not make room (connections hold the rest), a topic is refused up front and a
+  roll is deferred (the append goes to the active segment while its positions
+  still fit an int32), instead of failing half way with EMFILE.
 
-The budget is the soft limit minus `FD_RESERVE` for everything else the broker
-holds (connections, sendfile spans, worker threads). What is open is measured
-(`/proc/self/fd`), not estimated, so descriptors anyone holds count. Each index
-map is also a memory map, so the limit is capped by `vm.max_map_count` too (the
-unit's LimitNOFILE of 1048576 is far above its usual 65530): past it, `mmap`
-fails with ENOMEM instead of EMFILE, just as much for good.
+It also raises the soft RLIMIT_NOFILE to the hard limit when a data directory
+opens (`raise_nofile_limit`). What is open is measured (`/proc/self/fd`), not
+estimated, so descriptors anyone holds count.
 
 Thread safety: `allows` may be called from any thread.
 """
@@ -35,10 +34,15 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from storage.files import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX
+from storage.fdcache import FILES, MAPS
 
-# The active segment: its `.log`, two index maps and two index writers (see above).
-FDS_PER_ACTIVE_SEGMENT = 5
+# What creating or writing a segment needs open at once: its `.log`, and an index's
+# file while it is sized or written. The one estimate of a partition's cost, for its
+# creation and its rolls alike; loading needs none (the caches make room).
+FDS_PER_ACTIVE_SEGMENT = 3
+# Maps left to the rest of the process (heap arenas, thread stacks, libraries) below
+# vm.max_map_count, as a share of it.
+MAP_RESERVE_SHARE = 4
 # Descriptors kept free for everything but segments and connections: sendfile
 # spans (MAX_OPEN_SPANS, 256), worker threads' pipes, checkpoints, slack.
 FD_RESERVE_BESIDES_CONNECTIONS = 1048
@@ -51,8 +55,8 @@ def fd_reserve_for(max_connections: int) -> int:
     return max_connections + FD_RESERVE_BESIDES_CONNECTIONS
 
 
-# A measured count is reused this long (plus what was admitted since): a roll on
-# every append must not list /proc/self/fd on every append.
+# A measured count is reused this long: a roll on every append must not list
+# /proc/self/fd on every append.
 FD_COUNT_CACHE_S = 0.1
 # ... and this long while at least half the budget was free at the last count. The
 # listing costs ~0.45 µs per open descriptor (1.5 ms at 3,400: a log of ~1,100
@@ -62,6 +66,7 @@ FD_COUNT_CACHE_FAR_S = 2.0
 _PROC_FDS = Path("/proc/self/fd")
 _NR_OPEN = Path("/proc/sys/fs/nr_open")
 _MAX_MAP_COUNT = Path("/proc/sys/vm/max_map_count")
+_PROC_MAPS = Path("/proc/self/maps")
 
 
 def raise_nofile_limit() -> int:
@@ -87,32 +92,6 @@ def _read_int(path: Path) -> int | None:
         return None
 
 
-def storage_limit(nofile: int, max_map_count: int | None) -> tuple[int, str]:
-    """The binding limit on segment descriptors and what it is, for messages."""
-    if max_map_count is not None and max_map_count < nofile:
-        return max_map_count, "vm.max_map_count"
-    return nofile, "RLIMIT_NOFILE"
-
-
-def partition_fds(directory: Path) -> int:
-    """Descriptors a partition directory will hold once loaded: one per `.log`, one
-    per non-empty index (mapped), and an active segment's full set."""
-    total = FDS_PER_ACTIVE_SEGMENT
-    try:
-        entries = list(os.scandir(directory))
-    except FileNotFoundError:
-        return total
-    for entry in entries:
-        if entry.name.endswith(LOG_SUFFIX):
-            total += 1
-        elif entry.name.endswith((INDEX_SUFFIX, TIME_INDEX_SUFFIX)):
-            try:
-                total += entry.stat().st_size > 0
-            except FileNotFoundError:
-                pass
-    return total
-
-
 def open_fd_count() -> int:
     """Descriptors this process holds now (Linux: entries of /proc/self/fd)."""
     try:
@@ -120,6 +99,15 @@ def open_fd_count() -> int:
             return sum(1 for _ in entries) - 1  # the scandir's own descriptor
     except OSError:
         return 0  # no /proc: nothing measured, the limit alone applies
+
+
+def open_map_count() -> int:
+    """Memory maps this process holds now (Linux: lines of /proc/self/maps)."""
+    try:
+        with _PROC_MAPS.open("rb") as maps:
+            return sum(1 for _ in maps)
+    except OSError:
+        return 0
 
 
 class FdBudget:
@@ -132,11 +120,12 @@ class FdBudget:
         reserve: int = FD_RESERVE,
         count: Callable[[], int] = open_fd_count,
         clock: Callable[[], float] = time.monotonic,
+        releasable: Callable[[], int] = FILES.__len__,
     ) -> None:
+        """`releasable`: how many of the counted descriptors storage's cache would
+        release to make room (they are storage's, not a limit on it)."""
         if limit is None:
-            limit, self.limit_name = storage_limit(
-                resource.getrlimit(resource.RLIMIT_NOFILE)[0], _read_int(_MAX_MAP_COUNT)
-            )
+            limit, self.limit_name = resource.getrlimit(resource.RLIMIT_NOFILE)[0], "RLIMIT_NOFILE"
         else:
             self.limit_name = "the limit"
         self.limit = limit
@@ -144,21 +133,28 @@ class FdBudget:
         self.reserve = min(reserve, limit * 3 // 4)
         self._count = count
         self._clock = clock
+        self._releasable = releasable
         self._lock = threading.Lock()
         self._measured = 0
         self._measured_at: float | None = None
-        self._admitted = 0  # descriptors admitted since the last measurement
 
     def headroom(self) -> int:
-        """Descriptors storage may still open (negative when over budget)."""
+        """Descriptors storage may still open, releasing what its cache keeps if need
+        be (negative when over budget)."""
         with self._lock:
             return self._headroom_locked()
 
     def _headroom_locked(self) -> int:
         now = self._clock()
         if self._measured_at is None or now - self._measured_at >= self._trusted_for():
-            self._measured, self._measured_at, self._admitted = self._count(), now, 0
-        return self.limit - self.reserve - self._measured - self._admitted
+            self._measured, self._measured_at = self._count(), now
+        return self.limit - self.reserve - self._measured + self._releasable()
+
+    def storage_share(self) -> int:
+        """How many descriptors storage may keep open: the cache's capacity."""
+        with self._lock:
+            self._measured_at = None  # count now, not from a stale measurement
+            return self._headroom_locked()
 
     def _trusted_for(self) -> float:
         """Seconds the last count stands: longer while half the budget was free then."""
@@ -167,12 +163,10 @@ class FdBudget:
         return FD_COUNT_CACHE_FAR_S if far else FD_COUNT_CACHE_S
 
     def allows(self, descriptors: int) -> bool:
-        """Admit `descriptors` more if they fit (counted until the next measurement)."""
+        """Whether storage may open `descriptors` more at once now. Nothing is admitted
+        for good: what storage keeps is bounded by its cache, not by each opening."""
         with self._lock:
-            if descriptors > self._headroom_locked():
-                return False
-            self._admitted += descriptors
-            return True
+            return descriptors <= self._headroom_locked()
 
     def describe(self) -> str:
         """For error messages: the numbers behind a refusal."""
@@ -180,3 +174,13 @@ class FdBudget:
             f"{max(self.headroom(), 0)} of {self.limit_name} {self.limit} are free for storage "
             f"({self.reserve} kept for connections and the rest of the broker)"
         )
+
+
+def size_caches(budget: FdBudget) -> None:
+    """Bound storage's caches by the budget: descriptors by what it leaves storage, maps
+    below vm.max_map_count (less a share for the rest of the process)."""
+    FILES.resize(budget.storage_share())
+    max_maps = _read_int(_MAX_MAP_COUNT)
+    if max_maps is not None:
+        baseline = open_map_count() - len(MAPS)
+        MAPS.resize(max_maps - max_maps // MAP_RESERVE_SHARE - baseline)

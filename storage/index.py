@@ -7,7 +7,10 @@ On disk (PROTOCOL.md §7), big-endian, fixed-size entries, no header:
 
 `Index` owns the map, the entry count and the search; `OffsetIndex` and
 `TimeIndex` only say what an entry is and when one may be appended. Entries are
-written with `pwrite` and read through the shared map (one page cache).
+written with `pwrite` and read through the shared map (one page cache). Neither
+the map nor the writing descriptor stays open: both come from the bounded caches
+of `storage.fdcache` and are reopened on demand, and the map keeps no descriptor
+(`storage.mapping`), so an index costs nothing while its partition is idle.
 
 Invariants: keys (relative offset, timestamp) strictly increase over the first
 `entries` entries; the file is preallocated to `segment.index.bytes` (rounded
@@ -25,15 +28,15 @@ and entries the log may not have; recovery rebuilds such indexes from the log.
 
 from __future__ import annotations
 
-import mmap
 import struct
-import weakref
 from pathlib import Path
 from typing import ClassVar
 
 import numpy as np
 
+from storage.fdcache import MAPS, Lazy, LazyFile, open_retried
 from storage.fileio import FileIO
+from storage.mapping import map_readonly
 
 # Two-level search: numpy's searchsorted copies a big-endian strided column to
 # native order first, so search a sample of every STRIDE-th entry, then one run.
@@ -47,15 +50,6 @@ def index_entry_due(bytes_since_entry: int, index_interval_bytes: int) -> bool:
     """Kafka's sparse-entry rule, for appends, rebuilds and cleaned segments alike: an
     entry for a batch once more than `index.interval.bytes` were written since the last."""
     return bytes_since_entry > index_interval_bytes
-
-
-def _close_writer(io: FileIO, writer: list[int | None]) -> None:
-    fd, writer[0] = writer[0], None
-    if fd is not None:
-        try:
-            io.close(fd)
-        except OSError:
-            pass
 
 
 class CorruptIndexError(Exception):
@@ -77,7 +71,7 @@ class Index:
         WRITE_CHUNK_ENTRIES: converting a million tuples in one numpy call would hold
         the GIL for a tenth of a second.
         """
-        fd = io.open(path, create=True)
+        fd = open_retried(io, path, create=True)
         try:
             io.ftruncate(fd, 0)
             step = WRITE_CHUNK_ENTRIES
@@ -91,30 +85,37 @@ class Index:
     def __init__(
         self, path: Path, base_offset: int, io: FileIO, *, preallocate_bytes: int = 0
     ) -> None:
-        """Map `path` (created if missing); `preallocate_bytes` starts a new, empty index."""
+        """Index `path` (created if missing); `preallocate_bytes` starts a new, empty index.
+
+        Nothing stays open: the map and the descriptor appends write through are
+        opened on first use and kept in `storage.fdcache` (released when idle).
+        """
         self.path = path
         self.base_offset = base_offset
         self._io = io
-        # The descriptor appends write through, opened on the first entry; a list so
-        # the finalizer can close it if the index is dropped without close().
-        self._writer: list[int | None] = [None]
-        weakref.finalize(self, _close_writer, io, self._writer)
-        fd = io.open(path, create=True)
-        try:
-            if preallocate_bytes:  # a new index: whatever a stale file held is dropped
-                length = preallocate_bytes // self.DTYPE.itemsize * self.DTYPE.itemsize
+        if preallocate_bytes:  # a new index: whatever a stale file held is dropped
+            length = preallocate_bytes // self.DTYPE.itemsize * self.DTYPE.itemsize
+            fd = open_retried(io, path, create=True)
+            try:
                 if io.file_size(fd):
                     io.ftruncate(fd, 0)
                 io.ftruncate(fd, length)
-                self._entries = 0
-            else:
-                length = io.file_size(fd)
-                self._entries = length // self.DTYPE.itemsize
-            self._map = self._open_map(fd, length)
-        finally:
-            io.close(fd)
+            finally:
+                io.close(fd)
+            self._entries = 0
+        else:
+            try:
+                length = path.stat().st_size
+            except FileNotFoundError:
+                io.close(open_retried(io, path, create=True))
+                length = 0
+            self._entries = length // self.DTYPE.itemsize
+        self._length = length
+        self._writer = LazyFile(io, path)
+        self._map = _LazyMap(io, self._writer, self.DTYPE, length)
         # A length that is not whole entries was not written by us (Kafka: corrupt).
         self.misaligned = length % self.DTYPE.itemsize != 0
+        self._dirty = False  # entries or a length not fsynced yet
 
     @property
     def entry_size(self) -> int:
@@ -127,33 +128,33 @@ class Index:
     @property
     def capacity(self) -> int:
         """How many entries fit in the file as it is sized now."""
-        return len(self._map)
+        return self._length // self.DTYPE.itemsize
 
     @property
     def size_bytes(self) -> int:
         """Bytes of real entries (Kafka's sizeInBytes), not the file length."""
         return self._entries * self.entry_size
 
-    def _open_map(self, fd: int, length: int) -> np.ndarray:
-        count = length // self.DTYPE.itemsize
-        if count == 0:
-            self._mmap: mmap.mmap | None = None
+    def _view(self) -> np.ndarray:
+        """The map of the file's whole entries (opened on demand; hold it while using it)."""
+        if self._length < self.entry_size:
             return np.zeros(0, dtype=self.DTYPE)
-        # The mapping outlives the descriptor; it is unmapped when the last view goes.
-        self._mmap = mmap.mmap(fd, count * self.DTYPE.itemsize)
-        return np.frombuffer(self._mmap, dtype=self.DTYPE, count=count)
+        return self._map.get()
+
+    def rename(self, path: Path) -> None:
+        """The file was renamed (a deleted segment): reopen it by its new name."""
+        self.path = path
+        self._writer.path = path
 
     def resize(self, size_bytes: int) -> None:
         """Set the file length (rounded down to whole entries), keeping the entries."""
         length = max(size_bytes // self.entry_size, self._entries) * self.entry_size
-        if length == len(self._map) * self.entry_size and not self.misaligned:
+        if length == self._length and not self.misaligned:
             return
-        fd = self._io.open(self.path, create=True)
-        try:
-            self._io.ftruncate(fd, length)
-            self._map = self._open_map(fd, length)
-        finally:
-            self._io.close(fd)
+        writer = self._writer.get()
+        self._io.ftruncate(writer.fd, length)
+        self._length = self._map.length = length  # not fsynced: an untrimmed index is harmless
+        self._map.drop()  # the next use maps the new length
         self.misaligned = False
 
     def trim(self) -> None:
@@ -162,18 +163,20 @@ class Index:
         self.release_writer()
 
     def flush(self) -> None:
-        """msync: write dirty entries to disk (part of a log flush)."""
-        if self._mmap is not None:
-            self._mmap.flush()
+        """fsync the entries appended since the last flush (part of a log flush)."""
+        if self._dirty:
+            self._dirty = False
+            writer = self._writer.get()
+            self._io.fsync(writer.fd)
 
     def reset(self) -> None:
         """Forget every entry (before a rebuild); the file keeps its length."""
         self._entries = 0
 
-    def _search(self, key: int) -> int:
+    def _search(self, view: np.ndarray, key: int) -> int:
         """Slot of the last entry whose key is <= `key`, or -1."""
         entries = self._entries
-        column = self._map[self.KEY][:entries]
+        column = view[self.KEY][:entries]
         coarse = np.searchsorted(column[::SEARCH_STRIDE], key, side="right")
         if coarse == 0:
             return -1
@@ -193,26 +196,50 @@ class Index:
         dirties the page cache, which the map shares.
         """
         slot = self._entries
-        writer = self._writer[0]
-        if writer is None:
-            writer = self._writer[0] = self._io.open(self.path)
-        self._io.write_all(writer, self.PACKER.pack(*values), slot * self.entry_size)
+        writer = self._writer.get()
+        self._io.write_all(writer.fd, self.PACKER.pack(*values), slot * self.entry_size)
+        self._dirty = True
         self._entries = slot + 1
 
     def release_writer(self) -> None:
         """Close the descriptor used for appends (the segment stopped being active)."""
-        _close_writer(self._io, self._writer)
+        self._writer.close()
 
     def keys(self) -> np.ndarray:
         """The keys of all entries, in native order (tests and sanity checks)."""
-        return self._map[self.KEY][: self._entries].astype(np.int64)
+        return self._view()[self.KEY][: self._entries].astype(np.int64)
 
     def close(self) -> None:
-        """Trim and drop the map (readers still holding it keep a valid view)."""
-        self.trim()
+        """Trim, fsync and drop the map (readers still holding it keep a valid view)."""
+        self.resize(self._entries * self.entry_size)
         self.flush()
-        self._map = np.zeros(0, dtype=self.DTYPE)
-        self._mmap = None
+        self.release_writer()
+        self._map.close()
+
+
+class _LazyMap(Lazy[np.ndarray]):
+    """An index's map, opened on demand (storage.fdcache.MAPS); keeps no descriptor.
+
+    It holds what it maps, not the index: an index <-> map cycle kept a deleted
+    topic's files mapped until the cyclic GC ran (never, once the heap is frozen).
+    """
+
+    __slots__ = ("_io", "_writer", "dtype", "length")
+
+    def __init__(self, io: FileIO, writer: LazyFile, dtype: np.dtype, length: int) -> None:
+        self._io, self._writer, self.dtype, self.length = io, writer, dtype, length
+        super().__init__(MAPS)
+
+    def _open(self) -> np.ndarray:
+        writer = self._writer
+        if writer.is_open:
+            file = writer.get()  # held for the call: a release cannot close it meanwhile
+            return map_readonly(file.fd, self.length, self.dtype)
+        fd = writer.open_transient()  # the same file, checked to be the same inode
+        try:
+            return map_readonly(fd, self.length, self.dtype)
+        finally:
+            self._io.close(fd)
 
 
 class OffsetIndex(Index):
@@ -233,27 +260,28 @@ class OffsetIndex(Index):
     def last_offset(self) -> int:
         if self._entries == 0:
             return self.base_offset
-        return self.base_offset + int(self._map[self._entries - 1]["rel"])
+        return self.base_offset + int(self._view()[self._entries - 1]["rel"])
 
     def append(self, offset: int, position: int) -> None:
         """Add an entry; a full index skips it (sparse lookups stay correct)."""
         if self.is_full():
             return
         relative = offset - self.base_offset
-        if self._entries and relative <= int(self._map[self._entries - 1]["rel"]):
+        if self._entries and relative <= int(self._view()[self._entries - 1]["rel"]):
             raise ValueError(f"offset index {self.path}: {offset} is not after the last entry")
         self._put((relative, position))
 
     def lookup(self, offset: int) -> tuple[int, int]:
-        slot = self._search(offset - self.base_offset)
+        view = self._view()
+        slot = self._search(view, offset - self.base_offset)
         if slot < 0:
             return self.base_offset, 0
-        entry = self._map[slot]
+        entry = view[slot]
         return self.base_offset + int(entry["rel"]), int(entry["pos"])
 
     def truncate_to(self, offset: int) -> None:
         """Drop entries for offsets >= `offset`."""
-        self._truncate_entries(self._search(offset - self.base_offset - 1) + 1)
+        self._truncate_entries(self._search(self._view(), offset - self.base_offset - 1) + 1)
 
     def sanity_check(self, log_size: int) -> None:
         """Raise CorruptIndexError unless offsets increase and positions lie in the log."""
@@ -261,7 +289,7 @@ class OffsetIndex(Index):
             raise CorruptIndexError(f"{self.path}: length is not a multiple of {self.entry_size}")
         if self._entries == 0:
             return
-        entries = self._map[: self._entries]
+        entries = self._view()[: self._entries]
         rel = entries["rel"].astype(np.int64)
         pos = entries["pos"].astype(np.int64)
         if rel[0] < 0 or np.any(np.diff(rel) <= 0):
@@ -290,11 +318,11 @@ class TimeIndex(Index):
         """(timestamp, offset) of the last entry, or (-1, base) when empty."""
         if self._entries == 0:
             return -1, self.base_offset
-        entry = self._map[self._entries - 1]
+        entry = self._view()[self._entries - 1]
         return int(entry["ts"]), self.base_offset + int(entry["rel"])
 
     def first_timestamp(self) -> int:
-        return int(self._map[0]["ts"]) if self._entries else -1
+        return int(self._view()[0]["ts"]) if self._entries else -1
 
     def maybe_append(self, timestamp: int, offset: int, *, final: bool = False) -> None:
         """Append if `timestamp` is newer than the last entry and there is room."""
@@ -309,16 +337,17 @@ class TimeIndex(Index):
 
     def lookup(self, timestamp: int) -> tuple[int, int]:
         """Greatest entry with timestamp <= `timestamp`, or (-1, base)."""
-        slot = self._search(timestamp)
+        view = self._view()
+        slot = self._search(view, timestamp)
         if slot < 0:
             return -1, self.base_offset
-        entry = self._map[slot]
+        entry = view[slot]
         return int(entry["ts"]), self.base_offset + int(entry["rel"])
 
     def truncate_to(self, offset: int) -> None:
         """Drop entries whose offset is >= `offset` (offsets are non-decreasing)."""
         entries = self._entries
-        rel = self._map["rel"][:entries].astype(np.int64)
+        rel = self._view()["rel"][:entries].astype(np.int64)
         keep = int(np.searchsorted(rel, offset - self.base_offset, side="left"))
         self._truncate_entries(keep)
 
@@ -327,7 +356,7 @@ class TimeIndex(Index):
             raise CorruptIndexError(f"{self.path}: length is not a multiple of {self.entry_size}")
         if self._entries == 0:
             return
-        entries = self._map[: self._entries]
+        entries = self._view()[: self._entries]
         ts = entries["ts"].astype(np.int64)
         rel = entries["rel"].astype(np.int64)
         if np.any(np.diff(ts) <= 0) or rel[0] < 0 or np.any(np.diff(rel) < 0):

@@ -6,8 +6,9 @@ per partition, `topics/<topic>.json` per topic holding
 (written atomically after every partition directory of a new topic is in
 place, so creation is all or nothing; removed before they go), the two offset
 checkpoints, the `.lock` file and, between a clean close and the next open, the
-clean-shutdown marker. Descriptors are a budget (storage.fdbudget): a topic that
-does not fit is refused up front, or left unloaded at start.
+clean-shutdown marker. Descriptors are a budget (storage.fdbudget): partitions
+keep none for good (storage.fdcache), so every accepted topic loads at start; a
+topic is refused up front only when the process has no descriptors left at all.
 
 Thread safety: topic creation, deletion and config changes hold `_lock`;
 `get_log` and friends read a dict that is replaced, not mutated. Each Log is
@@ -47,8 +48,8 @@ from storage.fdbudget import (
     FD_RESERVE,
     FDS_PER_ACTIVE_SEGMENT,
     FdBudget,
-    partition_fds,
     raise_nofile_limit,
+    size_caches,
 )
 from storage.fileio import FileIO
 from storage.files import (
@@ -156,6 +157,7 @@ class LogManager:
         raise_nofile_limit()
         if self._fd_budget is None:
             self._fd_budget = FdBudget(reserve=self._fd_reserve)
+        size_caches(self._fd_budget)
         log.info("log_manager_opening", path=str(self.data_dir), clean=self.had_clean_shutdown)
         started = time.monotonic()
         for entry in sorted(os.listdir(self.data_dir / TOPICS_DIR)):
@@ -186,19 +188,11 @@ class LogManager:
         recovery_points: Mapping[tuple[str, int], int],
         start_offsets: Mapping[tuple[str, int], int],
     ) -> None:
-        """Open every partition of a topic, or none: a topic whose segments do not fit
-        the fd budget (or whose opening runs out of descriptors anyway) stays unloaded,
-        its files untouched, and the start goes on (issue 23, finding 1)."""
-        needed = sum(
-            partition_fds(self.data_dir / partition_dir_name(topic.name, partition))
-            for partition in range(partitions)
-        )
-        budget = self._budget()
-        if not budget.allows(needed):
-            self._leave_unloaded(
-                topic.name, f"needs ~{needed} file descriptors; " + budget.describe()
-            )
-            return
+        """Open every partition of a topic, or none. No budget is asked: a loaded
+        partition keeps no descriptor (storage.fdcache), so whatever creation accepted
+        loads (issue 38, item 4). Only a process that runs out of descriptors even
+        after the cache released its own leaves the topic unloaded, its files
+        untouched, and the start goes on (issue 23, finding 1)."""
         try:
             for partition in range(partitions):
                 topic.logs.append(
@@ -406,12 +400,13 @@ class LogManager:
             if name in self._topics or name in self._unloaded:
                 raise TopicAlreadyExists(f"topic {name!r} already exists")
             budget = self._budget()
-            needed = partitions * FDS_PER_ACTIVE_SEGMENT
-            if not budget.allows(needed):
+            # Partitions are opened one at a time and keep nothing open once created
+            # (storage.fdcache): what must fit is one segment's opening.
+            if not budget.allows(FDS_PER_ACTIVE_SEGMENT):
                 raise InvalidPartitions(
-                    f"topic {name!r} with {partitions} partitions needs ~{needed} file "
-                    f"descriptors; {budget.describe()}: ask for fewer partitions or raise "
-                    "the open-files limit"
+                    f"topic {name!r} cannot be created: its segments need "
+                    f"{FDS_PER_ACTIVE_SEGMENT} file descriptors at once; {budget.describe()}: "
+                    "close connections or raise the open-files limit"
                 )
             self._create_topic_files(_Topic(name, overrides, config), partitions)
         log.info("topic_created", topic=name, partitions=partitions, configs=overrides)

@@ -12,9 +12,12 @@ they serve (magic, length), not the CRC: as in Kafka, the consumer checks that.
 Thread safety: `append`, `truncate_to`, `become_inactive` and `close` run under
 the owning log's lock. Readers use positional reads on the open descriptor and
 pass the size they saw under that lock, so they never read a half-written
-append. The descriptor is closed when the last reference to the segment goes
-away (or on `close()` at shutdown), so a reader can finish serving a segment
-that retention renamed to `.deleted` meanwhile.
+append. Descriptors are opened on demand (storage.fdcache): the `.log` (one
+descriptor both writes and reads) and the index writers are kept while used and
+released when idle; the index maps keep none (storage.mapping). A reader holds
+the descriptor it reads through, so a release never closes it under the reader;
+a segment that retention renamed to `.deleted` reopens by that name until the
+file is removed, and a file replaced under its name is refused, not read.
 
 After a crash: the tail of an active segment may hold a torn batch and its
 preallocated indexes entries for bytes that never reached the file; recovery
@@ -48,6 +51,7 @@ from protocol.batch import (
 from protocol.errors import CorruptMessage
 from storage import failpoints
 from storage.config import INT_MAX, LogConfig
+from storage.fdcache import Descriptor, LazyFile, open_retried
 from storage.fileio import FileIO
 from storage.files import DELETED_SUFFIX, segment_paths
 from storage.index import CorruptIndexError, OffsetIndex, TimeIndex, index_entry_due
@@ -63,6 +67,15 @@ RECOVERY_READ_BYTES = 8 * 1024 * 1024
 _FENCE_LOCK = threading.Lock()
 # Called with (byte position, reason) when a read walks into a header that cannot be.
 DamageCallback = Callable[[int, str], None]
+
+
+class _HandedOut(threading.local):
+    """The descriptor `Segment.fd` last returned on this thread, kept open for it."""
+
+    file: Descriptor | None = None
+
+
+_HANDED_OUT = _HandedOut()
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,24 +114,6 @@ class TornAppendError(OSError):
     """A write failed and cutting the file back failed too: the tail is unknown."""
 
 
-class _Descriptor:
-    """An open file descriptor closed when its last user lets go (or explicitly)."""
-
-    def __init__(self, io: FileIO, fd: int) -> None:
-        self.fd = fd
-        self._finalizer = weakref.finalize(self, _close_quietly, io, fd)
-
-    def close(self) -> None:
-        self._finalizer()
-
-
-def _close_quietly(io: FileIO, fd: int) -> None:
-    try:
-        io.close(fd)
-    except OSError:
-        pass
-
-
 def random_jitter_ms(config: LogConfig) -> int:
     """Kafka's per-segment roll jitter: 0..min(jitter, segment.ms)-1."""
     if config.segment_jitter_ms <= 0:
@@ -145,18 +140,20 @@ class Segment:
         self.log_path, index_path, time_index_path = segment_paths(directory, base_offset)
         if index_bytes:  # a new segment: no stale file of this name may leak into it
             try:
-                fd = io.open(self.log_path, exclusive=True)
+                fd = open_retried(io, self.log_path, exclusive=True)
             except FileExistsError:
                 for path in (self.log_path, index_path, time_index_path):
                     try:
                         io.unlink(path)
                     except FileNotFoundError:
                         pass
-                fd = io.open(self.log_path, exclusive=True)
+                fd = open_retried(io, self.log_path, exclusive=True)
         else:
-            fd = io.open(self.log_path, create=True)
-        self._file = _Descriptor(io, fd)
-        self.size = io.file_size(self._file.fd)
+            fd = open_retried(io, self.log_path, create=True)
+        # The `.log` descriptor (writer and reader alike) comes from storage.fdcache:
+        # kept while the segment is used, released when idle, reopened on demand.
+        self._file = LazyFile(io, self.log_path, fd=fd)
+        self.size = io.file_size(fd)
         # Bytes [0, verified_bytes) are whole batches with plausible headers: appended by
         # this process (validated on produce), rescanned by recovery, or walked once by
         # a read. Reads inside it skip the header walk (the hot tail read stays as cheap).
@@ -284,12 +281,13 @@ class Segment:
         raised; if even that fails the caller must stop writing (the tail is unknown).
         """
         position = self.size
+        file = self._file.get()
         failpoints.hit("segment.append.before_write")
         if failpoints.hit("segment.append.write") == "partial":
-            self._io.write_all(self._file.fd, memoryview(chunk)[: len(chunk) // 2], position)
+            self._io.write_all(file.fd, memoryview(chunk)[: len(chunk) // 2], position)
             failpoints.kill_now()
         try:
-            self._io.write_all(self._file.fd, chunk, position)
+            self._io.write_all(file.fd, chunk, position)
         except OSError:
             self._cut_back(position)
             raise
@@ -322,7 +320,8 @@ class Segment:
     def _cut_back(self, position: int) -> None:
         """Undo a failed append's bytes; TornAppendError when even that fails."""
         try:
-            self._io.ftruncate(self._file.fd, position)
+            file = self._file.get()
+            self._io.ftruncate(file.fd, position)
         except OSError as cut_error:
             raise TornAppendError(
                 cut_error.errno, f"cannot cut {self.log_path} back to {position}"
@@ -374,8 +373,9 @@ class Segment:
         self.time_index.resize(size_bytes)
 
     def flush(self) -> None:
-        """fsync the log and msync the indexes."""
-        self._io.fsync(self._file.fd)
+        """fsync the log and the indexes."""
+        file = self._file.get()
+        self._io.fsync(file.fd)
         self.offset_index.flush()
         self.time_index.flush()
 
@@ -388,7 +388,8 @@ class Segment:
 
     def _truncate_at(self, position: int, next_offset: int, *, recompute: bool = True) -> int:
         removed = self.size - position
-        self._io.ftruncate(self._file.fd, position)
+        file = self._file.get()
+        self._io.ftruncate(file.fd, position)
         self.size = position
         self.verified_bytes = min(self.verified_bytes, position)
         self.offset_index.truncate_to(next_offset)
@@ -424,7 +425,8 @@ class Segment:
         self.fence_position = None
         next_offset, since_entry = self.base_offset, 0
         bad_reason = ""
-        file_size = self._io.file_size(self._file.fd)
+        file = self._file.get()
+        file_size = self._io.file_size(file.fd)
         scan = SegmentScan(self.pread, 0, file_size, block_bytes=RECOVERY_READ_BYTES, crc=True)
         for batch in scan:
             fields = batch.fields
@@ -476,7 +478,7 @@ class Segment:
     # ---- reading ---------------------------------------------------------
 
     def _header_at(self, position: int) -> tuple[Any, ...] | None:
-        data = self._io.pread(self._file.fd, HEADER_SIZE, position)
+        data = self.pread(HEADER_SIZE, position)
         if len(data) < HEADER_SIZE:
             return None
         return HEADER.unpack_from(data)
@@ -514,7 +516,7 @@ class Segment:
         if previous is None:
             return position
         try:
-            check_crc(self._io.pread(self._file.fd, previous.size, previous.position))
+            check_crc(self.pread(previous.size, previous.position))
         except CorruptMessage:
             return previous.position
         return position
@@ -613,13 +615,18 @@ class Segment:
 
     def pread(self, length: int, position: int) -> bytes:
         """`length` bytes of the `.log` file at `position` (fewer at its end)."""
-        return self._io.pread(self._file.fd, length, position)
+        file = self._file.get()  # held for the call: a release cannot close it meanwhile
+        return self._io.pread(file.fd, length, position)
 
     @property
     def fd(self) -> int:
-        """The `.log` file's descriptor: valid while the segment is open (a deleted
-        segment is closed only after file.delete.delay.ms); duplicate it to keep it."""
-        return self._file.fd
+        """The `.log` file's descriptor, reopened if it was released: valid on this
+        thread until its next call of `fd` (kept open for it meanwhile), so duplicate
+        it to keep it. A deleted segment reopens by its `.deleted` name until
+        file.delete.delay.ms removes the file; after that this raises OSError."""
+        file = self._file.get()
+        _HANDED_OUT.file = file
+        return file.fd
 
     def find_offset_by_timestamp(
         self, timestamp: int, start_offset: int, end_offset: int
@@ -644,7 +651,7 @@ class Segment:
 
     def _record_times(self, batch: BatchPosition) -> list[tuple[int, int]]:
         """(offset, timestamp) of each record of one batch (LogAppendTime: the batch's)."""
-        data = self._io.pread(self._file.fd, batch.size, batch.position)
+        data = self.pread(batch.size, batch.position)
         header, records = decode_payload(data, max_decompressed=max_decompressed_bytes(batch.size))
         base, base_ts = header.base_offset, header.base_timestamp
         try:
@@ -693,6 +700,9 @@ class Segment:
                 continue
             renamed.append(target)
         self.log_path = self.log_path.with_name(self.log_path.name + DELETED_SUFFIX)
+        self._file.path = self.log_path
+        for index in (self.offset_index, self.time_index):
+            index.rename(index.path.with_name(index.path.name + DELETED_SUFFIX))
         return renamed
 
     def close(self) -> None:
@@ -702,7 +712,9 @@ class Segment:
         self._file.close()
 
     def release_writers(self) -> None:
-        """Close the index descriptors kept for appends (segment deleted or replaced)."""
+        """Close the index descriptors kept for appends (segment deleted or replaced).
+        The `.log` stays cached for readers still inside until the cache releases it;
+        they reopen it by its `.deleted` name until file.delete.delay.ms removes it."""
         self.offset_index.release_writer()
         self.time_index.release_writer()
 

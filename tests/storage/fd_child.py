@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import resource
 import sys
 from pathlib import Path
@@ -22,6 +23,8 @@ from storage.fdbudget import open_fd_count
 from storage.manager import LogManager
 
 NOW_MS = 1_700_000_000_000
+# Partitions of `create_big`: three per descriptor of the tests' 300-descriptor limit.
+BIG = 900
 
 
 def _batch(tag: int) -> bytes:
@@ -34,20 +37,65 @@ def _manager(data_dir: Path) -> LogManager:
     return manager
 
 
+def _served(manager: LogManager, topic: str, partitions: int) -> int:
+    """How many partitions of `topic` answer their one record."""
+    served = 0
+    for partition in range(partitions):
+        if manager.get_log(topic, partition).read(0, 1 << 20).records:
+            served += 1
+    return served
+
+
 def create_big(data_dir: Path, out: dict[str, Any]) -> None:
-    """create_topic far past the limit, then a small one, then a restart."""
+    """A topic of three partitions per descriptor: one record each, read back, restart."""
     manager = _manager(data_dir)
-    try:
-        manager.create_topic("big", 2000)
-    except TidelogError as exc:
-        out["error"] = [exc.code, exc.message]
-    manager.create_topic("small", 4)
-    manager.get_log("small", 0).append(_batch(0))
-    out["topics"] = manager.topics()
+    manager.create_topic("big", BIG)
+    for partition in range(BIG):
+        manager.get_log("big", partition).append(_batch(partition))
+    out["served"] = _served(manager, "big", BIG)
+    out["fds"] = open_fd_count()
     manager.close()
     again = _manager(data_dir)
     out["topics_after_restart"] = again.topics()
+    out["served_after_restart"] = _served(again, "big", BIG)
+    out["fds_after_restart"] = open_fd_count()
     again.close()
+
+
+def at_the_limit(data_dir: Path, out: dict[str, Any]) -> None:
+    """Everything but a few descriptors taken by someone else (say, connections)."""
+    manager = _manager(data_dir)
+    manager.create_topic("old", 50)
+    for partition in range(50):
+        manager.get_log("old", partition).append(_batch(partition))
+    hogs = []
+    try:
+        while True:
+            hogs.append(os.open(os.devnull, os.O_RDONLY))
+    except OSError:
+        pass
+    for _ in range(4):
+        os.close(hogs.pop())
+    try:
+        manager.create_topic("new", 2)
+        manager.get_log("new", 1).append(_batch(1))
+    except TidelogError as exc:
+        out["create_error"] = [exc.code, exc.message]
+    errors = set()
+    served = 0
+    for partition in range(50):
+        try:
+            plog = manager.get_log("old", partition)
+            plog.append(_batch(partition))
+            served += len(plog.read(0, 1 << 20).records) > 0
+        except TidelogError as exc:
+            errors.add(exc.code)
+    out["served_at_limit"], out["errors_at_limit"] = served, sorted(errors)
+    for fd in hogs:
+        os.close(fd)
+    out["served_after"] = _served(manager, "old", 50)
+    out["topics"] = manager.topics()
+    manager.close()
 
 
 def many_rolls(data_dir: Path, out: dict[str, Any]) -> None:
@@ -83,7 +131,12 @@ def open_only(data_dir: Path, out: dict[str, Any]) -> None:
     manager.close()
 
 
-SCENARIOS = {"create_big": create_big, "many_rolls": many_rolls, "open_only": open_only}
+SCENARIOS = {
+    "at_the_limit": at_the_limit,
+    "create_big": create_big,
+    "many_rolls": many_rolls,
+    "open_only": open_only,
+}
 
 
 def main() -> None:
