@@ -99,6 +99,7 @@ class _Summary:
     """Per partition: records written and the offset range."""
 
     ranges: dict[int, tuple[int, int, int]] = field(default_factory=dict)  # count, first, last
+    sent: int = 0  # records handed to the producer
     failed: int = 0
     first_error: BaseException | None = None
 
@@ -150,81 +151,101 @@ class _Progress:
         sys.stderr.flush()
 
 
-def run_produce(args: argparse.Namespace) -> int:
+def _open_input(args: argparse.Namespace) -> tuple[BinaryIO, bool]:
+    """The records' source (the file, or stdin) and whether a person types them."""
+    if args.file is None:
+        return sys.stdin.buffer, sys.stdin.isatty()
+    try:
+        return open(args.file, "rb"), False
+    except OSError as exc:
+        raise CliError("NOT_FOUND", f"cannot read {args.file}: {exc.strerror}") from None
+
+
+def _key_and_value(
+    args: argparse.Namespace, line: bytes, number: int, separator: bytes | None
+) -> tuple[bytes | None, bytes | None]:
+    """One input line as a record's key and value (`--key`, `--key-separator`,
+    `--tombstone`)."""
+    key = args.key.encode() if args.key is not None else None
+    value: bytes | None = line
+    if separator is not None:
+        key_part, found, value = line.partition(separator)
+        if not found:
+            raise CliError(
+                "BAD_INPUT", f"line {number} has no key separator {args.key_separator!r}"
+            )
+        key = key_part
+    if args.tombstone and not value:
+        value = None
+    return key, value
+
+
+def _send_lines(
+    args: argparse.Namespace,
+    stream: BinaryIO,
+    *,
+    interactive: bool,
+    summary: _Summary,
+    progress: _Progress | None,
+) -> None:
+    """Send every line of `stream` as a record, counted in `summary`."""
     headers = [(k, v.encode()) for k, v in (parse_key_value(h, "--header") for h in args.header)]
     separator = args.key_separator.encode() if args.key_separator is not None else None
     if separator == b"":
         raise CliError("BAD_INPUT", "--key-separator must not be empty")
-    fixed_key = args.key.encode() if args.key is not None else None
-    if args.file is not None:
-        try:
-            stream: BinaryIO = open(args.file, "rb")  # noqa: SIM115 (closed below)
-        except OSError as exc:
-            raise CliError("NOT_FOUND", f"cannot read {args.file}: {exc.strerror}") from None
-        interactive = False
-    else:
-        stream = sys.stdin.buffer
-        interactive = sys.stdin.isatty()
+    with Producer(
+        args.bootstrap_server,
+        acks=_acks(args),
+        linger_ms=args.linger_ms,
+        batch_size=args.batch_size,
+        compression_type=args.compression,
+        client_id="tidelog-cli",
+        security=client_security(args),
+    ) as producer:
+        futures: list[RecordFuture] = []
+        for number, line in enumerate(_lines(stream), start=1):
+            key, value = _key_and_value(args, line, number, separator)
+            futures.append(
+                producer.send(
+                    args.topic, value, key=key, headers=headers or None, partition=args.partition
+                )
+            )
+            summary.sent += 1
+            if interactive:
+                producer.flush()
+            if interactive or len(futures) >= _FUTURES_PER_CHUNK:
+                summary.add(futures, verbose=args.verbose or interactive, topic=args.topic)
+                futures = []
+            if progress is not None:
+                progress.update(summary.sent)
+        producer.flush()
+        summary.add(futures, verbose=args.verbose, topic=args.topic)
+
+
+def _acks(args: argparse.Namespace) -> int:
+    return -1 if args.acks == "all" else int(args.acks)
+
+
+def run_produce(args: argparse.Namespace) -> int:
+    stream, interactive = _open_input(args)
     progress = None
     if args.file is not None and sys.stderr.isatty():
         progress = _Progress(stream, os.fstat(stream.fileno()).st_size)
-    acks = -1 if args.acks == "all" else int(args.acks)
     summary = _Summary()
-    sent = 0
     try:
-        with Producer(
-            args.bootstrap_server,
-            acks=acks,
-            linger_ms=args.linger_ms,
-            batch_size=args.batch_size,
-            compression_type=args.compression,
-            client_id="tidelog-cli",
-            security=client_security(args),
-        ) as producer:
-            futures: list[RecordFuture] = []
-            for number, line in enumerate(_lines(stream), start=1):
-                key = fixed_key
-                value: bytes | None = line
-                if separator is not None:
-                    key_part, found, value = line.partition(separator)
-                    if not found:
-                        raise CliError(
-                            "BAD_INPUT",
-                            f"line {number} has no key separator {args.key_separator!r}",
-                        )
-                    key = key_part
-                if args.tombstone and not value:
-                    value = None
-                futures.append(
-                    producer.send(
-                        args.topic,
-                        value,
-                        key=key,
-                        headers=headers or None,
-                        partition=args.partition,
-                    )
-                )
-                sent += 1
-                if interactive:
-                    producer.flush()
-                if interactive or len(futures) >= _FUTURES_PER_CHUNK:
-                    summary.add(futures, verbose=args.verbose or interactive, topic=args.topic)
-                    futures = []
-                if progress is not None:
-                    progress.update(sent)
-            producer.flush()
-            summary.add(futures, verbose=args.verbose, topic=args.topic)
+        _send_lines(args, stream, interactive=interactive, summary=summary, progress=progress)
     finally:
         if progress is not None:
-            progress.update(sent, final=True)
+            progress.update(summary.sent, final=True)
         if args.file is not None:
             stream.close()
+    sent = summary.sent
     if summary.first_error is not None:
         error = summary.first_error
         code = getattr(error, "code", "CONNECTION_ERROR")
         message = getattr(error, "message", None) or str(error)
         raise CliError(code, f"{message} ({summary.failed} of {sent} records failed)")
-    if acks == 0:
+    if _acks(args) == 0:
         print_out(f"sent {sent} records to {args.topic} (acks=0: offsets unknown)")
     elif not interactive:
         for partition, (count, first, last) in sorted(summary.ranges.items()):
