@@ -70,8 +70,31 @@ def advertised_apis() -> list[Api]:
 _ADVERTISED_RANGES = api_version_ranges(advertised_apis())
 
 
+# The features a single-node Kafka 4.4 broker reports (its ApiVersions v3+ tagged
+# fields, what `kafka-features describe` prints): metadata.version from 3.3-IV3 (7)
+# to 4.4-IV2 (33), finalized at 4.4-IV2. Tidelog has none of Kafka's other features
+# (group, transaction, share, streams versions): they stay at level 0, unlisted, so
+# clients keep to the protocols without them.
+METADATA_VERSION = "metadata.version"
+METADATA_VERSION_RANGE = (7, 33)
+METADATA_VERSION_LEVEL = 33
+# The finalized features never change: their epoch is fixed.
+FINALIZED_FEATURES_EPOCH = 0
+
+
 def api_versions_answer() -> KafkaAnswer:
-    return {"error_code": 0, "api_keys": _ADVERTISED_RANGES, "throttle_time_ms": 0}
+    low, high = METADATA_VERSION_RANGE
+    level = METADATA_VERSION_LEVEL
+    return {
+        "error_code": 0,
+        "api_keys": _ADVERTISED_RANGES,
+        "throttle_time_ms": 0,
+        "supported_features": [{"name": METADATA_VERSION, "min_version": low, "max_version": high}],
+        "finalized_features_epoch": FINALIZED_FEATURES_EPOCH,
+        "finalized_features": [
+            {"name": METADATA_VERSION, "max_version_level": level, "min_version_level": level}
+        ],
+    }
 
 
 class _KafkaFrames:

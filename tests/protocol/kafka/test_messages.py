@@ -3,8 +3,9 @@
 kafka-python 3 bundles Apache Kafka's `common/message/*.json` (a newer Kafka than
 the one `messages.py` was generated from). Read independently here, they must give
 the same wire layout for every API and version we serve: the same fields, in the
-same order, of the same types, nullable in the same versions. New Kafka versions
-only add fields beyond our range, so this holds across Kafka releases.
+same order, of the same types, nullable in the same versions, with the same tags.
+New Kafka versions only add fields beyond our range, so this holds across Kafka
+releases.
 """
 
 from __future__ import annotations
@@ -44,15 +45,16 @@ def _theirs(fields: list[dict[str, Any]], version: int) -> list:
             _kind(f),
             version in version_range(f.get("nullableVersions", "none")),
             _theirs(f.get("fields", []), version),
+            f.get("tag"),
         )
         for f in fields
-        if "tag" not in f and version in version_range(f["versions"])
+        if version in version_range(f["versions"])
     ]
 
 
 def _ours(fields: tuple[Field, ...], version: int) -> list:
     return [
-        (f.name, f.type, version in version_range(f.nullable), _ours(f.fields, version))
+        (f.name, f.type, version in version_range(f.nullable), _ours(f.fields, version), f.tag)
         for f in fields
         if version in version_range(f.versions)
     ]
