@@ -97,9 +97,12 @@ def test_api_versions_lists_what_is_served(neighbour: KafkaSocket) -> None:
     ranges = {a["api_key"]: (a["min_version"], a["max_version"]) for a in answer["api_keys"]}
     assert ranges[PRODUCE.key] == (0, 8)
     assert ranges[FETCH.key] == (4, 11)
-    assert ranges[LIST_OFFSETS.key] == (1, 5)
+    assert ranges[LIST_OFFSETS.key] == (1, 7)
     assert ranges[METADATA.key] == (0, 8)
-    assert ranges[API_VERSIONS.key] == (0, 3)
+    assert ranges[API_VERSIONS.key] == (0, 4)
+    assert answer["finalized_features"] == [
+        {"name": "metadata.version", "max_version_level": 33, "min_version_level": 33}
+    ]
 
 
 def test_api_versions_newer_than_ours_gets_kip_511_answer(
