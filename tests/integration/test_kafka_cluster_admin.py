@@ -5,6 +5,7 @@ leader elections, reassignments, max-timestamp offsets and the features."""
 
 from __future__ import annotations
 
+import time
 import warnings
 from collections.abc import Iterator
 from typing import Any
@@ -26,7 +27,8 @@ pytestmark = [
     pytest.mark.filterwarnings("ignore:read_text is deprecated:DeprecationWarning"),
 ]
 
-TIMESTAMPS = (1_700_000_000_500, 1_700_000_000_900, 1_700_000_000_100)
+# Offsets from now: records older than retention.ms (7 days) may be deleted at once.
+STAMP_OFFSETS_MS = (-500, -100, -900)
 
 
 @pytest.fixture(scope="module")
@@ -130,13 +132,14 @@ def test_list_offsets_max_timestamp(
 ) -> None:
     _create(admin, "stamped")
     producer = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap})
-    for timestamp in TIMESTAMPS:
+    stamps = [int(time.time() * 1000) + offset for offset in STAMP_OFFSETS_MS]
+    for timestamp in stamps:
         producer.produce("stamped", b"v", partition=0, timestamp=timestamp)
         assert producer.flush(CLIENT_TIMEOUT_S) == 0
     partition = confluent_kafka.TopicPartition("stamped", 0)
     futures = admin.list_offsets({partition: confluent_kafka.admin.OffsetSpec.max_timestamp()})
     found = futures[partition].result(CLIENT_TIMEOUT_S)
-    assert (found.offset, found.timestamp) == (1, max(TIMESTAMPS))
+    assert (found.offset, found.timestamp) == (1, max(stamps))
 
 
 def test_features_name_metadata_version(kp_admin: Any) -> None:

@@ -7,6 +7,7 @@ same on both brokers."""
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 
 import confluent_kafka
@@ -18,7 +19,8 @@ from interop.targets import Target
 pytestmark = pytest.mark.interop
 
 TOOLS = "org.apache.kafka.tools."
-TIMESTAMPS = (1_700_000_000_500, 1_700_000_000_900, 1_700_000_000_100)
+# Offsets from now: records older than retention.ms (7 days) may be deleted at once.
+STAMP_OFFSETS_MS = (-500, -100, -900)
 
 
 def _run(main: str, bootstrap: str, *args: str) -> str:
@@ -29,7 +31,8 @@ def _produce(bootstrap: str, topic: str) -> None:
     """Three records into partition 0, each delivery checked (flush alone hides errors)."""
     producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap})
     errors: list[object] = []
-    for timestamp in TIMESTAMPS:
+    now_ms = int(time.time() * 1000)
+    for timestamp in (now_ms + offset for offset in STAMP_OFFSETS_MS):
         producer.produce(
             topic, b"v" * 100, key=b"k", partition=0, timestamp=timestamp,
             on_delivery=lambda error, _message: errors.append(error),
