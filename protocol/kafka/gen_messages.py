@@ -7,7 +7,9 @@ translation of them. For each API in `SERVED` it keeps the fields that exist in
 the versions we serve, in schema order, with Kafka's version-range strings;
 tagged fields keep their `tag` (the codec reads and writes them in the struct's
 tagged-field section). Kafka's schemas as kafka-python 3 bundles them
-(kafka/protocol/schemas/resources) are the source the current tables come from.
+(kafka/protocol/schemas/resources) are the source the current tables come from;
+the few fields of a newer Kafka they lack are in `EXTRA_FIELDS`, as that Kafka
+release's generated classes lay them out.
 Run it again, and review the diff, to serve another version.
 """
 
@@ -39,7 +41,7 @@ SERVED: dict[str, str] = {
     "SyncGroup": "0-3",
     "DescribeGroups": "0-4",
     "ListGroups": "0-2",
-    "ApiVersions": "0-4",  # v4: features with a minimum of 0 too (KAFKA-17492)
+    "ApiVersions": "0-5",  # v4: features with a minimum of 0 too; v5: EXTRA_FIELDS
     "CreateTopics": "2-4",
     "DeleteTopics": "1-3",
     "DeleteRecords": "0-1",
@@ -64,6 +66,22 @@ SERVED: dict[str, str] = {
     "DeleteAcls": "1",
 }
 
+# Fields of a newer Kafka than the bundled schemas, by schema file: the versions then
+# valid, and the fields appended. ApiVersionsRequest v5, from Kafka 4.4's
+# ApiVersionsRequestData: the cluster and node the client believes it reached (the
+# broker answers REBOOTSTRAP_REQUIRED when they are not its own).
+EXTRA_FIELDS: dict[str, tuple[str, list[dict[str, Any]]]] = {
+    "ApiVersionsRequest": (
+        "0-5",
+        [
+            {"name": "ClusterId", "type": "string", "versions": "5+",
+             "nullableVersions": "5+", "default": "null"},
+            {"name": "NodeId", "type": "int32", "versions": "5+", "default": "-1"},
+        ],
+    ),
+    "ApiVersionsResponse": ("0-5", []),
+}  # fmt: skip
+
 _INT_TYPES = {"int8", "int16", "uint16", "int32", "uint32", "int64"}
 
 
@@ -77,6 +95,11 @@ def load(path: Path) -> dict[str, Any]:
     """A schema file without its // comments."""
     text = "\n".join(re.sub(r"^\s*//.*$", "", line) for line in path.read_text().splitlines())
     schema: dict[str, Any] = json.loads(text)
+    extra = EXTRA_FIELDS.get(path.stem)
+    if extra is not None:
+        valid, fields = extra
+        schema["validVersions"] = valid
+        schema["fields"] = [*schema["fields"], *fields]
     return schema
 
 

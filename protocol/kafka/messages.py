@@ -500,11 +500,13 @@ LIST_GROUPS = Api(
 API_VERSIONS = Api(
     key=18,
     name="ApiVersions",
-    versions="0-4",
+    versions="0-5",
     flexible="3+",
     request=(
         F("client_software_name", "string", "3+"),
         F("client_software_version", "string", "3+"),
+        F("cluster_id", "string", "5+", nullable="5+", default=None),
+        F("node_id", "int32", "5+", default=-1),
     ),
     response=(
         F("error_code", "int16", "0+"),
