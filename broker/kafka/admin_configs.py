@@ -2,7 +2,9 @@
 DescribeConfigs v1-3, AlterConfigs v0-1, IncrementalAlterConfigs v0-1.
 
 Resources are topics (type 2) and this broker (type 4, named by its node id;
-the empty name is the cluster-wide dynamic default, which Tidelog has none of).
+the empty name is the cluster-wide default: Kafka keeps only dynamic defaults
+there, Tidelog has none and shows every broker default with its source, so that
+`kafka-configs --entity-default --describe --all` lists them).
 Topic configs come from the native handlers; the broker's from its config (no
 native API describes it). Kafka's answer shapes (source, synonyms, types) are
 built by `broker.kafka.config_view`. No broker key can change without a restart,
@@ -112,8 +114,9 @@ async def _describe_one(
     if kind == BROKER:
         _check_cluster(call, "describe_configs", Operation.DESCRIBE_CONFIGS)
         _check_broker_name(config, name)
-        entries = broker_entries(config, keys, include_synonyms=synonyms) if name else []
-        return NativeOutcome({}), entries
+        # The cluster-wide default (name ""): Kafka lists its dynamic defaults alone;
+        # Tidelog has none, and lists the defaults every broker key has, with sources.
+        return NativeOutcome({}), broker_entries(config, keys, include_synonyms=synonyms)
     raise Refused(KafkaError.INVALID_REQUEST, _MALFORMED)
 
 

@@ -152,7 +152,20 @@ def _broker_keys() -> dict[str, BrokerKey]:
     return keys
 
 
-BROKER_KEYS: dict[str, BrokerKey] = _broker_keys()
+# Kafka 4 derives the inter-broker protocol from metadata.version and dropped this
+# key; consoles (Kafbat UI) still read it to switch features, so it is shown, at the
+# release whose metadata.version ApiVersions finalizes (4.4-IV2), read-only.
+INTER_BROKER_PROTOCOL_VERSION = BrokerKey(
+    "inter.broker.protocol.version",
+    STRING,
+    "4.4-IV2",
+    "The inter-broker protocol version: Kafka 4.4's (metadata.version 4.4-IV2).",
+    ("inter.broker.protocol.version",),
+)
+BROKER_KEYS: dict[str, BrokerKey] = {
+    **_broker_keys(),
+    INTER_BROKER_PROTOCOL_VERSION.name: INTER_BROKER_PROTOCOL_VERSION,
+}
 
 
 def broker_synonyms(config: BrokerConfig, name: str) -> list[dict[str, Any]]:
@@ -230,7 +243,8 @@ def topic_entries(
 def broker_entries(
     config: BrokerConfig, keys: Iterable[str] | None, *, include_synonyms: bool
 ) -> list[dict[str, Any]]:
-    """DescribeConfigs entries of this broker: every key, read-only (none is dynamic)."""
+    """DescribeConfigs entries of this broker, or of the cluster-wide default (the same:
+    one broker): every key with its source, read-only (none is dynamic)."""
     wanted = [k for k in keys if k in BROKER_KEYS] if keys else BROKER_KEYS.keys()
     out = []
     for name in wanted:

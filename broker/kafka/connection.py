@@ -9,9 +9,12 @@ connection's first bytes look like Kafka (or on the `--kafka-listen` port):
 - each frame is decoded (`protocol.kafka.decode_request`) and handed to the adapter the
   registry (broker.kafka.registry) has for its API key; a `Deferred` answer finishes
   beside later requests and is written in its place, as on the msgpack path;
-- ApiVersions is answered here: it advertises exactly the registry's keys (and its
-  own) with the codec's version ranges, and a version newer than ours gets KIP-511's
-  v0 answer with UNSUPPORTED_VERSION so the client retries lower;
+- ApiVersions is answered here, at the version the client sends (up to v5, what
+  Kafka 4.4's Java clients send first): it advertises exactly the registry's keys
+  (and its own) with the codec's version ranges and, from v3, the features a
+  single-node Kafka 4.4 reports; it refuses what Kafka's broker refuses
+  (`api_versions_error`); a version newer than ours gets KIP-511's v0 answer with
+  UNSUPPORTED_VERSION so the client retries lower;
 - a request we cannot serve (unknown API, unadvertised API, version out of range,
   bytes that do not parse) is answered with its error code where the response has a
   top-level `error_code` at that version, and otherwise closes the connection, as
@@ -21,6 +24,7 @@ connection's first bytes look like Kafka (or on the `--kafka-listen` port):
 
 from __future__ import annotations
 
+import re
 import time
 from typing import Any
 
@@ -28,6 +32,7 @@ from broker import offload
 from broker.context import BrokerContext, ConnectionState, Deferred
 from broker.dispatch import failure
 from broker.kafka.call import KafkaAnswer, KafkaCall
+from broker.kafka.core import CLUSTER_ID
 from broker.kafka.registry import KAFKA_HANDLERS
 from broker.logging import get_logger, request_fields
 from broker.wirecodec import Close, Frame, Outcome
@@ -73,8 +78,61 @@ def advertised_apis() -> list[Api]:
 _ADVERTISED_RANGES = api_version_ranges(advertised_apis())
 
 
+# The features a single-node Kafka 4.4 broker reports (its ApiVersions v3+ tagged
+# fields, what `kafka-features describe` prints): metadata.version from 3.3-IV3 (7)
+# to 4.4-IV2 (33), finalized at 4.4-IV2. Tidelog has none of Kafka's other features
+# (group, transaction, share, streams versions): they stay at level 0, unlisted, so
+# clients keep to the protocols without them.
+METADATA_VERSION = "metadata.version"
+METADATA_VERSION_RANGE = (7, 33)
+METADATA_VERSION_LEVEL = 33
+# The finalized features never change: their epoch is fixed.
+FINALIZED_FEATURES_EPOCH = 0
+# Kafka's rule for v3+'s client_software_name and _version (ApiVersionsRequest.isValid).
+SOFTWARE_NAME = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
+# v5+: a client names the cluster and node it believes it reached, or neither.
+NO_NODE = -1
+
+
 def api_versions_answer() -> KafkaAnswer:
-    return {"error_code": 0, "api_keys": _ADVERTISED_RANGES, "throttle_time_ms": 0}
+    low, high = METADATA_VERSION_RANGE
+    level = METADATA_VERSION_LEVEL
+    return {
+        "error_code": 0,
+        "api_keys": _ADVERTISED_RANGES,
+        "throttle_time_ms": 0,
+        "supported_features": [{"name": METADATA_VERSION, "min_version": low, "max_version": high}],
+        "finalized_features_epoch": FINALIZED_FEATURES_EPOCH,
+        "finalized_features": [
+            {"name": METADATA_VERSION, "max_version_level": level, "min_version_level": level}
+        ],
+    }
+
+
+def api_versions_error(node_id: int, version: int, body: dict[str, Any]) -> KafkaError | None:
+    """What Kafka 4.4's KafkaApis refuses in an ApiVersions request, in its order:
+    INVALID_REQUEST for v5's cluster id without a node id (or the reverse) or v3+'s
+    software name or version outside Kafka's pattern; REBOOTSTRAP_REQUIRED when v5
+    names another cluster or node (the client's metadata is stale)."""
+    cluster, node = body["cluster_id"], body["node_id"]
+    if version >= 5 and (cluster is None) != (node == NO_NODE):
+        return KafkaError.INVALID_REQUEST
+    if version >= 3 and not (
+        SOFTWARE_NAME.fullmatch(body["client_software_name"])
+        and SOFTWARE_NAME.fullmatch(body["client_software_version"])
+    ):
+        return KafkaError.INVALID_REQUEST
+    if version >= 5 and cluster is not None and (cluster != CLUSTER_ID or node != node_id):
+        return KafkaError.REBOOTSTRAP_REQUIRED
+    return None
+
+
+def _api_versions(ctx: BrokerContext, request: KafkaRequest) -> KafkaAnswer:
+    """The answer at the request's version, or its refusal (no ranges, as Kafka's)."""
+    error = api_versions_error(ctx.config.node_id, request.version, request.body)
+    if error is not None:
+        return {"error_code": error.code, "api_keys": [], "throttle_time_ms": 0}
+    return api_versions_answer()
 
 
 class _KafkaFrames:
@@ -241,7 +299,7 @@ class KafkaCodec:
             return self._refuse_request(ctx, _header_of(message), exc, arrived)
         api = request.api
         if api.key == API_VERSIONS.key:
-            return _encode(ctx, request, api_versions_answer(), arrived)
+            return _encode(ctx, request, _api_versions(ctx, request), arrived)
         handler = KAFKA_HANDLERS.get(api.key)
         if handler is None:  # the codec knows it, no family module serves it (yet)
             return self._refuse_request(

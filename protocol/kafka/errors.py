@@ -183,6 +183,7 @@ class KafkaError(Enum):
     DUPLICATE_VOTER = 126
     VOTER_NOT_FOUND = 127
     INVALID_REGULAR_EXPRESSION = 128
+    REBOOTSTRAP_REQUIRED = 129
 
 
 ERRORS_BY_CODE: dict[int, KafkaError] = {e.code: e for e in KafkaError}

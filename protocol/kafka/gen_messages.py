@@ -5,7 +5,11 @@
 Kafka's schemas are the source of truth; this keeps our tables a mechanical
 translation of them. For each API in `SERVED` it keeps the fields that exist in
 the versions we serve, in schema order, with Kafka's version-range strings;
-tagged fields are left out (the codec skips them on read and writes none).
+tagged fields keep their `tag` (the codec reads and writes them in the struct's
+tagged-field section). Kafka's schemas as kafka-python 3 bundles them
+(kafka/protocol/schemas/resources) are the source the current tables come from;
+the few fields of a newer Kafka they lack are in `EXTRA_FIELDS`, as that Kafka
+release's generated classes lay them out.
 Run it again, and review the diff, to serve another version.
 """
 
@@ -26,7 +30,7 @@ from protocol.kafka.schema import version_range
 SERVED: dict[str, str] = {
     "Produce": "0-8",
     "Fetch": "4-11",
-    "ListOffsets": "1-5",
+    "ListOffsets": "1-7",  # v7: the max-timestamp lookup (KIP-734)
     "Metadata": "0-8",
     "OffsetCommit": "2-7",
     "OffsetFetch": "1-5",
@@ -37,7 +41,7 @@ SERVED: dict[str, str] = {
     "SyncGroup": "0-3",
     "DescribeGroups": "0-4",
     "ListGroups": "0-2",
-    "ApiVersions": "0-3",
+    "ApiVersions": "0-5",  # v4: features with a minimum of 0 too; v5: EXTRA_FIELDS
     "CreateTopics": "2-4",
     "DeleteTopics": "1-3",
     "DeleteRecords": "0-1",
@@ -49,12 +53,34 @@ SERVED: dict[str, str] = {
     "OffsetDelete": "0",
     "DescribeCluster": "0-2",
     # Security (docs/security.md): SASL login and kafka-acls, non-flexible versions.
+    # The admin APIs the tools call (docs/kafka.md, "Cluster administration").
+    "CreatePartitions": "0-3",
+    "DescribeLogDirs": "1-4",
+    "ElectLeaders": "0-2",
+    "AlterPartitionReassignments": "0",
+    "ListPartitionReassignments": "0",
     "SaslHandshake": "1",  # v0 (raw tokens after it) is gone in Kafka 4 (KIP-896)
     "SaslAuthenticate": "0-1",
     "CreateAcls": "1",
     "DescribeAcls": "1",
     "DeleteAcls": "1",
 }
+
+# Fields of a newer Kafka than the bundled schemas, by schema file: the versions then
+# valid, and the fields appended. ApiVersionsRequest v5, from Kafka 4.4's
+# ApiVersionsRequestData: the cluster and node the client believes it reached (the
+# broker answers REBOOTSTRAP_REQUIRED when they are not its own).
+EXTRA_FIELDS: dict[str, tuple[str, list[dict[str, Any]]]] = {
+    "ApiVersionsRequest": (
+        "0-5",
+        [
+            {"name": "ClusterId", "type": "string", "versions": "5+",
+             "nullableVersions": "5+", "default": "null"},
+            {"name": "NodeId", "type": "int32", "versions": "5+", "default": "-1"},
+        ],
+    ),
+    "ApiVersionsResponse": ("0-5", []),
+}  # fmt: skip
 
 _INT_TYPES = {"int8", "int16", "uint16", "int32", "uint32", "int64"}
 
@@ -69,6 +95,11 @@ def load(path: Path) -> dict[str, Any]:
     """A schema file without its // comments."""
     text = "\n".join(re.sub(r"^\s*//.*$", "", line) for line in path.read_text().splitlines())
     schema: dict[str, Any] = json.loads(text)
+    extra = EXTRA_FIELDS.get(path.stem)
+    if extra is not None:
+        valid, fields = extra
+        schema["validVersions"] = valid
+        schema["fields"] = [*schema["fields"], *fields]
     return schema
 
 
@@ -97,7 +128,7 @@ def _default(field: dict[str, Any]) -> Any:
 def render_fields(fields: list[dict[str, Any]], served: str, indent: str) -> list[str]:
     lines: list[str] = []
     for f in fields:
-        if "tag" in f or not _overlaps(f["versions"], served):
+        if not _overlaps(f["versions"], served):
             continue
         kind = f["type"]
         sub = f.get("fields")
@@ -110,6 +141,8 @@ def render_fields(fields: list[dict[str, Any]], served: str, indent: str) -> lis
         nullable = f.get("nullableVersions")
         if nullable and _overlaps(nullable, served):
             kwargs.append(f"nullable={nullable!r}")
+        if "tag" in f:
+            kwargs.append(f"tag={f['tag']}")
         default = _default(f)
         if default == "null":
             kwargs.append("default=None")

@@ -21,7 +21,7 @@ PRODUCE = Api(
             "topic_data",
             "[]",
             "0+",
-            F("name", "string", "0+"),
+            F("name", "string", "0-12"),
             F(
                 "partition_data",
                 "[]",
@@ -36,7 +36,7 @@ PRODUCE = Api(
             "responses",
             "[]",
             "0+",
-            F("name", "string", "0+"),
+            F("name", "string", "0-12"),
             F(
                 "partition_responses",
                 "[]",
@@ -134,7 +134,7 @@ FETCH = Api(
 LIST_OFFSETS = Api(
     key=2,
     name="ListOffsets",
-    versions="1-5",
+    versions="1-7",
     flexible="6+",
     request=(
         F("replica_id", "int32", "0+"),
@@ -245,7 +245,7 @@ OFFSET_COMMIT = Api(
             "topics",
             "[]",
             "0+",
-            F("name", "string", "0+"),
+            F("name", "string", "0-9"),
             F(
                 "partitions",
                 "[]",
@@ -263,7 +263,7 @@ OFFSET_COMMIT = Api(
             "topics",
             "[]",
             "0+",
-            F("name", "string", "0+"),
+            F("name", "string", "0-9"),
             F(
                 "partitions",
                 "[]",
@@ -500,11 +500,13 @@ LIST_GROUPS = Api(
 API_VERSIONS = Api(
     key=18,
     name="ApiVersions",
-    versions="0-3",
+    versions="0-5",
     flexible="3+",
     request=(
         F("client_software_name", "string", "3+"),
         F("client_software_version", "string", "3+"),
+        F("cluster_id", "string", "5+", nullable="5+", default=None),
+        F("node_id", "int32", "5+", default=-1),
     ),
     response=(
         F("error_code", "int16", "0+"),
@@ -517,6 +519,26 @@ API_VERSIONS = Api(
             F("max_version", "int16", "0+"),
         ),
         F("throttle_time_ms", "int32", "1+"),
+        F(
+            "supported_features",
+            "[]",
+            "3+",
+            F("name", "string", "3+"),
+            F("min_version", "int16", "3+"),
+            F("max_version", "int16", "3+"),
+            tag=0,
+        ),
+        F("finalized_features_epoch", "int64", "3+", tag=1, default=-1),
+        F(
+            "finalized_features",
+            "[]",
+            "3+",
+            F("name", "string", "3+"),
+            F("max_version_level", "int16", "3+"),
+            F("min_version_level", "int16", "3+"),
+            tag=2,
+        ),
+        F("zk_migration_ready", "bool", "3+", tag=3),
     ),
 )
 
@@ -854,6 +876,205 @@ DESCRIBE_CLUSTER = Api(
     ),
 )
 
+CREATE_PARTITIONS = Api(
+    key=37,
+    name="CreatePartitions",
+    versions="0-3",
+    flexible="2+",
+    request=(
+        F(
+            "topics",
+            "[]",
+            "0+",
+            F("name", "string", "0+"),
+            F("count", "int32", "0+"),
+            F(
+                "assignments",
+                "[]",
+                "0+",
+                F("broker_ids", "[]int32", "0+"),
+                nullable="0+",
+            ),
+        ),
+        F("timeout_ms", "int32", "0+"),
+        F("validate_only", "bool", "0+"),
+    ),
+    response=(
+        F("throttle_time_ms", "int32", "0+"),
+        F(
+            "results",
+            "[]",
+            "0+",
+            F("name", "string", "0+"),
+            F("error_code", "int16", "0+"),
+            F("error_message", "string", "0+", nullable="0+", default=None),
+        ),
+    ),
+)
+
+DESCRIBE_LOG_DIRS = Api(
+    key=35,
+    name="DescribeLogDirs",
+    versions="1-4",
+    flexible="2+",
+    request=(
+        F(
+            "topics",
+            "[]",
+            "0+",
+            F("topic", "string", "0+"),
+            F("partitions", "[]int32", "0+"),
+            nullable="0+",
+        ),
+    ),
+    response=(
+        F("throttle_time_ms", "int32", "0+"),
+        F("error_code", "int16", "3+"),
+        F(
+            "results",
+            "[]",
+            "0+",
+            F("error_code", "int16", "0+"),
+            F("log_dir", "string", "0+"),
+            F(
+                "topics",
+                "[]",
+                "0+",
+                F("name", "string", "0+"),
+                F(
+                    "partitions",
+                    "[]",
+                    "0+",
+                    F("partition_index", "int32", "0+"),
+                    F("partition_size", "int64", "0+"),
+                    F("offset_lag", "int64", "0+"),
+                    F("is_future_key", "bool", "0+"),
+                ),
+            ),
+            F("total_bytes", "int64", "4+", default=-1),
+            F("usable_bytes", "int64", "4+", default=-1),
+        ),
+    ),
+)
+
+ELECT_LEADERS = Api(
+    key=43,
+    name="ElectLeaders",
+    versions="0-2",
+    flexible="2+",
+    request=(
+        F("election_type", "int8", "1+"),
+        F(
+            "topic_partitions",
+            "[]",
+            "0+",
+            F("topic", "string", "0+"),
+            F("partitions", "[]int32", "0+"),
+            nullable="0+",
+        ),
+        F("timeout_ms", "int32", "0+", default=60000),
+    ),
+    response=(
+        F("throttle_time_ms", "int32", "0+"),
+        F("error_code", "int16", "1+"),
+        F(
+            "replica_election_results",
+            "[]",
+            "0+",
+            F("topic", "string", "0+"),
+            F(
+                "partition_result",
+                "[]",
+                "0+",
+                F("partition_id", "int32", "0+"),
+                F("error_code", "int16", "0+"),
+                F("error_message", "string", "0+", nullable="0+"),
+            ),
+        ),
+    ),
+)
+
+ALTER_PARTITION_REASSIGNMENTS = Api(
+    key=45,
+    name="AlterPartitionReassignments",
+    versions="0",
+    flexible="0+",
+    request=(
+        F("timeout_ms", "int32", "0+", default=60000),
+        F(
+            "topics",
+            "[]",
+            "0+",
+            F("name", "string", "0+"),
+            F(
+                "partitions",
+                "[]",
+                "0+",
+                F("partition_index", "int32", "0+"),
+                F("replicas", "[]int32", "0+", nullable="0+", default=None),
+            ),
+        ),
+    ),
+    response=(
+        F("throttle_time_ms", "int32", "0+"),
+        F("error_code", "int16", "0+"),
+        F("error_message", "string", "0+", nullable="0+"),
+        F(
+            "responses",
+            "[]",
+            "0+",
+            F("name", "string", "0+"),
+            F(
+                "partitions",
+                "[]",
+                "0+",
+                F("partition_index", "int32", "0+"),
+                F("error_code", "int16", "0+"),
+                F("error_message", "string", "0+", nullable="0+"),
+            ),
+        ),
+    ),
+)
+
+LIST_PARTITION_REASSIGNMENTS = Api(
+    key=46,
+    name="ListPartitionReassignments",
+    versions="0",
+    flexible="0+",
+    request=(
+        F("timeout_ms", "int32", "0+", default=60000),
+        F(
+            "topics",
+            "[]",
+            "0+",
+            F("name", "string", "0+"),
+            F("partition_indexes", "[]int32", "0+"),
+            nullable="0+",
+            default=None,
+        ),
+    ),
+    response=(
+        F("throttle_time_ms", "int32", "0+"),
+        F("error_code", "int16", "0+"),
+        F("error_message", "string", "0+", nullable="0+"),
+        F(
+            "topics",
+            "[]",
+            "0+",
+            F("name", "string", "0+"),
+            F(
+                "partitions",
+                "[]",
+                "0+",
+                F("partition_index", "int32", "0+"),
+                F("replicas", "[]int32", "0+"),
+                F("adding_replicas", "[]int32", "0+"),
+                F("removing_replicas", "[]int32", "0+"),
+            ),
+        ),
+    ),
+)
+
 SASL_HANDSHAKE = Api(
     key=17,
     name="SaslHandshake",
@@ -1019,6 +1240,11 @@ ALL_APIS: tuple[Api, ...] = (
     INCREMENTAL_ALTER_CONFIGS,
     OFFSET_DELETE,
     DESCRIBE_CLUSTER,
+    CREATE_PARTITIONS,
+    DESCRIBE_LOG_DIRS,
+    ELECT_LEADERS,
+    ALTER_PARTITION_REASSIGNMENTS,
+    LIST_PARTITION_REASSIGNMENTS,
     SASL_HANDSHAKE,
     SASL_AUTHENTICATE,
     CREATE_ACLS,

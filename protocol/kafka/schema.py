@@ -12,8 +12,10 @@ those files by `gen_messages.py`), with the same version-range strings ("3+",
   partition's `partition_index, error_code, high_watermark, ...`);
 - strings, bytes, records and arrays get a small reader/writer closure each;
 - in flexible versions (KIP-482) lengths are compact unsigned varints and every
-  struct ends with a tagged-field section, which is skipped on read and written
-  empty (no tagged field is needed by the clients we serve).
+  struct ends with a tagged-field section: the fields a table declares with a
+  `tag` are read from it (unknown tags are skipped) and written when their value
+  is not the default, as Kafka writes them (ApiVersions' features); the rest of
+  the section is empty.
 
 Messages are plain dicts keyed by the snake_case field names. A decoded message
 holds every field the message has in any version: fields the version lacks read
@@ -123,6 +125,8 @@ class Field:
     fields: tuple[Field, ...] = ()
     nullable: str = "none"
     default: Any = _UNSET
+    # A tagged field (KIP-482): its tag in the struct's tagged-field section.
+    tag: int | None = None
 
     def default_value(self) -> Any:
         if self.default is not _UNSET:
@@ -193,7 +197,8 @@ class MessageCodec:
         for step in self._read_steps:
             pos = step(buf, pos, out)
         for name, make in self._absent:
-            out[name] = make()
+            if name not in out:
+                out[name] = make()
         return out, pos
 
     def encode(self, value: Mapping[str, Any], out: bytearray) -> None:
@@ -208,10 +213,21 @@ def _compile(
     reads: list[ReadStep] = []
     writes: list[WriteStep] = []
     absent: list[tuple[str, Callable[[], Any]]] = []
+    tagged: list[tuple[Field, Reader, Writer]] = []
     run: list[Field] = []
     for f in fields:
-        if version not in version_range(f.versions):
+        if version not in version_range(f.versions) or (f.tag is not None and not flexible):
             absent.append((f.name, _factory(f)))
+            continue
+        nullable = version in version_range(f.nullable)
+        if f.tag is not None:
+            reader, writer = (
+                _fixed_codec(f.type)
+                if f.type in _FIXED_FORMATS
+                else _field_codec(f, version, flexible, nullable)
+            )
+            tagged.append((f, reader, writer))
+            absent.append((f.name, _factory(f)))  # until its tag is read
             continue
         if f.type in _FIXED_FORMATS:
             run.append(f)
@@ -219,13 +235,15 @@ def _compile(
         if run:
             _add_fixed_run(run, reads, writes)
             run = []
-        nullable = version in version_range(f.nullable)
         reader, writer = _field_codec(f, version, flexible, nullable)
         reads.append(_read_into(f.name, reader))
         writes.append(_write_from(f.name, f.default_value(), writer))
     if run:
         _add_fixed_run(run, reads, writes)
-    if flexible:
+    if flexible and tagged:
+        reads.append(_tagged_reader(tagged))
+        writes.append(_tagged_writer(tagged))
+    elif flexible:
         reads.append(_skip_tagged_fields)
         writes.append(_write_no_tagged_fields)
     return reads, writes, absent
@@ -425,3 +443,52 @@ def _skip_tagged_fields(buf: memoryview, pos: int, out: dict[str, Any]) -> int:
 
 def _write_no_tagged_fields(out: bytearray, value: Mapping[str, Any]) -> None:
     out.append(0)
+
+
+def _tagged_reader(tagged: list[tuple[Field, Reader, Writer]]) -> ReadStep:
+    """A tagged-field section: the declared tags read into the message, others skipped."""
+    by_tag = {f.tag: (f.name, reader) for f, reader, _ in tagged}
+
+    def read(buf: memoryview, pos: int, out: dict[str, Any]) -> int:
+        count, pos = read_uvarint(buf, pos)
+        for _ in range(count):
+            tag, pos = read_uvarint(buf, pos)
+            size, pos = read_uvarint(buf, pos)
+            end = pos + size
+            if end > len(buf):
+                raise ValueError("tagged field runs past the end of the message")
+            known = by_tag.get(tag)
+            if known is not None:
+                name, reader = known
+                out[name], used = reader(buf[:end], pos)
+                if used != end:
+                    raise ValueError(f"tagged field {name!r} has {end - used} bytes left over")
+            pos = end
+        return pos
+
+    return read
+
+
+def _tagged_writer(tagged: list[tuple[Field, Reader, Writer]]) -> WriteStep:
+    """The section with each declared tag whose value is not its default, by tag."""
+    ordered = sorted(((f.tag or 0, f.name, f.default_value(), w) for f, _, w in tagged), key=_first)
+
+    def write(out: bytearray, value: Mapping[str, Any]) -> None:
+        present = []
+        for tag, name, default, writer in ordered:
+            item = value.get(name, default)
+            if item != default:
+                data = bytearray()
+                writer(data, item)
+                present.append((tag, data))
+        out += uvarint(len(present))
+        for tag, data in present:
+            out += uvarint(tag)
+            out += uvarint(len(data))
+            out += data
+
+    return write
+
+
+def _first(entry: tuple[int, str, Any, Writer]) -> int:
+    return entry[0]

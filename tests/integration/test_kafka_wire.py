@@ -97,9 +97,46 @@ def test_api_versions_lists_what_is_served(neighbour: KafkaSocket) -> None:
     ranges = {a["api_key"]: (a["min_version"], a["max_version"]) for a in answer["api_keys"]}
     assert ranges[PRODUCE.key] == (0, 8)
     assert ranges[FETCH.key] == (4, 11)
-    assert ranges[LIST_OFFSETS.key] == (1, 5)
+    assert ranges[LIST_OFFSETS.key] == (1, 7)
     assert ranges[METADATA.key] == (0, 8)
-    assert ranges[API_VERSIONS.key] == (0, 3)
+    assert ranges[API_VERSIONS.key] == (0, 5)
+    assert answer["finalized_features"] == [
+        {"name": "metadata.version", "max_version_level": 33, "min_version_level": 33}
+    ]
+
+
+@pytest.mark.parametrize(
+    ("cluster_id", "node_id", "error"),
+    [
+        (None, -1, "NONE"),  # a bootstrap connection: no cluster known yet
+        ("tidelog", 1, "NONE"),  # the cluster and node Metadata named
+        ("another", 1, "REBOOTSTRAP_REQUIRED"),  # stale metadata, as Kafka 4.4 answers
+        ("tidelog", 7, "REBOOTSTRAP_REQUIRED"),
+        ("tidelog", -1, "INVALID_REQUEST"),  # a cluster without a node
+        (None, 1, "INVALID_REQUEST"),
+    ],
+)
+def test_api_versions_v5_as_kafka_4_4s_java_clients_send_it(
+    neighbour: KafkaSocket, cluster_id: str | None, node_id: int, error: str
+) -> None:
+    """Answered at v5 (no KIP-511 round trip); a wrong cluster or node refused."""
+    body = {"client_software_name": "apache-kafka-java", "client_software_version": "4.4.0",
+            "cluster_id": cluster_id, "node_id": node_id}  # fmt: skip
+    answer = neighbour.call(API_VERSIONS, 5, body)
+    assert answer["error_code"] == ERRORS_BY_NAME[error].code
+    if error == "NONE":
+        ranges = {a["api_key"]: a["max_version"] for a in answer["api_keys"]}
+        assert ranges[API_VERSIONS.key] == 5
+    else:
+        assert answer["api_keys"] == []
+
+
+@pytest.mark.parametrize(("name", "version"), [("", "1"), ("bad name", "1"), ("kgo", "-1")])
+def test_api_versions_refuses_what_kafka_refuses_as_software(
+    neighbour: KafkaSocket, name: str, version: str
+) -> None:
+    body = {"client_software_name": name, "client_software_version": version}
+    assert neighbour.call(API_VERSIONS, 3, body)["error_code"] == INVALID_REQUEST
 
 
 def test_api_versions_newer_than_ours_gets_kip_511_answer(

@@ -166,8 +166,11 @@ async def test_describe_errors_as_kafka(kafka: KafkaRun) -> None:
         42,
         "Broker id must be an integer, but it is: abc",
     )
-    cluster_default = await describe(kafka, BROKER, "")
-    assert (cluster_default.error_code, cluster_default.configs) == (0, [])
+    cluster_default = await describe(kafka, BROKER, "", ["num.partitions"])
+    assert cluster_default.error_code == 0
+    assert [(c.name, c.value, c.config_source) for c in cluster_default.configs] == [
+        ("num.partitions", "1", DEFAULT)
+    ]
 
 
 async def test_broker_configs(tmp_path: Path, nursery: trio.Nursery) -> None:
@@ -394,3 +397,31 @@ async def test_an_empty_key_list_means_every_key(kafka: KafkaRun, ctx: BrokerCon
         c.name for c in every.configs
     ]
     assert len(every.configs) == len(ctx.config.describe_topic_configs({}))
+
+
+@pytest.mark.parametrize("name", ["", "1"])
+async def test_every_broker_default_with_its_source(
+    tmp_path: Path, nursery: trio.Nursery, name: str
+) -> None:
+    """The broker and the cluster-wide default (`--entity-default`) list every key:
+    server.properties' as STATIC_BROKER_CONFIG, the rest DEFAULT_CONFIG, and the
+    inter-broker protocol Kafbat UI reads."""
+    ctx = open_context(tmp_path / "d", nursery, {"num.partitions": "3"}, listen=LISTEN)
+    try:
+        result = (await run_kafka(ctx, describe_request(BROKER, name))).results[0]
+        configs = by_name(result)
+        assert result.error_code == 0 and len(configs) > 60
+        assert (configs["num.partitions"].value, configs["num.partitions"].config_source) == (
+            "3",
+            STATIC_BROKER,
+        )
+        assert configs["log.retention.hours"].config_source == DEFAULT
+        protocol = configs["inter.broker.protocol.version"]
+        assert (protocol.value, protocol.config_source, protocol.read_only) == (
+            "4.4-IV2",
+            DEFAULT,
+            True,
+        )
+        assert synonyms(protocol) == [("inter.broker.protocol.version", "4.4-IV2", DEFAULT)]
+    finally:
+        ctx.manager.close()

@@ -76,10 +76,11 @@ def project(fields: tuple[Field, ...], version: int, value: dict) -> dict:
 
 
 def values(fields: tuple[Field, ...], version: int, value: dict) -> list:
-    """Our message as nested lists of field values in schema order (see kafka_python.values)."""
+    """Our message as nested lists of field values in schema order (see kafka_python.values),
+    tagged fields left out as kafka_python.values leaves them (their bytes are compared)."""
     out: list = []
     for field in fields:
-        if not _present(field, version):
+        if not _present(field, version) or field.tag is not None:
             continue
         item = value[field.name]
         if field.type == "[]" and item is not None:

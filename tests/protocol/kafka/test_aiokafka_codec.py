@@ -49,12 +49,16 @@ AIOKAFKA_BUGS = {
     "OffsetRequest_v5",
 }
 STRUCTS = [s for s in _structs() if s[0].__name__ not in AIOKAFKA_BUGS]
+# aiokafka nests these differently (CreatePartitions: `(count, assignment)` as one struct
+# with the assignments as bare arrays) over the same bytes: compared byte for byte only.
+AIOKAFKA_NESTING = {"CreatePartitionsRequest_v0", "CreatePartitionsRequest_v1"}
 
 
 def _plain(value: object) -> object:
-    """Nested lists; a one-field struct as its value (aiokafka's Metadata topics are strings)."""
+    """Nested lists; a one-field struct as its value (aiokafka's Metadata topics are strings);
+    aiokafka's empty tagged-field sections (`{}` ending a flexible struct) left out."""
     if isinstance(value, (list, tuple)):
-        items = [_plain(v) for v in value]
+        items = [_plain(v) for v in value if v != {}]
         return items[0] if len(items) == 1 and not isinstance(items[0], list) else items
     return value
 
@@ -89,7 +93,8 @@ def test_aiokafka_reads_and_writes_our_bytes(cls, is_request):
     api.codec(version, not is_request).encode(body, out)
     theirs = cls.decode(bytes(out))
     ours = values(fields, version, body)
-    assert _plain([theirs.get_item(n) for n in cls.SCHEMA.names]) == _plain(ours)
+    if cls.__name__ not in AIOKAFKA_NESTING:
+        assert _plain([theirs.get_item(n) for n in cls.SCHEMA.names]) == _plain(ours)
     assert theirs.encode() == bytes(out)
 
 

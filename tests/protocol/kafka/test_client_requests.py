@@ -141,4 +141,6 @@ def test_kafka_python_flexible_api_versions_v3_request():
     assert request.body == {
         "client_software_name": "kafka-python",
         "client_software_version": "3.0.12",
+        "cluster_id": None,  # v5's fields, at their defaults
+        "node_id": -1,
     }

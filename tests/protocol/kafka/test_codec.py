@@ -34,6 +34,10 @@ CASES = [
     for version in range(api.min_version, api.max_version + 1)
 ]
 DIRECTIONS = [pytest.param(False, id="request"), pytest.param(True, id="response")]
+# The versions kafka-python's classes have (ApiVersions v5 is newer than its schemas).
+KP_CASES = [
+    case for case in CASES if case.values[1] <= kp_class(case.values[0].key, True).max_version
+]
 
 
 def _fields(api, response):
@@ -86,7 +90,7 @@ def test_response_frame_round_trip(api, version):
 
 
 @pytest.mark.parametrize("response", DIRECTIONS)
-@pytest.mark.parametrize(("api", "version"), CASES)
+@pytest.mark.parametrize(("api", "version"), KP_CASES)
 def test_kafka_python_reads_and_writes_the_same_bytes(api, version, response):
     """kafka-python decodes our bytes to the same values and re-encodes them byte for byte."""
     fields = _fields(api, response)
@@ -103,7 +107,7 @@ def test_kafka_python_reads_and_writes_the_same_bytes(api, version, response):
     assert bytes(decoded.encode()) == bytes(out)
 
 
-@pytest.mark.parametrize(("api", "version"), CASES)
+@pytest.mark.parametrize(("api", "version"), KP_CASES)
 def test_request_written_by_kafka_python_with_its_header(api, version):
     body = sample(api.request, version)
     out = bytearray()
@@ -217,7 +221,7 @@ def test_encoding_a_wrong_type_names_the_api():
 
 
 def test_every_api_is_registered_once_by_key():
-    assert len(APIS_BY_KEY) == len(ALL_APIS) == 29
+    assert len(APIS_BY_KEY) == len(ALL_APIS) == 34
 
 
 @pytest.mark.parametrize(

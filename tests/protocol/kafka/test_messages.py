@@ -3,8 +3,10 @@
 kafka-python 3 bundles Apache Kafka's `common/message/*.json` (a newer Kafka than
 the one `messages.py` was generated from). Read independently here, they must give
 the same wire layout for every API and version we serve: the same fields, in the
-same order, of the same types, nullable in the same versions. New Kafka versions
-only add fields beyond our range, so this holds across Kafka releases.
+same order, of the same types, nullable in the same versions, with the same tags.
+New Kafka versions only add fields beyond our range, so this holds across Kafka
+releases; a version newer than the bundled schemas (gen_messages.EXTRA_FIELDS) is
+checked against the layout Kafka 4.4's generated classes print (`test_newer_than_bundled`).
 """
 
 from __future__ import annotations
@@ -17,8 +19,8 @@ from typing import Any
 import pytest
 
 from harness import kafka_python
-from protocol.kafka.gen_messages import snake
-from protocol.kafka.messages import ALL_APIS
+from protocol.kafka.gen_messages import EXTRA_FIELDS, snake
+from protocol.kafka.messages import ALL_APIS, API_VERSIONS
 from protocol.kafka.schema import Field, version_range
 
 # kafka_python imports the kafka package with its deprecation warning silenced.
@@ -44,15 +46,16 @@ def _theirs(fields: list[dict[str, Any]], version: int) -> list:
             _kind(f),
             version in version_range(f.get("nullableVersions", "none")),
             _theirs(f.get("fields", []), version),
+            f.get("tag"),
         )
         for f in fields
-        if "tag" not in f and version in version_range(f["versions"])
+        if version in version_range(f["versions"])
     ]
 
 
 def _ours(fields: tuple[Field, ...], version: int) -> list:
     return [
-        (f.name, f.type, version in version_range(f.nullable), _ours(f.fields, version))
+        (f.name, f.type, version in version_range(f.nullable), _ours(f.fields, version), f.tag)
         for f in fields
         if version in version_range(f.versions)
     ]
@@ -68,7 +71,23 @@ CASES = [
 @pytest.mark.parametrize(("api", "version"), CASES)
 def test_layout_matches_kafkas_json(api, version):
     request, response = _json(f"{api.name}Request"), _json(f"{api.name}Response")
+    if version > version_range(request["validVersions"]).high:
+        assert f"{api.name}Request" in EXTRA_FIELDS, (api.name, version)
+        return  # newer than the bundled schemas: test_newer_than_bundled
     assert request["apiKey"] == api.key
     assert version_range(request["flexibleVersions"]).low == version_range(api.flexible).low
     assert _ours(api.request, version) == _theirs(request["fields"], version)
     assert _ours(api.response, version) == _theirs(response["fields"], version)
+
+
+def test_newer_than_bundled():
+    """ApiVersions v5 as Kafka 4.4's ApiVersionsRequestData.SCHEMAS[5] prints it:
+    {client_software_name:COMPACT_STRING, client_software_version:COMPACT_STRING,
+    cluster_id:COMPACT_NULLABLE_STRING, node_id:INT32}; the response as v4's."""
+    assert _ours(API_VERSIONS.request, 5) == [
+        ("client_software_name", "string", False, [], None),
+        ("client_software_version", "string", False, [], None),
+        ("cluster_id", "string", True, [], None),
+        ("node_id", "int32", False, [], None),
+    ]
+    assert _ours(API_VERSIONS.response, 5) == _ours(API_VERSIONS.response, 4)
