@@ -136,15 +136,23 @@ class Setting:
 
     def text(self, value: Any) -> str:
         """A value in the properties-file form that `parse` reads back."""
-        if isinstance(value, bool):
-            return "true" if value else "false"
-        if isinstance(value, frozenset):
-            return ",".join(sorted(value))
-        return str(value)
+        return config_text(value)
 
     def wire(self, value: Any) -> str | int | float | None:
         """A value as describe_configs sends it: lists as sorted comma text, scalars as is."""
         return ",".join(sorted(value)) if isinstance(value, frozenset) else value
+
+
+def config_text(value: object) -> str:
+    """A config value in Kafka's text form, the one every config path writes: `true`
+    and `false`, numbers plainly, a set sorted and a list in order, comma-joined."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, set | frozenset):
+        return ",".join(sorted(str(item) for item in value))
+    if isinstance(value, list | tuple):
+        return ",".join(str(item) for item in value)
+    return str(value)
 
 
 def _number(value: float) -> str:

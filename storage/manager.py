@@ -1,12 +1,9 @@
-"""The data directory: topics, their partition logs, configs, checkpoints and the lock.
+"""The topics of one data directory: their partition logs, configs and checkpoints.
 
-On disk (see storage.files for every name): one `<topic>-<partition>` directory
-per partition, `topics/<topic>.json` per topic holding
-`{"version": 1, "topic": ..., "partitions": N, "configs": {kafka key: str}}`
-(written atomically after every partition directory of a new topic is in
-place, so creation is all or nothing; removed before they go), the two offset
-checkpoints, the `.lock` file and, between a clean close and the next open, the
-clean-shutdown marker. Descriptors are a budget (storage.fdbudget): partitions
+The files and the order of their writes are storage.data_dir's (`DataDir`): one
+`<topic>-<partition>` directory per partition, `topics/<topic>.json` per topic, the
+two offset checkpoints, the lock and the clean-shutdown marker. Descriptors are a
+budget (storage.fdbudget): partitions
 keep none for good (storage.fdcache), so every accepted topic loads at start; a
 topic is refused up front only when the process has no descriptors left at all.
 
@@ -18,16 +15,11 @@ thread-safe on its own.
 from __future__ import annotations
 
 import errno
-import fcntl
-import json
-import os
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import structlog
 
@@ -41,9 +33,9 @@ from protocol.errors import (
     TopicAlreadyExists,
     UnknownTopicOrPartition,
 )
-from protocol.settings import INT64_MAX
-from storage.checkpoint import read_checkpoint, write_checkpoint
+from protocol.settings import INT64_MAX, config_text
 from storage.config import TOPIC_CONFIG_DEFS, LogConfig
+from storage.data_dir import MAX_PARTITIONS_PER_TOPIC, DataDir
 from storage.fdbudget import (
     FD_RESERVE,
     FDS_PER_ACTIVE_SEGMENT,
@@ -53,19 +45,8 @@ from storage.fdbudget import (
 )
 from storage.fileio import FileIO
 from storage.files import (
-    CLEAN_SHUTDOWN_FILE,
-    LOCK_FILE,
-    LOG_START_OFFSET_CHECKPOINT,
-    RECOVERY_POINT_CHECKPOINT,
-    TEMP_SUFFIX,
-    TOPIC_METADATA_SUFFIX,
-    TOPICS_DIR,
     DeletionQueue,
-    capped_name,
     delete_marked_files,
-    parse_partition_dir_name,
-    partition_dir_name,
-    topic_metadata_path,
     validate_topic_name,
 )
 from storage.log import Log
@@ -73,14 +54,6 @@ from storage.producer_ids import ProducerIdAllocator, ProducerIds
 from storage.recovery import open_log
 
 log = structlog.get_logger("tidelog.storage")
-
-# A request-level bound; what fits the process's descriptors is storage.fdbudget's call.
-MAX_PARTITIONS_PER_TOPIC = 10_000
-TOPIC_METADATA_VERSION = 1
-# Suffix of a partition directory whose topic is being deleted (Kafka's naming).
-DELETE_DIR_SUFFIX = "-delete"
-# Suffix of a partition directory no topic claims, kept for an operator (Kafka: -stray).
-STRAY_DIR_SUFFIX = "-stray"
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,7 +105,7 @@ class LogManager:
         self._unloaded: dict[str, str] = {}
         self._fd_budget = fd_budget
         self._fd_reserve = fd_reserve
-        self._lock_fd: int | None = None
+        self._dir = DataDir(self.data_dir, self._io)
         self._deletions = DeletionQueue()
         self.had_clean_shutdown = False
         self._open_duration_s = 0.0
@@ -142,36 +115,26 @@ class LogManager:
 
     def open(self) -> None:
         """Take the directory lock, then load and (if needed) recover every partition."""
-        self._io.mkdir(self.data_dir)
-        self._io.mkdir(self.data_dir / TOPICS_DIR)
-        self._take_lock()
-        marker = self.data_dir / CLEAN_SHUTDOWN_FILE
-        self.had_clean_shutdown = marker.exists()
-        if self.had_clean_shutdown:
-            # Gone before loading: a crash while loading is an unclean stop.
-            self._io.unlink(marker)
-            self._io.fsync_dir(self.data_dir)
-        self._remove_temp_files()
-        recovery_points = read_checkpoint(self._io, self.data_dir / RECOVERY_POINT_CHECKPOINT)
-        start_offsets = read_checkpoint(self._io, self.data_dir / LOG_START_OFFSET_CHECKPOINT)
+        self._dir.lock()
+        self.had_clean_shutdown = self._dir.take_clean_shutdown_marker()
+        self._dir.remove_temp_files()
+        recovery_points, start_offsets = self._dir.read_checkpoints()
         raise_nofile_limit()
         if self._fd_budget is None:
             self._fd_budget = FdBudget(reserve=self._fd_reserve)
         size_caches(self._fd_budget)
         log.info("log_manager_opening", path=str(self.data_dir), clean=self.had_clean_shutdown)
         started = time.monotonic()
-        for entry in sorted(os.listdir(self.data_dir / TOPICS_DIR)):
-            if not entry.endswith(TOPIC_METADATA_SUFFIX):
-                continue
+        for claimed, path in self._dir.metadata_files():
             try:
-                meta = self._read_metadata(self.data_dir / TOPICS_DIR / entry)
+                meta = self._dir.read_metadata(path)
                 overrides = self._valid_stored_overrides(meta["topic"], meta["configs"])
                 topic = _Topic(meta["topic"], overrides, self._config_for(overrides))
             except TidelogError as exc:  # one topic's bad file never stops the start
-                self._leave_unloaded(entry[: -len(TOPIC_METADATA_SUFFIX)], exc.message)
+                self._leave_unloaded(claimed, exc.message)
                 continue
             self._load_topic(topic, meta["partitions"], recovery_points, start_offsets)
-        self._remove_stray_dirs()
+        self._dir.sweep_dirs(self._claims)
         self._open_duration_s = time.monotonic() - started
         log.info(
             "log_manager_opened",
@@ -215,6 +178,14 @@ class LogManager:
             hint="raise the open-files limit (LimitNOFILE) or delete the topic",
         )
 
+    def _claims(self, topic: str, partition: int) -> bool:
+        """Whether a partition directory belongs to a topic (an unloaded topic keeps
+        its metadata, so it keeps its partitions too)."""
+        if topic in self._unloaded:
+            return True
+        loaded = self._topics.get(topic)
+        return loaded is not None and partition < len(loaded.logs)
+
     def _budget(self) -> FdBudget:
         if self._fd_budget is None:
             self._fd_budget = FdBudget(reserve=self._fd_reserve)
@@ -228,34 +199,6 @@ class LogManager:
             except (StorageError, OSError) as exc:
                 log.warning("log_close_failed", topic=current.topic, error=str(exc))
 
-    def _take_lock(self) -> None:
-        fd = os.open(self.data_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as exc:
-            os.close(fd)
-            raise StorageError(
-                f"data directory {self.data_dir} is locked by another process "
-                f"({LOCK_FILE} is held); two brokers cannot share one data directory"
-            ) from exc
-        self._lock_fd = fd
-
-    def _read_metadata(self, path: Path) -> dict[str, Any]:
-        try:
-            meta = json.loads(self._io.read_file(path))
-            name, partitions, configs = meta["topic"], meta["partitions"], meta["configs"]
-            if validate_topic_name(name) is not None or f"{name}{TOPIC_METADATA_SUFFIX}" != (
-                path.name
-            ):
-                raise ValueError(f"topic name {name!r} does not match the file name")
-            if type(partitions) is not int or not 1 <= partitions <= MAX_PARTITIONS_PER_TOPIC:
-                raise ValueError(f"partitions must be in [1, {MAX_PARTITIONS_PER_TOPIC}]")
-            if not isinstance(configs, dict):
-                raise ValueError("configs must be a map")
-            return {"topic": name, "partitions": partitions, "configs": dict(configs)}
-        except (ValueError, KeyError, TypeError) as exc:
-            raise StorageError(f"topic metadata {path} is unreadable: {exc}") from exc
-
     def _open_partition(
         self,
         topic: _Topic,
@@ -265,7 +208,7 @@ class LogManager:
     ) -> Log:
         key = (topic.name, partition)
         return open_log(
-            self.data_dir / partition_dir_name(topic.name, partition),
+            self._dir.partition_dir(topic.name, partition),
             topic.name,
             partition,
             topic.config,
@@ -277,44 +220,6 @@ class LogManager:
             clean=self.had_clean_shutdown,
             fd_budget=self._fd_budget,
         )
-
-    def _remove_temp_files(self) -> None:
-        """Drop the temp files of checkpoint and metadata replacements a crash interrupted.
-
-        `write_atomic` renames only a complete, fsynced temp file, so a leftover one is
-        never the current content: the file it was replacing still holds that.
-        """
-        for directory in (self.data_dir, self.data_dir / TOPICS_DIR):
-            leftovers = [name for name in os.listdir(directory) if name.endswith(TEMP_SUFFIX)]
-            for name in leftovers:
-                self._io.unlink(directory / name)
-                log.info("temp_file_deleted", path=str(directory / name))
-            if leftovers:
-                self._io.fsync_dir(directory)
-
-    def _remove_stray_dirs(self) -> None:
-        """Finish interrupted topic deletions; report partition dirs no topic claims."""
-        for entry in os.listdir(self.data_dir):
-            path = self.data_dir / entry
-            if not path.is_dir() or entry == TOPICS_DIR:
-                continue
-            if entry.endswith(DELETE_DIR_SUFFIX):
-                self._io.rmtree(path)
-                log.info("topic_dir_removed", path=str(path))
-                continue
-            parsed = parse_partition_dir_name(entry)
-            if parsed is None:
-                continue
-            if parsed[0] in self._unloaded:
-                continue  # its metadata is kept: so are its partitions
-            topic = self._topics.get(parsed[0])
-            if topic is None or parsed[1] >= len(topic.logs):
-                # Most likely a topic deletion that crashed after removing the metadata.
-                # Moved aside, not deleted (an operator may want it), so that a new topic
-                # of the same name does not resurrect its data.
-                aside = path.with_name(capped_name(entry, f".{uuid.uuid4().hex}{STRAY_DIR_SUFFIX}"))
-                self._io.rename(path, aside)
-                log.warning("stray_partition_dir_moved", path=str(path), moved_to=str(aside))
 
     def close(self) -> None:
         """Flush and close every log, write checkpoints, then the clean-shutdown marker."""
@@ -330,12 +235,9 @@ class LogManager:
                     failed = True
             self.write_checkpoints()
             if not failed:
-                marker = self.data_dir / CLEAN_SHUTDOWN_FILE
-                self._io.write_atomic(marker, b"", failpoint="checkpoint")
+                self._dir.write_clean_shutdown_marker()
             self._topics = {}
-            if self._lock_fd is not None:
-                os.close(self._lock_fd)
-                self._lock_fd = None
+            self._dir.unlock()
             log.info("log_manager_closed", path=str(self.data_dir), clean=not failed)
 
     @property
@@ -372,18 +274,6 @@ class LogManager:
                 overrides[key] = clamped
         return overrides
 
-    def _write_metadata(self, name: str, partitions: int, overrides: Mapping[str, str]) -> None:
-        body = {
-            "version": TOPIC_METADATA_VERSION,
-            "topic": name,
-            "partitions": partitions,
-            "configs": dict(overrides),
-        }
-        data = json.dumps(body, sort_keys=True, indent=1).encode()
-        self._io.write_atomic(
-            topic_metadata_path(self.data_dir, name), data, failpoint="topic_metadata"
-        )
-
     def create_topic(
         self, name: str, partitions: int = 1, configs: Mapping[str, object] | None = None
     ) -> None:
@@ -419,64 +309,31 @@ class LogManager:
         try:
             for partition in range(partitions):
                 topic.logs.append(self._open_partition(topic, partition, {}, {}))
-            self._io.fsync_dir(self.data_dir)
-            self._write_metadata(name, partitions, topic.overrides)
+            self._dir.sync()
+            self._dir.write_metadata(name, partitions, topic.overrides)
         except OSError as exc:
             self._close_logs(topic.logs)
-            for partition in range(partitions):
-                directory = self.data_dir / partition_dir_name(name, partition)
-                try:
-                    self._io.rmtree(directory)
-                except FileNotFoundError:
-                    pass
-                except OSError as cleanup:
-                    log.error("topic_rollback_failed", path=str(directory), error=str(cleanup))
+            self._dir.remove_partition_dirs(name, range(partitions))
             log.error("topic_create_failed", topic=name, partitions=partitions, error=str(exc))
             raise StorageError(f"creating topic {name!r} failed (rolled back): {exc}") from exc
         self._topics = {**self._topics, name: topic}
 
     def delete_topic(self, name: str) -> None:
         with self._lock:
-            if name in self._unloaded:
-                self._delete_unloaded_topic(name)
-                return
-            topic = self._topic(name)
             try:
-                self._delete_topic_files(topic)
+                if name in self._unloaded:
+                    self._dir.delete_unloaded_topic(name)
+                    del self._unloaded[name]
+                    log.info("topic_deleted", topic=name, loaded=False)
+                    return
+                topic = self._topic(name)
+                self._topics = {k: v for k, v in self._topics.items() if k != name}
+                for current in topic.logs:
+                    current.mark_deleted()
+                self._dir.delete_topic(name, len(topic.logs))
             except OSError as exc:
                 raise StorageError(f"deleting topic {name!r} failed: {exc}") from exc
         log.info("topic_deleted", topic=name)
-
-    def _delete_unloaded_topic(self, name: str) -> None:
-        """An operator's way out for a topic too big to load: its metadata, then its
-        directories (the next start would move leftovers aside as strays)."""
-        try:
-            self._io.unlink(topic_metadata_path(self.data_dir, name))
-            self._io.fsync_dir(self.data_dir / TOPICS_DIR)
-            del self._unloaded[name]
-            for entry in os.listdir(self.data_dir):
-                parsed = parse_partition_dir_name(entry)
-                if parsed is not None and parsed[0] == name:
-                    self._io.rmtree(self.data_dir / entry)
-        except OSError as exc:
-            raise StorageError(f"deleting topic {name!r} failed: {exc}") from exc
-        log.info("topic_deleted", topic=name, loaded=False)
-
-    def _delete_topic_files(self, topic: _Topic) -> None:
-        """Metadata first (a crash never resurrects the topic), then each partition dir."""
-        name = topic.name
-        self._topics = {k: v for k, v in self._topics.items() if k != name}
-        self._io.unlink(topic_metadata_path(self.data_dir, name))
-        self._io.fsync_dir(self.data_dir / TOPICS_DIR)
-        for partition, current in enumerate(topic.logs):
-            current.mark_deleted()
-            directory = self.data_dir / partition_dir_name(name, partition)
-            doomed = directory.with_name(
-                capped_name(directory.name, f".{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
-            )
-            self._io.rename(directory, doomed)
-            self._io.rmtree(doomed)  # open descriptors stay valid for readers inside
-        self._io.fsync_dir(self.data_dir)
 
     def _topic(self, name: str) -> _Topic:
         topic = self._topics.get(name)
@@ -525,7 +382,7 @@ class LogManager:
             overrides.update({key: _as_text(value) for key, value in (set or {}).items()})
             config = self._config_for(overrides)
             try:
-                self._write_metadata(name, len(topic.logs), overrides)
+                self._dir.write_metadata(name, len(topic.logs), overrides)
             except OSError as exc:
                 raise StorageError(f"saving configs of {name!r} failed: {exc}") from exc
             old = topic.overrides
@@ -556,12 +413,7 @@ class LogManager:
                 info = current.log_start_offset
                 if info > current.segments_info()[0].base_offset:
                     starts[(topic.name, partition)] = info
-        try:
-            write_checkpoint(self._io, self.data_dir / RECOVERY_POINT_CHECKPOINT, recovery)
-            write_checkpoint(self._io, self.data_dir / LOG_START_OFFSET_CHECKPOINT, starts)
-        except OSError as exc:
-            log.error("storage_error", operation="write_checkpoints", errno=exc.errno)
-            raise StorageError(f"writing checkpoints failed: {exc}") from exc
+        self._dir.write_checkpoints(recovery, starts)
 
     def statistics(self) -> StorageStatistics:
         logs = self.all_logs()
@@ -625,19 +477,11 @@ class LogManager:
             try:
                 for partition in range(before, count):
                     added.append(self._open_partition(topic, partition, {}, {}))
-                self._io.fsync_dir(self.data_dir)
-                self._write_metadata(name, count, topic.overrides)
+                self._dir.sync()
+                self._dir.write_metadata(name, count, topic.overrides)
             except OSError as exc:
                 self._close_logs(added)
-                for partition in range(before, count):
-                    directory = self.data_dir / partition_dir_name(name, partition)
-                    try:
-                        self._io.rmtree(directory)
-                    except FileNotFoundError:
-                        pass
-                    except OSError as cleanup:
-                        log.error("partitions_rollback_failed", path=str(directory),
-                                  error=str(cleanup))  # fmt: skip
+                self._dir.remove_partition_dirs(name, range(before, count))
                 raise StorageError(f"adding partitions to {name!r} failed: {exc}") from exc
             topic.logs = [*topic.logs, *added]
         log.info("partitions_added", topic=name, before=before, partitions=count)
@@ -645,14 +489,10 @@ class LogManager:
 
 
 def _as_text(value: object) -> str:
-    """Config values are stored as Kafka-style strings; lists join with commas."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, list | tuple | set | frozenset):
-        return ",".join(str(item) for item in value)
-    if isinstance(value, str | int | float):
-        return str(value)
-    raise InvalidConfig(f"config value {value!r} is not a string or number")
+    """Config values are stored in Kafka's text form (`protocol.settings.config_text`)."""
+    if not isinstance(value, str | int | float | list | tuple | set | frozenset):
+        raise InvalidConfig(f"config value {value!r} is not a string or number")
+    return config_text(value)
 
 
 def _clamped_to_int64(key: str, value: str) -> str | None:

@@ -18,6 +18,7 @@ from broker.cli.common import (
     print_out,
 )
 from protocol.errors import TopicAlreadyExists, UnknownTopicOrPartition, error_from_wire
+from protocol.settings import config_text
 from tidelog.client import Client
 
 
@@ -171,11 +172,7 @@ def run_describe(args: argparse.Namespace) -> int:
 
 
 def _config_text(value: Any) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, bool):
-        return str(value).lower()
-    return str(value)
+    return "-" if value is None else config_text(value)
 
 
 def print_table(header: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> None:

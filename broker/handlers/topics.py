@@ -20,6 +20,7 @@ from broker.security.acl import Operation, ResourceType
 from protocol import api_types as wire
 from protocol.errors import InvalidPartitions, TopicAlreadyExists, UnknownTopicOrPartition
 from protocol.schemas import check_topic_name
+from protocol.settings import config_text
 from storage.config import TOPIC_CONFIG_DEFS, LogConfig
 from storage.log import Log
 
@@ -37,7 +38,7 @@ async def create_topic(ctx: BrokerContext, body: wire.CreateTopicRequest) -> wir
             f"partitions must be between 1 and {MAX_PARTITIONS_PER_TOPIC}, got {partitions}"
         )
     _check_topic_keys(configs)
-    str_configs = {k: _config_text(v) for k, v in configs.items()}
+    str_configs = {k: config_text(v) for k, v in configs.items()}
     if body.get("validate_only"):  # every check of a creation, nothing written
         if topic in ctx.manager.topics():
             raise TopicAlreadyExists(f"topic {topic!r} already exists")
@@ -65,13 +66,6 @@ def _check_topic_keys(names: Iterable[str]) -> None:
     for name in names:
         if name not in TOPIC_CONFIG_DEFS:
             raise unknown_key_error(name, TOPIC_CONFIG_DEFS)
-
-
-def _config_text(value: str | int | float) -> str:
-    """Config values travel as str, int, float or bool; storage parses Kafka's text form."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
 
 
 def _partition_meta(plog: Log, partition: int) -> wire.MetadataPartitionAnswer:
@@ -126,7 +120,7 @@ async def alter_configs(
     require_topic(ctx, topic)
     check_not_internal(topic, "alter the configs of")
     _check_topic_keys([*body["set"], *body["delete"]])
-    new_values = {k: _config_text(v) for k, v in body["set"].items()}
+    new_values = {k: config_text(v) for k, v in body["set"].items()}
     if body.get("validate_only"):  # the whole result validated, as the manager would, not applied
         overrides = ctx.manager.topic_overrides(topic)
         for key in body["delete"]:

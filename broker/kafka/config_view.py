@@ -26,6 +26,7 @@ from typing import Any
 
 from broker.config import BROKER_CONFIG_DEFS, BrokerConfig
 from protocol.settings import INT32_MAX, Setting
+from protocol.settings import config_text as settings_text
 from storage.config import TOPIC_CONFIG_DEFS, TOPIC_SETTINGS
 
 # DescribeConfigsResponse ConfigSource ids (Kafka's DescribeConfigsResponse.ConfigSource).
@@ -88,13 +89,9 @@ def config_text(value: Any) -> str | None:
     """A value as Kafka writes it: `true`/`false`, numbers plainly, lists comma-joined."""
     if value is None:
         return None
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, frozenset | set | list | tuple):
-        return ",".join(sorted(value))
     if isinstance(value, float):
         return java_double(value)
-    return str(value)
+    return settings_text(sorted(value) if isinstance(value, list | tuple) else value)
 
 
 def java_double(value: float) -> str:

@@ -11,7 +11,8 @@ import pytest
 
 from protocol.errors import InvalidPartitions, StorageError, UnknownTopicOrPartition
 from storage.config import LogConfig
-from storage.manager import MAX_PARTITIONS_PER_TOPIC, LogManager
+from storage.data_dir import MAX_PARTITIONS_PER_TOPIC
+from storage.manager import LogManager
 from tests.faulty_io import FaultyFileIO
 from tests.storage.helpers import batch, read_all
 
