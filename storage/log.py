@@ -54,6 +54,8 @@ from storage.files import DeletionQueue, log_path
 from storage.producer_log import rebuild_producer_state
 from storage.producer_snapshot import delete_snapshots_below, snapshot_path, write_snapshot
 from storage.producer_state import Duplicate, ProducerEntry, ProducerState
+from storage.read_plan import read_bytes, read_records
+from storage.record_source import RecordSource
 from storage.scan import first_batch_fields, iter_batch_fields
 from storage.segment import Segment, SegmentInfo, TornAppendError
 from storage.swap import promote_swap_files, rename_cleaned_to_swap
@@ -85,46 +87,11 @@ class FetchData:
 
 
 @dataclass(frozen=True, slots=True)
-class Extent:
-    """Bytes [position, stop) of one segment's `.log` file where a read lies; `whole`
-    says they end on a batch boundary, else a reader cuts them to whole batches."""
-
-    log: Log
-    segment: Segment
-    position: int
-    stop: int
-    whole: bool
-
-    @property
-    def fd(self) -> int:
-        """The segment file's descriptor (see `Segment.fd`: duplicate it to keep it)."""
-        return self.segment.fd
-
-    @property
-    def path(self) -> Path:
-        return self.segment.log_path
-
-    def pread(self, length: int, position: int) -> bytes:
-        """Bytes of the segment file; a failure is the partition's StorageError."""
-        try:
-            return self.segment.pread(length, position)
-        except OSError as exc:
-            raise self.log._read_error(exc) from exc
-
-    def read(self) -> bytes:
-        """The whole batches of the extent (what `Log.read` answers)."""
-        try:
-            return self.segment.read_extent(self.position, self.stop, self.whole)
-        except OSError as exc:
-            raise self.log._read_error(exc) from exc
-
-
-@dataclass(frozen=True, slots=True)
 class Location:
-    """`Log.locate`'s answer: the extent (None: nothing at the offset yet), and the
-    watermarks `Log.read` would report."""
+    """`Log.locate`'s answer: `Log.read`'s, with a large read's records as a
+    `RecordSource` (a span of the segment file) rather than bytes."""
 
-    extent: Extent | None
+    records: bytes | RecordSource
     high_watermark: int
     log_start_offset: int
 
@@ -628,15 +595,34 @@ class Log:
         above the high watermark; empty at the high watermark. CorruptMessage
         for a fenced (damaged) range.
         """
-        located = self.locate(offset, max_bytes, min_one=min_one)
-        extent = located.extent
-        records = b"" if extent is None else extent.read()
-        return FetchData(records, located.high_watermark, located.log_start_offset)
+        found, hw, start = self._extent(offset, max_bytes, min_one)
+        if found is None:
+            return FetchData(b"", hw, start)
+        try:
+            return FetchData(read_bytes(*found), hw, start)
+        except OSError as exc:
+            raise self._read_error(exc) from exc
 
-    def locate(self, offset: int, max_bytes: int, *, min_one: bool = True) -> Location:
-        """Where `read` would read, without reading the records: for a caller that sends
-        them from the file itself (the broker's sendfile, local reads). Same checks and
-        errors as `read`."""
+    def locate(
+        self, offset: int, max_bytes: int, *, min_one: bool = True, max_batches: int | None = None
+    ) -> Location:
+        """`read`, with a large answer as a `RecordSource` the broker sends from the file
+        (sendfile, local reads); same batches and errors. With `max_batches`, a span
+        whose header walk would pass more batches raises ReadWouldWait first (the event
+        loop's budget; see `broker.handlers.fetch`)."""
+        found, hw, start = self._extent(offset, max_bytes, min_one)
+        if found is None:
+            return Location(b"", hw, start)
+        try:
+            return Location(read_records(*found, max_batches=max_batches), hw, start)
+        except OSError as exc:
+            raise self._read_error(exc) from exc
+
+    def _extent(
+        self, offset: int, max_bytes: int, min_one: bool
+    ) -> tuple[tuple[Segment, int, int, bool] | None, int, int]:
+        """((segment, position, stop, whole) of the read, or None: nothing at the
+        offset yet), the high watermark and the log start."""
         segments, bases, active_size, start, hw = self._snapshot()
         if offset < start or offset > hw:
             raise OffsetOutOfRange(
@@ -650,7 +636,7 @@ class Log:
                 end = active_size if i == last else segment.size
                 found = segment.extent(offset, max_bytes, end, min_one=min_one)
                 if found is not None:
-                    return Location(Extent(self, segment, *found), hw, start)
+                    return (segment, *found), hw, start
         except OSError as exc:
             raise self._read_error(exc) from exc
         if offset < hw and "compact" not in self.config.cleanup_policy:
@@ -660,7 +646,7 @@ class Log:
                 f"{self.topic}-{self.partition}: no batch holds offset {offset} or a later "
                 f"one although the high watermark is {hw}: the log has a hole"
             )
-        return Location(None, hw, start)
+        return None, hw, start
 
     def _segment_fenced(self, segment: Segment) -> None:
         """A read fenced `segment` to its end: if it is the active one, roll, so what is

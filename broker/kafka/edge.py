@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import trio
 
-from broker.fetch_send import RecordSpan
 from protocol.kafka import records as kafka
 from protocol.kafka.convert import kafka_to_tidelog_all, tidelog_to_kafka_all
+from storage.record_source import RecordSource
 
 # A produce request's batches are converted on the event loop when they promise to be
 # cheap (as `broker.handlers.produce.append_inline` decides for appends): uncompressed,
@@ -59,16 +59,17 @@ async def to_tidelog(records: bytes) -> bytes:
     return await trio.to_thread.run_sync(kafka_to_tidelog_all, records)
 
 
-def _read_and_convert(span: RecordSpan) -> bytes:
+def _read_and_convert(span: RecordSource) -> bytes:
     try:
         return tidelog_to_kafka_all(span.read())
     finally:
         span.close()
 
 
-async def to_kafka(records: bytes | RecordSpan) -> bytes:
-    """Fetched Tidelog batches (bytes, or a span of a segment file) as Kafka batches.
-    Bytes are reads under `broker.fetch_send.SENDFILE_MIN_BYTES` (64 KiB): inline."""
-    if isinstance(records, RecordSpan):
+async def to_kafka(records: bytes | RecordSource) -> bytes:
+    """Fetched Tidelog batches (bytes, or a source such as a span of a segment file)
+    as Kafka batches. Bytes are reads under `storage.read_plan.SENDFILE_MIN_BYTES`
+    (64 KiB): inline."""
+    if isinstance(records, RecordSource):
         return await trio.to_thread.run_sync(_read_and_convert, records)
     return tidelog_to_kafka_all(records)
