@@ -310,7 +310,7 @@ def test_reader_holding_a_deleted_segment_still_reads(tmp_path: Path) -> None:
     for _ in range(20):
         log.append(batch(1))
     segment = log.segments_info()[0]
-    first = log._segments[0]
+    first = log._local.segments[0]
     log.delete_oldest_segments(1, "test")
     extent = first.extent(0, 1 << 20, first.size)
     assert extent is not None
