@@ -408,7 +408,7 @@ class Log:
         """The last offset of each known producer's newest batch: the batches the cleaner
         keeps whole so a rebuilt producer state still finds them."""
         with self._lock:
-            return frozenset(e.last_offset for e in self._producers.state.entries().values())
+            return self._producers.batch_ends()
 
     def producer_count(self) -> int:
         with self._lock:
@@ -418,12 +418,7 @@ class Log:
         """Forget producers idle for producer.id.expiration.ms; returns how many."""
         with self._lock:
             now = self._clock_ms() if now_ms is None else now_ms
-            producers = self._producers.state
-            producers.expiration_ms = self.config.producer_id_expiration_ms
-            removed = producers.remove_expired(now)
-        if removed:
-            self._log.info("producers_expired", count=removed)
-        return removed
+            return self._producers.remove_expired(now, self.config.producer_id_expiration_ms)
 
     # ---- flush -----------------------------------------------------------
 
@@ -557,9 +552,7 @@ class Log:
             new_start = local.segments[count].base_offset
             self._log_start_offset = max(self._log_start_offset, new_start)
             infos = local.delete_oldest(count, reason, self._log_start_offset)
-            self._producers.state.truncate_head(self._log_start_offset)
-            self._producers.sync_before_deletion()
-            self._producers.delete_below(new_start)
+            self._producers.segments_deleted(self._log_start_offset, new_start)
             return infos
 
     # ---- the cleaner's door ----------------------------------------------

@@ -59,6 +59,26 @@ class ProducerStateManager:
     def has_pending(self) -> bool:
         return self._pending is not None
 
+    def batch_ends(self) -> frozenset[int]:
+        """The last offset of each known producer's newest batch."""
+        return frozenset(e.last_offset for e in self.state.entries().values())
+
+    def remove_expired(self, now_ms: int, expiration_ms: int) -> int:
+        """Forget producers idle for `expiration_ms`; returns how many."""
+        self.state.expiration_ms = expiration_ms
+        removed = self.state.remove_expired(now_ms)
+        if removed:
+            self._log.info("producers_expired", count=removed)
+        return removed
+
+    def segments_deleted(self, log_start_offset: int, first_base: int) -> None:
+        """Segments below `first_base` went and the log start rose: drop what the state
+        knows of batches below it, make the newest snapshot durable and delete the
+        snapshots of the deleted segments."""
+        self.state.truncate_head(log_start_offset)
+        self.sync_before_deletion()
+        self.delete_below(first_base)
+
     def snapshot_at_roll(self) -> None:
         """Keep the state as it is at a roll; its file waits for `write_pending`."""
         self._pending = (self.state.map_end_offset, self.state.entries())
