@@ -206,7 +206,7 @@ class Cleaner:
     ) -> Iterator[tuple[memoryview, tuple[int, ...]]]:
         """(bytes, raw header fields) of each batch of a segment (`reader.F_*` index them)."""
         try:
-            for view, fields in log.segment_batches(
+            for view, fields in log.segment_files.segment_batches(
                 base_offset,
                 chunk_bytes=self.config.io_chunk_bytes,
                 on_read=self._throttler.maybe_throttle,
@@ -260,7 +260,7 @@ class Cleaner:
         self, log: CleanableLog, infos: list[SegmentInfo], recopier: _Recopier, counters: _Counters
     ) -> None:
         base = infos[0].base_offset
-        writer = log.cleaned_segment_writer(
+        writer = log.segment_files.cleaned_segment_writer(
             base, buffer_bytes=self.config.io_chunk_bytes, on_write=self._throttler.maybe_throttle
         )
         try:

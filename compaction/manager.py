@@ -141,7 +141,7 @@ class CleanerManager:
                 size_bytes=i.size_bytes,
                 largest_timestamp_ms=i.largest_timestamp_ms,
                 first_batch_timestamp_ms=(
-                    current.first_batch_timestamp_ms(i.base_offset)
+                    current.segment_files.first_batch_timestamp_ms(i.base_offset)
                     if lag_bound and not i.is_active
                     else -1
                 ),

@@ -1,6 +1,6 @@
 """Writing one cleaned segment: `<base>.log.cleaned` plus its two `.cleaned` indexes.
 
-Storage writes the segment the cleaner hands batches to (`Log.cleaned_segment_writer`):
+Storage writes the segment the cleaner hands batches to (`SegmentFiles.cleaned_segment_writer`):
 the files use the storage formats through storage's own index classes
 (`OffsetIndex.write_file`, `TimeIndex.write_file`), with the same sparse-entry rule
 as an append (`index_entry_due`; the time index only takes a larger timestamp, and

@@ -31,8 +31,9 @@ __all__ = [
     "iter_batch_fields",
 ]
 
-# (length, position) -> the bytes there: a file's positional read, however wrapped.
-Pread = Callable[[int, int], bytes]
+# (length, position) -> the bytes there: a file's positional read, however wrapped
+# (or a view of bytes already read).
+Pread = Callable[[int, int], bytes | memoryview]
 
 # After a batch bigger than this fraction of the block, a header-only scan reads the
 # next header alone: an answer of 110 KB batches then reads ~4 KB, not 8 MiB.
@@ -100,13 +101,13 @@ class SegmentScan:
         # The scan stopped because fewer bytes than a header were left before `end`.
         self.header_cut_at_end = False
 
-    def _read(self, size: int, position: int) -> bytes:
+    def _read(self, size: int, position: int) -> bytes | memoryview:
         data = self._pread(size, position)
         if self._on_read is not None:
             self._on_read(len(data))
         return data
 
-    def _refuse(self, block: bytes, at: int) -> None:
+    def _refuse(self, block: bytes | memoryview, at: int) -> None:
         """Say why the batch at `at` of `block` failed its CRC (check_crc's words)."""
         try:
             check_crc(block, at)

@@ -43,7 +43,6 @@ from protocol.batch import (
     HEADER,
     HEADER_SIZE,
     TIMESTAMP_TYPE_MASK,
-    BatchWalk,
     check_crc,
     decode_payload,
     max_decompressed_bytes,
@@ -552,7 +551,7 @@ class Segment:
         if listener is not None:
             listener(self)
 
-    def _fenced_error(self, what: str) -> CorruptMessage:
+    def fenced_error(self, what: str) -> CorruptMessage:
         return CorruptMessage(
             f"{self.log_path}: {what} lies in a damaged range fenced at byte "
             f"{self.fence_position} ({self.fence_reason})"
@@ -572,7 +571,7 @@ class Segment:
         fence = self.fence_position
         if found is None or (fence is not None and found.position >= fence):
             if fence is not None and fence < end:
-                raise self._fenced_error(f"offset {offset}")
+                raise self.fenced_error(f"offset {offset}")
             return None
         if fence is not None:
             end = min(end, fence)
@@ -581,37 +580,6 @@ class Segment:
             return found.position, found.position, False
         stop = min(end, found.position + limit)
         return found.position, stop, stop == end
-
-    def read(self, offset: int, max_bytes: int, end: int, *, min_one: bool = True) -> bytes | None:
-        """Whole batches from the one holding `offset`, at most `max_bytes` (or one batch).
-
-        None when no batch below `end` holds `offset` or later (look in the next
-        segment). Raises CorruptMessage when the batch lies in a fenced range.
-        """
-        extent = self.extent(offset, max_bytes, end, min_one=min_one)
-        return None if extent is None else self.read_extent(*extent)
-
-    def read_extent(self, position: int, stop: int, whole: bool) -> bytes:
-        """The whole batches of an `extent`: bytes [position, stop), cut unless `whole`.
-
-        Headers outside `verified_bytes` are checked (one struct read per batch):
-        damage found there is fenced and the bytes before it are served; damage at
-        `position` raises.
-        """
-        if stop == position:
-            return b""
-        data = self.pread(stop - position, position)
-        if whole and stop <= self.verified_bytes:
-            return data
-        length, problem = check_headers(data, whole=whole)
-        if problem is not None:
-            self.fence(position + length, problem)
-            length = min(length, (self.fence_position or position) - position)
-            if length <= 0:
-                raise self._fenced_error(f"byte {position}")
-        elif position <= self.verified_bytes:
-            self.verified_bytes = max(self.verified_bytes, position + length)
-        return data if length == len(data) else data[:length]
 
     def pread(self, length: int, position: int) -> bytes:
         """`length` bytes of the `.log` file at `position` (fewer at its end)."""
@@ -646,7 +614,7 @@ class Segment:
             # The walk ended at a fenced range the answer may lie in (the segment's
             # timestamps said it holds one): say so, rather than "none" here and a
             # later segment's offset from the caller.
-            raise self._fenced_error(f"timestamp {timestamp}")
+            raise self.fenced_error(f"timestamp {timestamp}")
         return None
 
     def _record_times(self, batch: BatchPosition) -> list[tuple[int, int]]:
@@ -727,26 +695,3 @@ def _misfit(fields: tuple[int, ...], expected_offset: int, base_offset: int) -> 
     if base + delta - base_offset > INT_MAX:
         return f"offset {base + delta} overflows the segment"
     return ""
-
-
-def check_headers(data: bytes, *, whole: bool) -> tuple[int, str | None]:
-    """(length of the prefix of whole, plausible batches, why it stops early or None).
-
-    One struct read per batch (`BatchWalk`). A header with a wrong magic or a length
-    below the minimum is damage; so is a batch or header cut by the end of `data` when
-    `whole` says the bytes end on a batch boundary (else that is where a byte limit cut
-    them). The batch before damage may be the one whose length is wrong: when it fails
-    its CRC, the damage starts there.
-    """
-    walk = BatchWalk(data, whole=whole)
-    previous = -1
-    for position, _ in walk:
-        previous = position
-    if walk.problem is None:
-        return walk.position, None
-    if previous >= 0:
-        try:
-            check_crc(data, previous)
-        except CorruptMessage:
-            return previous, walk.problem
-    return walk.position, walk.problem

@@ -613,3 +613,39 @@ def test_every_registered_api_declares_what_it_needs() -> None:
     assert dispatch.undeclared() == []
     assert registry.undeclared(registry.KAFKA_APIS) == []
     assert set(registry.KAFKA_HANDLERS) == set(registry.KAFKA_APIS)
+
+
+# -- the network layer sends what storage cut (issue 34) -------------------------------
+
+# The modules that frame and send answers: they never walk, cut or fence batches.
+NETWORK_MODULES = ("broker.fetch_send", "broker.connection", "broker.kafka")
+# What walks a segment's batches: the scanner, the segment's reads and the read plan.
+STORAGE_SCANNERS = frozenset({"storage.scan", "storage.segment", "storage.read_plan"})
+
+
+def scanner_imports_in_network_layer(root: Path) -> list[str]:
+    graph = module_graph(root, PROJECT_PACKAGES)
+    return [
+        f"{module} imports {target}"
+        for module, targets in sorted(graph.items())
+        if module in NETWORK_MODULES or module.startswith(f"{NETWORK_MODULES[-1]}.")
+        for target in sorted(targets & STORAGE_SCANNERS)
+    ]
+
+
+def test_network_layer_imports_no_storage_scanner() -> None:
+    assert scanner_imports_in_network_layer(ROOT) == []
+
+
+def test_scanner_checker(tmp_path: Path) -> None:
+    write(
+        tmp_path,
+        {
+            "storage/scan.py": "",
+            "storage/record_source.py": "",
+            "broker/fetch_send.py": "from storage.record_source import FileSpan\n",
+            "broker/kafka/edge.py": "def f():\n    from storage.scan import SegmentScan\n",
+            "broker/handlers/fetch.py": "from storage import scan\n",
+        },
+    )
+    assert scanner_imports_in_network_layer(tmp_path) == ["broker.kafka.edge imports storage.scan"]

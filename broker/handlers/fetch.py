@@ -1,6 +1,6 @@
 """The fetch API: read each partition within the memory budget, long-poll until
-`min_bytes` or `max_wait_ms`; a large read is a `RecordSpan` the connection sends
-from the segment file (broker/fetch_send.py)."""
+`min_bytes` or `max_wait_ms`; a large read is a `RecordSource` (storage cut and fenced
+it) the connection sends from the segment file (broker/fetch_send.py)."""
 
 from __future__ import annotations
 
@@ -11,14 +11,14 @@ import trio
 
 from broker import offload
 from broker.context import BrokerContext
-from broker.fetch_send import Located, RecordSpan, locate_records
 from broker.handlers.common import get_log, high_watermark, partition_error, share_loop
 from broker.longpoll import FETCH_MAX_WAIT_MS_CAP
 from protocol.api_types import FetchAnswer, FetchPartition, FetchPartitionAnswer, FetchRequest
 from protocol.batch import iter_headers
 from protocol.errors import TidelogError
 from storage.fileio import ReadWouldWait, reads_must_not_wait
-from storage.log import FetchData, Log
+from storage.log import FetchData, Location, Log
+from storage.record_source import RecordSource
 
 # One fetch response never carries more than this many record bytes (Kafka's
 # fetch.max.bytes default is 55 MiB); still at least one batch.
@@ -32,19 +32,17 @@ INLINE_READ_MAX_BYTES = 256 * 1024
 INLINE_LOCATE_MAX_BATCHES = 256
 
 
-async def _read(plog: Log, offset: int, limit: int, *, min_one: bool) -> FetchData | Located:
+async def _read(plog: Log, offset: int, limit: int, *, min_one: bool) -> FetchData | Location:
     if limit <= INLINE_READ_MAX_BYTES:
         return plog.read(offset, limit, min_one=min_one)
     try:
         with reads_must_not_wait():
-            return locate_records(
-                plog, offset, limit, min_one=min_one, max_batches=INLINE_LOCATE_MAX_BATCHES
+            return plog.locate(
+                offset, limit, min_one=min_one, max_batches=INLINE_LOCATE_MAX_BATCHES
             )
     except ReadWouldWait:
         pass  # a header not cached, or too many: locate where waiting is allowed
-    return await offload.to_worker(
-        functools.partial(locate_records, min_one=min_one), plog, offset, limit
-    )
+    return await offload.to_worker(functools.partial(plog.locate, min_one=min_one), offset, limit)
 
 
 async def _fetch_once(
@@ -85,10 +83,12 @@ async def _fetch_once(
                 res["high_watermark"] = data.high_watermark
                 res["log_start_offset"] = data.log_start_offset
                 size = len(data.records)
-                if local_read and isinstance(data.records, RecordSpan):
-                    res["local"] = data.records.local_records()
-                    res["records"] = b""
-                    data.records.close()
+                if local_read and isinstance(data.records, RecordSource):
+                    local = data.records.local_records()
+                    if local is not None:  # a local file: the client reads it itself
+                        res["local"] = local
+                        res["records"] = b""
+                        data.records.close()
                 total += size
                 remaining -= size
         except Exception as exc:
@@ -134,7 +134,7 @@ async def fetch(ctx: BrokerContext, body: FetchRequest) -> FetchAnswer:
 
 # What `_fetch_once` puts in a partition's `records`: bytes, or a span sent from the
 # file (the schema's type is wider: nil, any sized bin).
-_Records = bytes | RecordSpan
+_Records = bytes | RecordSource
 
 
 def _sent_bytes(res: FetchPartitionAnswer) -> int:
@@ -150,13 +150,13 @@ def _sent_records(res: FetchPartitionAnswer) -> int:
     return _record_count(cast(_Records, res["records"]))
 
 
-def _record_count(records: bytes | RecordSpan) -> int:
+def _record_count(records: bytes | RecordSource) -> int:
     """Records in fetched batches, from their headers (one struct read per batch).
 
     For metrics only, counted after every partition was answered: it never fails
     the request (storage checked these headers; a bad one just ends the count).
     """
-    if isinstance(records, RecordSpan):
+    if isinstance(records, RecordSource):
         return records.record_count  # counted while locating it
     total = 0
     try:

@@ -18,7 +18,6 @@ in a worker thread (broker/offload.py), as a large append does.
 from __future__ import annotations
 
 from broker import offload
-from broker.fetch_send import RecordSpan
 from protocol.kafka.convert import (
     conversion_cost_ns,
     kafka_to_tidelog_all,
@@ -26,6 +25,7 @@ from protocol.kafka.convert import (
     tally_tidelog,
     tidelog_to_kafka_all,
 )
+from storage.record_source import RecordSource
 
 
 async def to_tidelog(records: bytes) -> bytes:
@@ -34,20 +34,21 @@ async def to_tidelog(records: bytes) -> bytes:
     return await offload.run(conversion_cost_ns(block), kafka_to_tidelog_all, records, block)
 
 
-def _read_and_convert(span: RecordSpan) -> bytes:
+def _read_and_convert(span: RecordSource) -> bytes:
     try:
         return tidelog_to_kafka_all(span.read())
     finally:
         span.close()
 
 
-async def to_kafka(records: bytes | RecordSpan) -> bytes:
-    """Fetched Tidelog batches (bytes, or a span of a segment file) as Kafka batches.
+async def to_kafka(records: bytes | RecordSource) -> bytes:
+    """Fetched Tidelog batches (bytes, or a source such as a span of a segment file)
+    as Kafka batches.
 
     A span is read from its file first, which may wait for the disk: always in a
-    worker. Bytes are reads under `broker.fetch_send.SENDFILE_MIN_BYTES` (64 KiB),
+    worker. Bytes are reads under `storage.read_plan.SENDFILE_MIN_BYTES` (64 KiB),
     priced as any conversion (within the budget unless compressed)."""
-    if isinstance(records, RecordSpan):
+    if isinstance(records, RecordSource):
         return await offload.to_worker(_read_and_convert, records)
     block = tally_tidelog(records)
     return await offload.run(conversion_cost_ns(block), tidelog_to_kafka_all, records, block)

@@ -8,11 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from broker.fetch_send import SENDFILE_MIN_BYTES, RecordSpan, locate_records
 from protocol.batch import BATCH_LENGTH_OFFSET, iter_records
 from protocol.errors import CorruptMessage
 from storage.config import LogConfig
 from storage.files import log_path
+from storage.read_plan import SENDFILE_MIN_BYTES
+from storage.record_source import FileSpan
 from tests.storage.helpers import batch as storage_batch
 from tests.storage.helpers import open_test_log
 
@@ -35,14 +36,14 @@ def test_a_span_stops_before_the_damage_and_the_damage_is_fenced(tmp_path: Path)
     for i in range(BATCHES):
         log.append(storage_batch(1, value_bytes=40_000, tag=i))
     _spoil_length(log_path(tmp_path, 0), DAMAGED * len(one), 5)
-    located = locate_records(log, 0, 1 << 24)
-    assert isinstance(located.records, RecordSpan)
+    located = log.locate(0, 1 << 24)
+    assert isinstance(located.records, FileSpan)
     assert located.records.length == DAMAGED * len(one) >= SENDFILE_MIN_BYTES
     assert located.records.record_count == DAMAGED
     assert [r.offset for r in iter_records(located.records.read())] == [0, 1, 2]
     located.records.close()
     for offset in range(DAMAGED, BATCHES):
         with pytest.raises(CorruptMessage):
-            locate_records(log, offset, 1 << 24)
+            log.locate(offset, 1 << 24)
     assert log.fenced_segments == 1
     log.close()

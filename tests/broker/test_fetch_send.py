@@ -16,13 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from broker import fetch_send, offload
-from broker.fetch_send import (
-    SENDFILE_MIN_BYTES,
-    RecordSpan,
-    locate_records,
-    send_parts,
-    spans_of_fetch,
-)
+from broker.fetch_send import send_parts, spans_of_fetch
 from protocol.batch import iter_headers
 from protocol.errors import OffsetOutOfRange
 from protocol.framing import (
@@ -31,8 +25,12 @@ from protocol.framing import (
     encode_frame_parts,
     encode_frame_to_send,
 )
+from storage import record_source
 from storage.config import LogConfig
 from storage.fileio import ReadWouldWait, reads_must_not_wait
+from storage.log import Location
+from storage.read_plan import SENDFILE_MIN_BYTES
+from storage.record_source import FileSpan, RecordSource
 from tests.storage.helpers import batch, drop_from_page_cache, open_test_log
 
 # --- locating: the same batches as Log.read -------------------------------------
@@ -51,9 +49,9 @@ def varied_log(tmp_path_factory: pytest.TempPathFactory) -> Any:
     log.close()
 
 
-def _records_of(located: fetch_send.Located) -> bytes:
+def _records_of(located: Location) -> bytes:
     records = located.records
-    if isinstance(records, RecordSpan):
+    if isinstance(records, RecordSource):
         try:
             return records.read()
         finally:
@@ -76,12 +74,12 @@ def test_located_records_are_what_log_read_returns(
 ) -> None:
     offset = int(offset_fraction * varied_log.high_watermark)
     expected = varied_log.read(offset, max_bytes, min_one=min_one)
-    located = locate_records(varied_log, offset, max_bytes, min_one=min_one)
+    located = varied_log.locate(offset, max_bytes, min_one=min_one)
     assert (located.high_watermark, located.log_start_offset) == (
         expected.high_watermark,
         expected.log_start_offset,
     )
-    if isinstance(located.records, RecordSpan):
+    if isinstance(located.records, RecordSource):
         assert located.records.record_count == sum(
             h.record_count for _, h in iter_headers(expected.records)
         )
@@ -89,22 +87,22 @@ def test_located_records_are_what_log_read_returns(
 
 
 def test_large_reads_are_spans_and_small_ones_bytes(varied_log: Any) -> None:
-    large = locate_records(varied_log, 0, 1_000_000)
-    small = locate_records(varied_log, 0, SENDFILE_MIN_BYTES - 1, min_one=False)
-    assert isinstance(large.records, RecordSpan)
+    large = varied_log.locate(0, 1_000_000)
+    small = varied_log.locate(0, SENDFILE_MIN_BYTES - 1, min_one=False)
+    assert isinstance(large.records, FileSpan)
     assert len(large.records) > SENDFILE_MIN_BYTES
     assert isinstance(small.records, bytes)
     large.records.close()
 
 
 def test_a_walk_over_more_batches_than_allowed_must_wait(varied_log: Any) -> None:
-    whole = locate_records(varied_log, 0, 1_500_000)
-    assert isinstance(whole.records, RecordSpan)
+    whole = varied_log.locate(0, 1_500_000)
+    assert isinstance(whole.records, FileSpan)
     walked = len(list(iter_headers(_records_of(whole))))
     assert walked > 3
     with pytest.raises(ReadWouldWait):
-        locate_records(varied_log, 0, 1_500_000, max_batches=walked - 1)
-    enough = locate_records(varied_log, 0, 1_500_000, max_batches=walked)
+        varied_log.locate(0, 1_500_000, max_batches=walked - 1)
+    enough = varied_log.locate(0, 1_500_000, max_batches=walked)
     assert _records_of(enough) == varied_log.read(0, 1_500_000).records
 
 
@@ -119,31 +117,31 @@ def test_an_uncached_header_must_wait_and_the_waiting_path_serves_it(tmp_path: P
         for segment_file in tmp_path.glob("*.log"):
             drop_from_page_cache(segment_file)
         with reads_must_not_wait(), pytest.raises(ReadWouldWait):
-            locate_records(log, 0, 1 << 20)
-        assert _records_of(locate_records(log, 0, 1 << 20)) == expected
+            log.locate(0, 1 << 20)
+        assert _records_of(log.locate(0, 1 << 20)) == expected
         with reads_must_not_wait():  # the waiting read brought the headers in
-            assert _records_of(locate_records(log, 0, 1 << 20)) == expected
+            assert _records_of(log.locate(0, 1 << 20)) == expected
     finally:
         log.close()
 
 
 def test_out_of_range_offsets_raise_like_log_read(varied_log: Any) -> None:
     with pytest.raises(OffsetOutOfRange):
-        locate_records(varied_log, varied_log.high_watermark + 1, 1_000_000)
-    at_end = locate_records(varied_log, varied_log.high_watermark, 1_000_000)
+        varied_log.locate(varied_log.high_watermark + 1, 1_000_000)
+    at_end = varied_log.locate(varied_log.high_watermark, 1_000_000)
     assert at_end.records == b""
 
 
 def test_a_span_keeps_its_own_descriptor_and_closes_it(varied_log: Any) -> None:
-    before = fetch_send.open_span_count()
-    span = locate_records(varied_log, 0, 1_000_000).records
-    assert isinstance(span, RecordSpan)
-    assert fetch_send.open_span_count() == before + 1
+    before = record_source.open_span_count()
+    span = varied_log.locate(0, 1_000_000).records
+    assert isinstance(span, FileSpan)
+    assert record_source.open_span_count() == before + 1
     fd = span.fd
     os.fstat(fd)  # open
     del span
     gc.collect()
-    assert fetch_send.open_span_count() == before
+    assert record_source.open_span_count() == before
     with pytest.raises(OSError):
         os.fstat(fd)
 
@@ -199,7 +197,7 @@ def test_frame_parts_equal_encode_frame(tmp_path: Path, answer: list, request_id
                 }
                 records: Any = data
                 if p["as_span"]:
-                    records = RecordSpan.of(fd, 0, size, 0)
+                    records = FileSpan.of(fd, 0, size, 0)
                 span_parts.append({**head, "records": records, **tail})
                 byte_parts.append({**head, "records": data, **tail})
             with_spans.append({"topic": topic, "partitions": span_parts})
@@ -222,7 +220,7 @@ def test_frame_parts_equal_encode_frame(tmp_path: Path, answer: list, request_id
 def _frame_with_span(tmp_path: Path, size: int) -> tuple[list, bytes]:
     fd, data = _span_file(tmp_path, size)
     try:
-        span = RecordSpan.of(fd, 0, size, 0)
+        span = FileSpan.of(fd, 0, size, 0)
     finally:
         os.close(fd)
     assert span is not None
@@ -251,7 +249,7 @@ async def _read_exactly(sock: trio.socket.SocketType, n: int) -> bytes:
 
 
 async def test_a_frame_with_a_span_arrives_byte_for_byte_over_a_socket(tmp_path: Path) -> None:
-    before = fetch_send.open_span_count()
+    before = record_source.open_span_count()
     parts, expected = _frame_with_span(tmp_path, 3_000_000)
     left, right = trio.socket.socketpair()
     with left, right:
@@ -260,7 +258,7 @@ async def test_a_frame_with_a_span_arrives_byte_for_byte_over_a_socket(tmp_path:
             nursery.start_soon(send_parts, stream, parts, 30.0)
             received = await _read_exactly(right, len(expected))
     assert received == expected
-    assert fetch_send.open_span_count() == before
+    assert record_source.open_span_count() == before
 
 
 async def test_a_stream_without_a_socket_gets_the_same_bytes(tmp_path: Path) -> None:
@@ -275,18 +273,18 @@ async def test_a_stream_without_a_socket_gets_the_same_bytes(tmp_path: Path) -> 
 
 
 async def test_a_peer_that_stops_reading_times_out_and_the_span_is_closed(tmp_path: Path) -> None:
-    before = fetch_send.open_span_count()
+    before = record_source.open_span_count()
     parts, _ = _frame_with_span(tmp_path, 8_000_000)  # more than the socket buffers hold
     left, right = trio.socket.socketpair()
     with left, right:
         left.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 64 * 1024)
         with pytest.raises(trio.TooSlowError):
             await send_parts(trio.SocketStream(left), parts, 0.3)
-    assert fetch_send.open_span_count() == before
+    assert record_source.open_span_count() == before
 
 
 async def test_cancelling_a_send_closes_the_span(tmp_path: Path) -> None:
-    before = fetch_send.open_span_count()
+    before = record_source.open_span_count()
     parts, _ = _frame_with_span(tmp_path, 8_000_000)
     left, right = trio.socket.socketpair()
     with left, right:
@@ -294,7 +292,7 @@ async def test_cancelling_a_send_closes_the_span(tmp_path: Path) -> None:
         with trio.move_on_after(0.2) as scope:
             await send_parts(trio.SocketStream(left), parts, 30.0)
         assert scope.cancelled_caught
-        assert fetch_send.open_span_count() == before
+        assert record_source.open_span_count() == before
 
 
 async def test_a_slow_reader_gets_everything_without_holding_a_thread(tmp_path: Path) -> None:
@@ -337,7 +335,7 @@ def test_bodies_of_other_shapes_have_no_spans() -> None:
 def test_a_frame_must_list_every_external_bin(tmp_path: Path) -> None:
     fd, _ = _span_file(tmp_path, SENDFILE_MIN_BYTES)
     try:
-        first, second = RecordSpan.of(fd, 0, 10, 0), RecordSpan.of(fd, 10, 10, 0)
+        first, second = FileSpan.of(fd, 0, 10, 0), FileSpan.of(fd, 10, 10, 0)
     finally:
         os.close(fd)
     assert first is not None and second is not None

@@ -20,7 +20,6 @@ import trio
 
 from broker.context import BrokerContext, Deferred
 from broker.dispatch import HANDLERS, api_versions, handler_for
-from broker.fetch_send import RecordSpan
 from broker.handlers.explain import explain_retention
 from broker.handlers.fetch import fetch
 from broker.handlers.group_offsets import commit_offsets, fetch_offsets
@@ -79,6 +78,7 @@ from protocol.errors import (
     UnknownTopicOrPartition,
 )
 from protocol.schemas import validate_request_body
+from storage.record_source import FileSpan
 from tests.broker.contexts import NOW_MS, open_context
 from tests.broker.typed_bodies import problems
 from tests.storage.helpers import drop_from_page_cache
@@ -364,7 +364,7 @@ async def test_a_large_fetch_is_the_same_from_a_cold_or_a_cached_segment(
                 drop_from_page_cache(segment_file)
         part = only_fetched(await answer(ctx, fetch, fetch_body("t", 0, 0)))
         span = part["records"]
-        assert isinstance(span, RecordSpan)  # sent from the file, located either way
+        assert isinstance(span, FileSpan)  # sent from the file, located either way
         try:
             assert (part["error"], span.read()) == (None, expected)
         finally:

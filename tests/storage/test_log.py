@@ -27,6 +27,8 @@ from protocol.errors import (
 )
 from storage.config import LogConfig
 from storage.files import DeletionQueue
+from storage.read_plan import SENDFILE_MIN_BYTES, read_bytes
+from storage.record_source import FileSpan
 from tests.faulty_io import FaultyFileIO
 from tests.storage.helpers import BASE_TS, ManualClock, batch, open_test_log, read_all
 
@@ -148,34 +150,42 @@ def test_read_rules(tmp_path: Path) -> None:
     assert [h.base_offset for _, h in iter_headers(two)] == [2, 4]
 
 
-def test_locate_says_where_read_reads(tmp_path: Path) -> None:
+def test_locate_answers_what_read_reads(tmp_path: Path) -> None:
     # The broker sends large reads from the file (sendfile, local reads) by `locate`.
-    log = open_test_log(tmp_path, SMALL)
+    log = open_test_log(tmp_path, LogConfig(segment_bytes=400_000))
     for i in range(40):
-        log.append(batch(1 + i % 4, tag=i, value_bytes=10 + 7 * (i % 5)))
+        log.append(batch(1 + i % 4, tag=i, value_bytes=5_000 + 7_000 * (i % 5)))
     assert log.segment_count > 2
     high = log.high_watermark
+    spans = 0
     for offset in range(0, high + 1, 3):
-        for max_bytes in (1, 150, 400, 10_000):
+        for max_bytes in (1, 150, 40_000, 70_000, 300_000):
             read = log.read(offset, max_bytes)
             located = log.locate(offset, max_bytes)
             assert (located.high_watermark, located.log_start_offset) == (
                 read.high_watermark,
                 read.log_start_offset,
             )
-            extent = located.extent
-            if extent is None or extent.stop == extent.position:
-                assert read.records == b""
+            records = located.records
+            if isinstance(records, bytes):
+                assert records == read.records
                 continue
-            assert extent.read() == read.records
-            assert os.fstat(extent.fd).st_ino == os.stat(extent.path).st_ino
-            raw = extent.pread(extent.stop - extent.position, extent.position)
-            assert raw.startswith(read.records)  # cut to whole batches unless `whole`
-            if extent.whole:
-                assert raw == read.records
+            spans += 1
+            assert isinstance(records, FileSpan) and len(records) >= SENDFILE_MIN_BYTES
+            try:
+                assert records.read() == read.records
+                assert records.record_count == sum(
+                    h.record_count for _, h in iter_headers(read.records)
+                )
+                local = records.local_records()
+                assert os.stat(local["path"]).st_ino == local["inode"]
+            finally:
+                records.close()
+    assert spans > 0
     for outside in (-1, high + 1):
         with pytest.raises(OffsetOutOfRange):
             log.locate(outside, 100)
+    log.close()
 
 
 def test_read_continues_past_offset_gaps_into_next_segment(tmp_path: Path) -> None:
@@ -300,9 +310,11 @@ def test_reader_holding_a_deleted_segment_still_reads(tmp_path: Path) -> None:
     for _ in range(20):
         log.append(batch(1))
     segment = log.segments_info()[0]
-    first = log._segments[0]
+    first = log._local.segments[0]
     log.delete_oldest_segments(1, "test")
-    data = first.read(0, 1 << 20, first.size)
+    extent = first.extent(0, 1 << 20, first.size)
+    assert extent is not None
+    data = read_bytes(first, *extent)
     assert [r.offset for r in iter_records(data)] == list(range(segment.next_offset))
 
 

@@ -1,5 +1,5 @@
 """Reading a closed segment's batches (storage.scan.iter_batch_fields, the cleaner's
-`Log.segment_batches`): raw header fields, chunk boundaries, batches larger than a
+`LocalLog.segment_batches`): raw header fields, chunk boundaries, batches larger than a
 chunk, and damage (CRC, magic, length, torn tail) refused."""
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ from protocol.batch import MAGIC_OFFSET, iter_records, set_base_offset
 from protocol.errors import CorruptMessage
 from storage.config import LogConfig
 from storage.fileio import FileIO
+from storage.read_plan import read_bytes
 from storage.segment import Segment
 from tests.storage.helpers import BASE_TS, batch
 
@@ -40,13 +41,19 @@ def _filled(tmp_path: Path, counts: list[int]) -> tuple[Segment, list[bytes]]:
     return segment, chunks
 
 
+def _read(segment: Segment, offset: int) -> bytes | None:
+    """What `Log.read` answers from this one segment (None: look in the next)."""
+    extent = segment.extent(offset, 1 << 20, segment.size)
+    return None if extent is None else read_bytes(segment, *extent)
+
+
 def test_appends_are_read_back_from_any_offset(tmp_path: Path) -> None:
     segment, chunks = _filled(tmp_path, [2, 3, 1])
     assert (segment.next_offset, segment.size) == (6, sum(map(len, chunks)))
-    data = segment.read(3, 1 << 20, segment.size)
+    data = _read(segment, 3)
     assert data == chunks[1] + chunks[2]  # from the batch holding offset 3
-    assert [r.offset for r in iter_records(data)] == [2, 3, 4, 5]
-    assert segment.read(6, 1 << 20, segment.size) is None  # past the end: the next segment
+    assert data is not None and [r.offset for r in iter_records(data)] == [2, 3, 4, 5]
+    assert _read(segment, 6) is None  # past the end: the next segment
     segment.close()
 
 
@@ -85,9 +92,9 @@ def test_damage_below_the_recovery_point_is_fenced_not_cut(tmp_path: Path) -> No
     result = reopened.recover(CONFIG, fence_below_offset=10)
     assert result.bad_position == len(chunks[0]) and result.truncated_bytes == 0
     assert reopened.fence_position == len(chunks[0]) and reopened.size == len(data)
-    assert reopened.read(0, 1 << 20, reopened.size) == chunks[0]
+    assert _read(reopened, 0) == chunks[0]
     with pytest.raises(CorruptMessage, match="fenced"):
-        reopened.read(1, 1 << 20, reopened.size)
+        _read(reopened, 1)
     reopened.close()
 
 
