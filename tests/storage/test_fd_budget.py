@@ -227,6 +227,6 @@ def test_a_roll_without_room_is_deferred_and_the_append_still_lands(tmp_path: Pa
     held[0] = 600
     now[0] += FD_COUNT_CACHE_FAR_S  # the next check counts again
     plog.append(batch(1))
-    assert plog.rolls_deferred == 1 and plog.segment_count == 2
+    assert plog._local.rolls_deferred == 1 and plog.segment_count == 2
     assert plog.high_watermark == 3
     manager.close()
