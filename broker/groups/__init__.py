@@ -1,8 +1,9 @@
 """Consumer groups: Kafka's classic group protocol as a pure, clock-injected coordinator.
 
-`GroupCoordinator` (coordinator.py) is driven by the server; `records` is the
-`__consumer_offsets` format for group metadata beside the offset commits; docs/groups.md
-describes the state machine, the errors and what the driver must do.
+`GroupCoordinator` (coordinator.py) is driven by the server and routes to `membership`,
+`rebalance` and `offsets`; `records` is the `__consumer_offsets` format for group
+metadata beside the offset commits; docs/groups.md describes the state machine, the
+errors and what the driver must do.
 """
 
 from broker.groups.config import GroupConfig
