@@ -1,6 +1,6 @@
 """The series read from components' `statistics()` snapshots at every scrape.
 
-Retention, the cleaner and the long-poll notifier keep their own totals (STYLE item
+Retention, the cleaner and the long-poll notifier keep their own totals (docs/style.md item
 11); this module names them in Prometheus terms. Series of topics that no longer
 exist are left out, so a deleted topic's series disappear.
 """

@@ -1,6 +1,6 @@
 """Broker configuration: Kafka's `server.properties` names, defaults and validation.
 
-One frozen `BrokerConfig` flows from here down (DESIGN.md). Sources, lowest
+One frozen `BrokerConfig` flows from here down (docs/design.md). Sources, lowest
 precedence first: built-in defaults (Kafka's, except where a finite limit is
 safer), a `server.properties`-format file, then `--set key=value` overrides.
 Every key is a `protocol.settings.Setting` row (that module says how to add one):
@@ -89,7 +89,7 @@ BROKER_SETTINGS: tuple[Setting, ...] = (
     Setting("connections.max.idle.ms", "connections_max_idle_ms", int, 600000,
             "Close connections silent for this long.", low=1, section="connections"),
     # Kafka ships no limit; a finite default keeps a connection flood from
-    # exhausting file descriptors (RELIABILITY_NOTES BI-08).
+    # exhausting file descriptors (docs/reliability.md BI-08).
     Setting("max.connections", "max_connections", int, 1000,
             "Connections beyond this are closed at once (keep LimitNOFILE well above it).",
             low=1, high=1_000_000, section="connections"),

@@ -13,7 +13,7 @@ Three tasks joined by bounded channels:
   reading is slowed by TCP, not by our memory;
 - the handler runs requests one at a time, in arrival order (appends happen in
   the order they were sent);
-- the writer sends responses in that same order (PROTOCOL.md §1). A large fetch
+- the writer sends responses in that same order (docs/protocol.md §1). A large fetch
   answer is framed around its records, which go from the segment file to the socket
   with `sendfile` (`broker.fetch_send`).
 

@@ -64,7 +64,7 @@ MAX_TICK_SLEEP_S = 1.0
 
 @dataclass(frozen=True, slots=True)
 class GroupServiceStatistics:
-    """What the load found and what the writer did (STYLE item 11)."""
+    """What the load found and what the writer did (docs/style.md item 11)."""
 
     loaded_records: int  # records replayed at start
     malformed_records: int  # records skipped: not a valid key/value, or undecodable batch

@@ -71,7 +71,7 @@ log = get_logger(component="server")
 SHUTDOWN_DRAIN_S = 30.0
 # Young-generation GC threshold for the daemon: validating a 1,000-record batch
 # allocates thousands of short-lived tuples, and at Python's default (700) the
-# collector runs several times per batch (DESIGN.md "hot paths").
+# collector runs several times per batch (docs/design.md "hot paths").
 GC_GEN0_THRESHOLD = 50_000
 EXIT_OK = 0
 EXIT_FAILURE = 1

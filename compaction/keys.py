@@ -26,7 +26,7 @@ __all__ = ["KeyedRecord", "decode_keys"]
 
 
 class KeyedRecord(msgspec.Struct, array_like=True, gc=False, frozen=True):
-    """The first three items of a record (PROTOCOL.md §3); the rest is skipped."""
+    """The first three items of a record (docs/protocol.md §3); the rest is skipped."""
 
     offset_delta: int
     timestamp_delta: int

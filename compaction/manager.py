@@ -63,7 +63,7 @@ class LogCleanerState:
 
 @dataclass(frozen=True, slots=True)
 class CleanerStatistics:
-    """A snapshot of the cleaner for metrics and logs (STYLE item 11)."""
+    """A snapshot of the cleaner for metrics and logs (docs/style.md item 11)."""
 
     cleanings_total: int
     failures_total: int

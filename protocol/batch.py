@@ -1,4 +1,4 @@
-"""The record batch of PROTOCOL.md §3: the same bytes on the wire and on disk.
+"""The record batch of docs/protocol.md §3: the same bytes on the wire and on disk.
 
 Layout (big-endian), written once here; every offset below derives from it:
 
@@ -182,7 +182,7 @@ DELETE_HORIZON_MASK = 0x40
 # Bits a valid batch may set; anything else is reserved and must be zero.
 KNOWN_ATTRIBUTES_MASK = COMPRESSION_MASK | TIMESTAMP_TYPE_MASK | DELETE_HORIZON_MASK
 
-# PROTOCOL.md §3: a batch may not inflate beyond message.max.bytes x 16 or 64 MiB,
+# docs/protocol.md §3: a batch may not inflate beyond message.max.bytes x 16 or 64 MiB,
 # whichever is larger. 64 MiB is the floor every caller gets by default.
 DEFAULT_MAX_DECOMPRESSED_BYTES = 64 * 1024 * 1024
 DECOMPRESSION_FACTOR = 16
@@ -199,7 +199,7 @@ _BLOB_TYPES = {bytes, _NONE_TYPE}
 _OFFSET_DELTA = itemgetter(0)
 _TIMESTAMP_DELTA = itemgetter(1)
 
-# PROTOCOL.md §3's record, as msgspec checks it while decoding (bin, not str, for
+# docs/protocol.md §3's record, as msgspec checks it while decoding (bin, not str, for
 # keys and values; bool and float are not integers).
 # One record's headers, as decoded: (name, value or None) pairs.
 RecordHeaders = tuple[tuple[str, bytes | None], ...]
@@ -352,7 +352,7 @@ class Record(NamedTuple):
 
 
 def max_decompressed_bytes(message_max_bytes: int) -> int:
-    """The decompression cap PROTOCOL.md §3 derives from `message.max.bytes`."""
+    """The decompression cap docs/protocol.md §3 derives from `message.max.bytes`."""
     return max(message_max_bytes * DECOMPRESSION_FACTOR, DEFAULT_MAX_DECOMPRESSED_BYTES)
 
 
@@ -567,7 +567,7 @@ def validate_batch(
 
     With `producer=True` the produce rules apply too: `record_count >= 1`, offset
     deltas 0..n-1 (CorruptMessage), and a zero base offset with bit 6 clear
-    (InvalidRecord), as PROTOCOL.md §3 says. `timestamp_bounds` (low, high): every
+    (InvalidRecord), as docs/protocol.md §3 says. `timestamp_bounds` (low, high): every
     CreateTime record's timestamp must lie within, or be -1 (InvalidTimestamp).
     """
     header = check_crc(buf, pos)

@@ -1,7 +1,7 @@
 """The wall clock, defined once and passed in.
 
 Components take a `clock_ms` argument instead of reading the time themselves, so
-tests drive time instead of sleeping (STYLE 12); `broker/server.py` picks this
+tests drive time instead of sleeping (docs/style.md item 12); `broker/server.py` picks this
 clock once and hands it to storage, retention, the cleaner and the handlers. It
 lives in `protocol/`, the lowest layer, so every package can default to it.
 """

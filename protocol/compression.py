@@ -1,4 +1,4 @@
-"""Payload codecs of PROTOCOL.md §3, each in its standard stream format.
+"""Payload codecs of docs/protocol.md §3, each in its standard stream format.
 
 gzip is an RFC 1952 member, lz4 the LZ4 frame format, zstd a Zstandard frame and
 snappy a raw Snappy block (as Kafka). Decompression is always capped: a hostile

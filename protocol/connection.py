@@ -1,7 +1,7 @@
 """The client side of one broker connection, sans-I/O (like h11's Connection).
 
 It numbers requests, frames them, remembers which are waiting for an answer
-(answers come back in request order, PROTOCOL.md §1) and turns response frames
+(answers come back in request order, docs/protocol.md §1) and turns response frames
 into `Reply` objects. The blocking `Client` and the trio `AsyncClient` own the
 socket and feed this class; neither repeats any protocol logic.
 """

@@ -1,4 +1,4 @@
-"""Request and response envelopes (PROTOCOL.md §2).
+"""Request and response envelopes (docs/protocol.md §2).
 
 Every frame carries one envelope: a request names its API, version and
 correlation id and holds the API's fields in `body`; a response echoes the id

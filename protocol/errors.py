@@ -1,4 +1,4 @@
-"""The error registry of PROTOCOL.md §5: one exception class per wire code.
+"""The error registry of docs/protocol.md §5: one exception class per wire code.
 
 Every error Tidelog reports to a client is one of these classes. Each knows its
 wire `code` and whether retrying the same request can help (`retriable`), so the

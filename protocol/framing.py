@@ -1,4 +1,4 @@
-"""Length-prefixed msgpack frames (PROTOCOL.md §1), sans-I/O.
+"""Length-prefixed msgpack frames (docs/protocol.md §1), sans-I/O.
 
 A frame on the wire is::
 
@@ -32,7 +32,7 @@ from protocol.errors import InvalidRequest
 LENGTH = struct.Struct(">I")
 LENGTH_SIZE = LENGTH.size
 
-# The broker's `socket.request.max.bytes` default (PROTOCOL.md §1): 100 MiB.
+# The broker's `socket.request.max.bytes` default (docs/protocol.md §1): 100 MiB.
 DEFAULT_MAX_FRAME_BYTES = 104_857_600
 
 # A uint32 header cannot announce more than this; also the hard cap of any limit.

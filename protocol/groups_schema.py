@@ -1,4 +1,4 @@
-"""The consumer-group APIs (a Tidelog extension, docs/protocol.md §11): their schemas.
+"""The consumer-group APIs (a Tidelog extension, docs/protocol.md §9): their schemas.
 
 Kafka's classic group protocol over msgpack, one API per Kafka request, with
 Kafka's error codes (protocol/errors.py) in an `error` field of the answer body

@@ -4,7 +4,7 @@ Validation is structural: types (a bool is never an int), int32/int64 ranges,
 enumerations, list and map sizes. A failure raises `SchemaError` carrying the
 path of the offending key; `protocol.schemas` turns it into `InvalidRequest`.
 Checking returns a fresh value holding the known keys only (unknown keys are
-ignored, PROTOCOL.md §2) with defaults filled in; arrays come back as lists.
+ignored, docs/protocol.md §2) with defaults filled in; arrays come back as lists.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Request and response schemas of every API in PROTOCOL.md §4, with validation.
+"""Request and response schemas of every API in docs/protocol.md §4, with validation.
 
 Each API has a request and a response schema built from a handful of field
 types. Validation is structural: types (a bool is never an int), int32/int64
@@ -10,7 +10,7 @@ that code; `check_topic_name` is here so both sides share the rule.
 A failure raises `InvalidRequest` whose message names the offending key by its
 full path, e.g. `body.topics[0].partitions[2].offset: expected int64, got bool`.
 Validation returns a fresh dict holding the known keys only (unknown keys are
-ignored, PROTOCOL.md §2) with defaults filled in; arrays come back as lists.
+ignored, docs/protocol.md §2) with defaults filled in; arrays come back as lists.
 """
 
 from __future__ import annotations
@@ -94,7 +94,7 @@ __all__ = [
     "validate_response_body",
 ]
 
-# PROTOCOL.md §4: legal topic names are 1-249 chars of [a-zA-Z0-9._-], not "." or "..".
+# docs/protocol.md §4: legal topic names are 1-249 chars of [a-zA-Z0-9._-], not "." or "..".
 MAX_TOPIC_NAME_CHARS = 249
 _TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]+")
 
@@ -444,7 +444,7 @@ DELETE_ACLS_SCHEMA = ApiSchema(
 )
 
 
-# Every API, registered here and only here: the core table of PROTOCOL.md §4, then
+# Every API, registered here and only here: the core table of docs/protocol.md §4, then
 # the extensions. The broker's dispatch table (broker/dispatch.py) has the same names.
 _EXTENSIONS = (
     COMMIT_OFFSETS_SCHEMA,

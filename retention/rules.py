@@ -1,7 +1,7 @@
 """Kafka's segment-deletion rules as small pure functions of segment metadata.
 
 The rules follow `UnifiedLog.deleteOldSegments` (Kafka 3.5-3.9, see
-KAFKA_SEMANTICS.md §6) boundary for boundary:
+docs/retention.md "The rules") boundary for boundary:
 
 - log start offset: a segment may go when the *next* segment's base offset is
   <= the log start offset (so it holds nothing readable);

@@ -1,6 +1,6 @@
 """Vectorised scan of record payloads: where every field of every record lies, with numpy.
 
-PROTOCOL.md §3's record is the msgpack array `[offset_delta, timestamp_delta, key, value,
+docs/protocol.md §3's record is the msgpack array `[offset_delta, timestamp_delta, key, value,
 headers]`. Decoding it into Python objects costs a tuple, two ints and a `bytes` per
 record, and the bytes are then copied again into Arrow. The reader instead locates each
 field in the fetched bytes with whole-array numpy operations and lets Arrow copy keys and

@@ -1,4 +1,4 @@
-"""Offset checkpoint files in Kafka's text format (KAFKA_SEMANTICS.md §2).
+"""Offset checkpoint files in Kafka's text format (docs/storage.md "File layout").
 
     0                      version
     2                      number of entries

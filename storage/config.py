@@ -1,8 +1,8 @@
 """Topic-level log configuration with Kafka's names, defaults and validators.
 
-`TOPIC_SETTINGS` declares the topic keys (PROTOCOL.md §6, KAFKA_SEMANTICS.md §1)
-as `protocol.settings.Setting` rows (how to add one: that module's docstring): the
-python type, Kafka's default, bounds, the broker-level synonyms (first wins, with a
+`TOPIC_SETTINGS` declares the topic keys (docs/protocol.md §6, docs/operations.md
+"Configuration reference") as `protocol.settings.Setting` rows (how to add one: that module's
+docstring): the python type, Kafka's default, bounds, the broker-level synonyms (first wins, with a
 scale to the topic key's unit, e.g. `log.retention.hours` x 3,600,000) and a doc
 line. `TOPIC_CONFIG_DEFS` is the same table keyed by name. The broker builds its own
 config on top of it; `LogConfig` is the frozen, typed result with units in every
@@ -44,7 +44,7 @@ _S = Synonym
 _HOUR_MS = 3_600_000
 _MINUTE_MS = 60_000
 
-# Topic keys (PROTOCOL.md §6). An int key without `high` is bounded by int64, the
+# Topic keys (docs/protocol.md §6). An int key without `high` is bounded by int64, the
 # range describe_configs encodes it in; `section` places its synonyms in server.properties.
 TOPIC_SETTINGS: tuple[Setting, ...] = (
     Setting("segment.bytes", "segment_bytes", int, 1073741824,

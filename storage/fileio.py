@@ -1,7 +1,7 @@
 """The one small interface through which `storage/` touches files.
 
 `FileIO` is a thin layer over `os`; tests substitute `tests.faulty_io.FaultyFileIO`
-to make any call fail with any errno on its n-th use (SQLite's I/O-error testing, DESIGN.md
+to make any call fail with any errno on its n-th use (SQLite's I/O-error testing, docs/design.md
 "Durability"). Memory maps of index files are the single exception: numpy maps
 them by path, and their sizes are set through this interface.
 

@@ -1,4 +1,5 @@
-"""Every file name of the data directory, in one place (PROTOCOL.md §7, STYLE.md item 4).
+"""Every file name of the data directory, in one place (docs/storage.md "File layout", docs/style.md
+item 4).
 
 Layout::
 

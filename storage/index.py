@@ -1,6 +1,6 @@
 """Sparse offset and time indexes: numpy memory maps over preallocated files.
 
-On disk (PROTOCOL.md §7), big-endian, fixed-size entries, no header:
+On disk (docs/storage.md "File layout"), big-endian, fixed-size entries, no header:
 
     offset index  8 bytes: int32 relative offset | int32 position in the .log
     time index   12 bytes: int64 timestamp ms    | int32 relative offset

@@ -408,7 +408,7 @@ class LocalLog:
         self._deletions.add(paths, self._clock_ms() + self.config.file_delete_delay_ms)
 
     def replace_segments(self, old_bases: list[int], new_bases: list[int]) -> list[int]:
-        """Swap cleaned segments in for `old_bases` crash-safely (KAFKA_SEMANTICS §7.4); the
+        """Swap cleaned segments in for `old_bases` crash-safely (docs/compaction.md §4); the
         bases of the segments now in their place.
 
         The cleaner has written and fsynced `<base>.log.cleaned` files (indexes

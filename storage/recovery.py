@@ -1,6 +1,6 @@
 """Opening a partition directory: leftovers, index checks and crash recovery.
 
-Rules (DESIGN.md "Durability", KAFKA_SEMANTICS.md §7.4 and §8):
+Rules (docs/design.md "Durability", docs/compaction.md §4 and docs/storage.md "Recovery"):
 
 1. Temp files (`.tmp`) and `.deleted` files are removed. `.cleaned` files are
    removed (an interrupted cleaning is rolled back), and so is every `.swap`

@@ -1,4 +1,4 @@
-"""The swap of cleaned segments into a log (KAFKA_SEMANTICS.md §7.4), step by step.
+"""The swap of cleaned segments into a log (docs/compaction.md §4), step by step.
 
 `Log.replace_segments` runs the steps in order; recovery (storage/recovery.py)
 finishes or rolls back a swap a crash interrupted, with the same steps:

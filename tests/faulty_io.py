@@ -1,5 +1,5 @@
 """`FaultyFileIO`: a FileIO whose chosen calls fail, the test double of the OS that
-storage's I/O-error tests use (SQLite's I/O-error testing, DESIGN.md "Durability").
+storage's I/O-error tests use (SQLite's I/O-error testing, docs/design.md "Durability").
 
 It lives with the tests, not in `storage/`: product code never fails on purpose.
 """

@@ -1,4 +1,4 @@
-"""Enforces DESIGN.md's import layering and issue 18's structure by walking the source.
+"""Enforces docs/design.md's import layering and issue 18's structure by walking the source.
 
 protocol <- storage <- retention/compaction <- broker; the clients (tidelog) build on
 protocol only; spark_connector uses protocol and tidelog; storage never imports trio,
@@ -75,7 +75,7 @@ REQUEST_PATH = ("broker.server", "broker.connection", "broker.native.requests", 
 HANDLER_MODULE_PREFIX = "broker.handlers"
 FRAMING_MODULE = "protocol.framing"
 
-# Longer than a screen is a sign to split (STYLE.md §3); a hard limit past that.
+# Longer than a screen is a sign to split (docs/style.md §3); a hard limit past that.
 FUNCTION_LINES_MAX = 100
 
 # Import cycles between modules, each an SCC of the module graph: none is left

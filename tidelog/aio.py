@@ -5,7 +5,7 @@
 
 Any number of tasks may call the same `AsyncClient` at once: requests are
 written whole, one at a time, and a reader task hands each answer to the
-caller waiting for it (PROTOCOL.md §1 keeps answers in request order), so
+caller waiting for it (docs/protocol.md §1 keeps answers in request order), so
 concurrent calls pipeline on one socket. The same sans-I/O `ClientConnection`
 as the blocking `Client` does the protocol work.
 """
@@ -147,7 +147,7 @@ class AsyncClient:
             return cast(T, None)  # only a call typed with None in its T expects no answer
         return call.extract(await self.request(call.api, call.body, wait_ms=call.wait_ms))
 
-    # -- typed API (PROTOCOL.md §4), as on the blocking Client ------------------
+    # -- typed API (docs/protocol.md §4), as on the blocking Client ------------------
 
     async def api_versions(self) -> dict[str, Any]:
         return await self.call(calls.api_versions())

@@ -260,7 +260,7 @@ class Client:
     def _address_text(self) -> str:
         return f"{self.address[0]}:{self.address[1]}"
 
-    # -- typed API (PROTOCOL.md §4) ---------------------------------------------
+    # -- typed API (docs/protocol.md §4) ---------------------------------------------
 
     def api_versions(self) -> dict[str, Any]:
         return self.call(calls.api_versions())

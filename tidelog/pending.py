@@ -2,7 +2,7 @@
 
 A `PendingBatch` holds the records of one partition as columns (keys, values,
 headers, timestamps) until the sender thread ships it; `encode` turns it into
-one record batch (PROTOCOL.md §3) with a single msgpack call. When the broker
+one record batch (docs/protocol.md §3) with a single msgpack call. When the broker
 answers, `resolve` fills in the offsets once and runs the callbacks; every
 `RecordFuture` of the batch is a (batch, index) pair, so a future costs two
 slots, not a lock of its own.
@@ -104,7 +104,7 @@ class PendingBatch:
         self.retry_at = 0.0
 
     def encode(self, compression: Compression) -> bytearray:
-        """One batch (PROTOCOL.md §3) with a single msgpack call over the columns."""
+        """One batch (docs/protocol.md §3) with a single msgpack call over the columns."""
         timestamps = self.timestamps
         count = len(timestamps)
         base_timestamp = timestamps[0]

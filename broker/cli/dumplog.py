@@ -48,7 +48,7 @@ from storage.files import (
 )
 from storage.index import OffsetIndex, TimeIndex
 
-# The index entry layouts (PROTOCOL.md §7) are storage's own.
+# The index entry layouts (docs/storage.md "File layout") are storage's own.
 OFFSET_ENTRY = OffsetIndex.PACKER  # relative offset, position
 TIME_ENTRY = TimeIndex.PACKER  # timestamp, relative offset
 

@@ -48,7 +48,7 @@ async def share_loop(done: int) -> int:
 
 
 def high_watermark(plog: Log) -> int:
-    """High watermark; on a single broker it is the log end offset (DESIGN.md)."""
+    """High watermark; on a single broker it is the log end offset (docs/design.md)."""
     return plog.high_watermark
 
 

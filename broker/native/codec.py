@@ -41,7 +41,7 @@ class _MsgpackPending:
 
 
 class MsgpackCodec:
-    """Tidelog's own protocol (PROTOCOL.md): msgpack envelopes, `broker.native.requests`."""
+    """Tidelog's own protocol (docs/protocol.md): msgpack envelopes, `broker.native.requests`."""
 
     name = "tidelog"
 
@@ -65,7 +65,7 @@ class MsgpackCodec:
         large: bool,
     ) -> Outcome:
         if not isinstance(message, dict):
-            # PROTOCOL.md §1: a frame that is not a map is answered, then closed.
+            # docs/protocol.md §1: a frame that is not a map is answered, then closed.
             error = InvalidRequest(f"request must be a map, got {msgpack_type_name(message)}")
             return Close("bad_frame", error.message, error.code, self.refuse(error))
         result = await handle_request(ctx, message, arrived, large=large)

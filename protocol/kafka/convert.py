@@ -1,4 +1,4 @@
-"""Kafka v2 batches to Tidelog batches and back (PROTOCOL.md §3 <-> records.py).
+"""Kafka v2 batches to Tidelog batches and back (docs/protocol.md §3 <-> records.py).
 
 The two headers hold the same fields from `attributes` on (40 bytes, same order,
 widths and meanings), so a conversion copies them and rewrites only what sits in

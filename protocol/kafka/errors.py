@@ -200,7 +200,7 @@ _TIDELOG_ALIASES = {"STORAGE_ERROR": "KAFKA_STORAGE_ERROR"}
 
 
 def for_tidelog_code(code: str | None) -> KafkaError:
-    """The Kafka error for a Tidelog error name (PROTOCOL.md §5); None is NONE.
+    """The Kafka error for a Tidelog error name (docs/protocol.md §5); None is NONE.
 
     Tidelog named its codes after Kafka's, so the names coincide but for the
     aliases above; a name Kafka lacks is UNKNOWN_SERVER_ERROR rather than invented.

@@ -30,7 +30,7 @@ __all__ = [
 _SIZE = struct.Struct(">i")
 SIZE_BYTES = _SIZE.size
 
-# Kafka's socket.request.max.bytes default (100 MiB), Tidelog's too (PROTOCOL.md §1).
+# Kafka's socket.request.max.bytes default (100 MiB), Tidelog's too (docs/protocol.md §1).
 DEFAULT_MAX_FRAME_BYTES = 104_857_600
 
 # The size prefix plus the first body byte.

@@ -24,8 +24,8 @@ from typing import Any
 from protocol.kafka.schema import version_range
 
 # API name -> the versions Tidelog serves: every version the clients in
-# KAFKA_NOTES.md send once we advertise only non-flexible ones (their floor as in
-# Kafka 4, except Produce, advertised from 0 as Kafka 4 does), plus the flexible
+# docs/kafka.md "What the clients send" send once we advertise only non-flexible ones (their floor
+# as in Kafka 4, except Produce, advertised from 0 as Kafka 4 does), plus the flexible
 # ApiVersions 3 and DescribeCluster 0.
 SERVED: dict[str, str] = {
     "Produce": "0-8",

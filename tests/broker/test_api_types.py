@@ -32,7 +32,7 @@ ACL = {
 
 # A request for every API with its required keys only, so validation fills in every
 # default (the core APIs' from tests/protocol/test_schemas.py); `unknown` is dropped by
-# validation (PROTOCOL.md §2).
+# validation (docs/protocol.md §2).
 SAMPLES: dict[str, Any] = {
     **MINIMAL_REQUESTS,
     "commit_offsets": {

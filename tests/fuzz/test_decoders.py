@@ -1,4 +1,4 @@
-"""Hypothesis fuzzing of every decoder that meets bytes from outside (RELIABILITY_NOTES BI-01).
+"""Hypothesis fuzzing of every decoder that meets bytes from outside (docs/reliability.md BI-01).
 
 Each decoder gets arbitrary bytes (and mutations of valid inputs, which reach deeper)
 and may only return a value or raise the project's own error type for that input:

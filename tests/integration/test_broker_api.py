@@ -1,4 +1,4 @@
-"""Every API of PROTOCOL.md §4 and every error code of §5, against the real `tidelog serve`.
+"""Every API of docs/protocol.md §4 and every error code of §5, against the real `tidelog serve`.
 
 One broker process serves the whole module (topics have distinct names), so the
 suite stays fast on two cores; tests that need special settings start their own.

@@ -1,4 +1,4 @@
-"""Hostile input over a live socket (RELIABILITY_NOTES BI-01/BI-02): the broker never breaks.
+"""Hostile input over a live socket (docs/reliability.md BI-01/BI-02): the broker never breaks.
 
 Random bytes, random frames and well-formed envelopes with random bodies go to
 the real broker. Every answer must be a proper response, a request-level error

@@ -38,7 +38,8 @@ _open_readers: list[TidelogStreamReader] = []
 
 @pytest.fixture(autouse=True)
 def _stop_readers() -> Iterator[None]:
-    """Spark never calls stop() (SPARK_NOTES §5.7); tests do, to close the driver connection."""
+    """Spark never calls stop() (docs/spark.md "What the Python API forces"); tests do, to close the
+    driver connection."""
     yield
     while _open_readers:
         _open_readers.pop().stop()

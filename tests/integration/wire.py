@@ -1,4 +1,4 @@
-"""A deliberately raw client for contract tests: bytes on a socket, as PROTOCOL.md says.
+"""A deliberately raw client for contract tests: bytes on a socket, as docs/protocol.md says.
 
 The broker is checked byte for byte against the contract, independently of the
 project's own client library: frames are `struct` + `msgpack`, batches come from
@@ -20,7 +20,7 @@ LENGTH = struct.Struct(">I")
 # Socket timeout for tests: a broker that never answers fails the test, not hangs it.
 RECV_TIMEOUT_S = 60.0
 
-# The APIs of PROTOCOL.md §4, written out here rather than taken from the code under test.
+# The APIs of docs/protocol.md §4, written out here rather than taken from the code under test.
 CONTRACT_APIS = (
     "api_versions",
     "create_topic",

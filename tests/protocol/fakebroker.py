@@ -262,7 +262,7 @@ class ServerConnection:
                 response = self.broker.handle(obj)
                 if response is not None:
                     out += encode_frame(response)
-        except FrameError as exc:  # PROTOCOL.md §1: answer INVALID_REQUEST, then close
+        except FrameError as exc:  # docs/protocol.md §1: answer INVALID_REQUEST, then close
             out += encode_frame(error_response(-1, exc).to_wire())
             self.closed = True
         return bytes(out)

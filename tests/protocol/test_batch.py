@@ -1,4 +1,4 @@
-"""The record-batch codec against PROTOCOL.md §3, good inputs and hostile ones."""
+"""The record-batch codec against docs/protocol.md §3, good inputs and hostile ones."""
 
 from __future__ import annotations
 
@@ -344,7 +344,7 @@ def _is_blob(value: object) -> bool:
 
 
 def _well_shaped(record: object) -> bool:
-    """PROTOCOL.md §3's record shape, written plainly as the reference."""
+    """docs/protocol.md §3's record shape, written plainly as the reference."""
     if type(record) is not list or len(record) != 5:
         return False
     delta, ts_delta, key, value, headers = record

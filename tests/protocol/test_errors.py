@@ -1,4 +1,4 @@
-"""The error registry: every PROTOCOL.md §5 code has exactly one class."""
+"""The error registry: every docs/protocol.md §5 code has exactly one class."""
 
 from __future__ import annotations
 

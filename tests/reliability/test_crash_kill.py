@@ -1,4 +1,4 @@
-"""Random kill -9 cycles under mixed acks=1/acks=-1 load (RELIABILITY_NOTES CC-01).
+"""Random kill -9 cycles under mixed acks=1/acks=-1 load (docs/reliability.md CC-01).
 
 Each cycle restarts the broker on the same data directory, asks the oracle about
 everything acknowledged so far, produces for a random moment and SIGKILLs the

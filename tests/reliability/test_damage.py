@@ -1,4 +1,4 @@
-"""Damaged files through the real broker (RELIABILITY_NOTES CC-07, CC-09, CC-10).
+"""Damaged files through the real broker (docs/reliability.md CC-07, CC-09, CC-10).
 
 Torn tails are cut back to the last whole batch; damaged indexes are rebuilt so that
 lookups agree with a brute-force scan; damage below the recovery point is fenced and

@@ -1,4 +1,4 @@
-"""Failpoint sweeps through the real broker (RELIABILITY_NOTES CC-02..CC-06).
+"""Failpoint sweeps through the real broker (docs/reliability.md CC-02..CC-06).
 
 For every named point of storage, retention and compaction, a broker runs a
 workload that reaches it with `<point>=kill@k` set, dies there, restarts without

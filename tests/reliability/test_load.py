@@ -1,4 +1,5 @@
-"""Sustained produce + fetch with retention and compaction running (RELIABILITY_NOTES LD-01, LD-03).
+"""Sustained produce + fetch with retention and compaction running (docs/reliability.md LD-01,
+LD-03).
 
 `LOAD_S` seconds in CI (60), 30 minutes under `make soak` (`TIDELOG_SOAK_LOAD_S=1800`).
 Asserted: zero errors, every acknowledged record verified by the oracle, broker RSS

@@ -1,4 +1,4 @@
-"""Power-loss simulation (RELIABILITY_NOTES CC-08): every `acks: -1` record survives.
+"""Power-loss simulation (docs/reliability.md CC-08): every `acks: -1` record survives.
 
 The broker runs with the test-mode fsync journal; after SIGKILL the data directory is
 cut back to what was fsynced, with garbage past the cut, and the restarted broker

@@ -1,4 +1,4 @@
-"""Security basics (RELIABILITY_NOTES SE-01, SE-05): loopback by default, a warning when
+"""Security basics (docs/reliability.md SE-01, SE-05): loopback by default, a warning when
 a listener leaves loopback without TLS, and topic-name rules wherever a name arrives."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Socket-level abuse of a real broker (RELIABILITY_NOTES BI-02, BI-03, BI-04, BI-06..BI-08).
+"""Socket-level abuse of a real broker (docs/reliability.md BI-02, BI-03, BI-04, BI-06..BI-08).
 
 Every case runs against one broker process; after each, the abusive sockets are
 closed and the broker's open file descriptors must come back to their baseline,

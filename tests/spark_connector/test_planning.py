@@ -19,7 +19,8 @@ def sizes(ranges: list[OffsetRange]) -> list[tuple[int, int]]:
 
 
 def test_min_partitions_splits_large_ranges_proportionally() -> None:
-    # SPARK_NOTES §1.5: {1000, 10, 10, 0} with minPartitions=10 -> 8 x 125, 10, 10.
+    # docs/spark.md "How offset ranges are split": {1000, 10, 10, 0} with minPartitions=10 -> 8 x
+    # 125, 10, 10.
     ranges = [r(0, 0, 1000), r(1, 0, 10), r(2, 0, 10), r(3, 5, 5)]
     out = split_ranges(ranges, min_partitions=10)
     assert sizes(out) == [(0, 125)] * 8 + [(1, 10), (2, 10)]

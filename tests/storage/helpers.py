@@ -16,7 +16,7 @@ BASE_TS = 1_700_000_000_000
 
 
 class ManualClock:
-    """A clock tests move by hand (DESIGN.md: time is injected, never slept)."""
+    """A clock tests move by hand (docs/design.md: time is injected, never slept)."""
 
     def __init__(self, now_ms: int = BASE_TS) -> None:
         self.now_ms = now_ms

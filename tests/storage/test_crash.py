@@ -1,5 +1,5 @@
 """SIGKILL a real process at each named failpoint, reopen, and check every acknowledged
-batch is intact and nothing torn is visible (RELIABILITY_NOTES CC-02, CC-03)."""
+batch is intact and nothing torn is visible (docs/reliability.md CC-02, CC-03)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Power-cut simulation (RELIABILITY_NOTES CC-08): after the "crash" every file keeps
+"""Power-cut simulation (docs/reliability.md CC-08): after the "crash" every file keeps
 only what was fsynced, and files whose directory entry was never fsynced vanish.
 
 `acks: -1` data (appended, then flushed) must all survive; the rest may be lost but

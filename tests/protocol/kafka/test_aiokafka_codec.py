@@ -65,7 +65,8 @@ def _plain(value: object) -> object:
 
 def test_aiokafka_covers_the_apis_it_uses():
     names = {cls.__name__ for cls, _ in STRUCTS}
-    # aiokafka's ceilings (KAFKA_NOTES.md): its producer, consumer and group versions.
+    # aiokafka's ceilings (docs/kafka.md "What the clients send"): its producer, consumer and group
+    # versions.
     for expected in (
         "ProduceRequest_v7",
         "FetchResponse_v11",

@@ -146,7 +146,8 @@ def test_back_to_back_batches_convert_in_order():
 
 
 def test_crc_covers_the_same_bytes_in_both_layouts():
-    """KAFKA_NOTES: moving a Kafka batch's header into Tidelog's keeps its CRC."""
+    """docs/kafka.md "Record batches": moving a Kafka batch's header into Tidelog's keeps its
+    CRC."""
     data = _build(KpBuilder, Compression.GZIP)
     header = kafka.read_batch_header(data)
     moved = data[:8] + struct.pack(">i", header.batch_length - 4) + b"\x01" + data[17:]
