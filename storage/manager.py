@@ -128,7 +128,7 @@ class LogManager:
         for claimed, path in self._dir.metadata_files():
             try:
                 meta = self._dir.read_metadata(path)
-                overrides = self._valid_stored_overrides(meta["topic"], meta["configs"])
+                overrides = _valid_stored_overrides(meta["topic"], meta["configs"], self._defaults)
                 topic = _Topic(meta["topic"], overrides, self._config_for(overrides))
             except TidelogError as exc:  # one topic's bad file never stops the start
                 self._leave_unloaded(claimed, exc.message)
@@ -253,26 +253,6 @@ class LogManager:
 
     def _config_for(self, overrides: Mapping[str, str]) -> LogConfig:
         return LogConfig.from_props(overrides, self._defaults)
-
-    def _valid_stored_overrides(self, topic: str, stored: Mapping[str, str]) -> dict[str, str]:
-        """Stored overrides, validated again. An older broker took integers above int64
-        (issue 23 finding 3); where int64's top means "no limit" (`retention.ms`,
-        `retention.bytes`, ...), such a value is clamped to it and logged, so the topic
-        loads with the meaning its owner gave. Any other invalid value raises
-        InvalidConfig: the topic stays unloaded and its data untouched, rather than
-        falling back to a default that could delete what the override kept."""
-        overrides = dict(stored)
-        for key, value in stored.items():
-            try:
-                LogConfig.from_props({key: value}, self._defaults)
-            except InvalidConfig as exc:
-                clamped = _clamped_to_int64(key, value)
-                if clamped is None:
-                    raise
-                log.warning("topic_config_clamped", topic=topic, key=key, value=value,
-                            clamped=clamped, error=exc.message)  # fmt: skip
-                overrides[key] = clamped
-        return overrides
 
     def create_topic(
         self, name: str, partitions: int = 1, configs: Mapping[str, object] | None = None
@@ -486,6 +466,29 @@ class LogManager:
             topic.logs = [*topic.logs, *added]
         log.info("partitions_added", topic=name, before=before, partitions=count)
         return before
+
+
+def _valid_stored_overrides(
+    topic: str, stored: Mapping[str, str], defaults: LogConfig
+) -> dict[str, str]:
+    """Stored overrides, validated again. An older broker took integers above int64
+    (issue 23 finding 3); where int64's top means "no limit" (`retention.ms`,
+    `retention.bytes`, ...), such a value is clamped to it and logged, so the topic
+    loads with the meaning its owner gave. Any other invalid value raises
+    InvalidConfig: the topic stays unloaded and its data untouched, rather than
+    falling back to a default that could delete what the override kept."""
+    overrides = dict(stored)
+    for key, value in stored.items():
+        try:
+            LogConfig.from_props({key: value}, defaults)
+        except InvalidConfig as exc:
+            clamped = _clamped_to_int64(key, value)
+            if clamped is None:
+                raise
+            log.warning("topic_config_clamped", topic=topic, key=key, value=value,
+                        clamped=clamped, error=exc.message)  # fmt: skip
+            overrides[key] = clamped
+    return overrides
 
 
 def _as_text(value: object) -> str:
