@@ -3,8 +3,11 @@
 A partition's position is the offset of the next record the application gets: the
 first record buffered and not yet returned, or, with nothing buffered, the position
 the next fetch asks from. Records handed to the iterator but not yet yielded still
-count as unread (`drop_iter_buffer` gives them back). No I/O here: where a partition
-without a position starts is the fetcher's decision (tidelog.fetcher).
+count as unread (`drop_iter_buffer` gives them back).
+
+Apart from the fetcher so that the facade, the fetcher and the group coordinator share
+one view of the positions, and none of them holds another for it. No I/O here: where a
+partition without a position starts is the fetcher's decision (tidelog.fetcher).
 """
 
 from __future__ import annotations
