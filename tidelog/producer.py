@@ -31,26 +31,17 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import Counter, deque
 from collections.abc import Sequence
 from types import TracebackType
 from typing import Any
 
-from protocol.batch import RecordHeaders, set_producer_fields
+from protocol.batch import RecordHeaders
 from protocol.compression import Compression
-from protocol.connection import DEFAULT_CLIENT_ID, BrokerProtocolError, Reply
+from protocol.connection import DEFAULT_CLIENT_ID
 from protocol.errors import error_from_wire
-from protocol.framing import TAIL_PLACEHOLDER
+from tidelog.accumulator import BufferFullError, RecordAccumulator
 from tidelog.client import DEFAULT_BOOTSTRAP_SERVER, DEFAULT_REQUEST_TIMEOUT_MS, Client
-from tidelog.idempotence import (
-    MAX_BATCHES_IN_FLIGHT_PER_PARTITION,
-    MAX_IN_FLIGHT_IDEMPOTENT,
-    ProducerIdentity,
-    Sequencer,
-    Verdict,
-    verdict,
-)
-from tidelog.joiner import ChunkJoiner, Joined
+from tidelog.idempotence import MAX_IN_FLIGHT_IDEMPOTENT, Idempotence
 from tidelog.partitioner import murmur2, partition_for_key
 from tidelog.pending import (
     BatchFuture,
@@ -60,6 +51,7 @@ from tidelog.pending import (
     RecordMetadata,
 )
 from tidelog.security import PLAINTEXT, Security
+from tidelog.sender import Sender
 
 __all__ = [
     "BatchFuture",
@@ -121,20 +113,42 @@ def _check_timestamp(timestamp_ms: int | None) -> None:
         raise ValueError(f"timestamp_ms {timestamp_ms} does not fit the batch's int64 field")
 
 
-class BufferFullError(TimeoutError):
-    """`send` found no buffer room within `max_block_ms`."""
-
-
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+def _setting(component: str, name: str) -> Any:
+    """A public setting kept on the component that reads it (so setting it still works)."""
+
+    def get(self: Any) -> Any:
+        return getattr(getattr(self, component), name)
+
+    def set_(self: Any, value: Any) -> None:
+        setattr(getattr(self, component), name, value)
+
+    return property(get, set_)
 
 
 class Producer:
     """Batches records per partition and ships them from a sender thread.
 
     Thread-safe: any thread may `send`. Use it as a context manager (it flushes
-    and closes on exit) or call `close()`.
+    and closes on exit) or call `close()`. This class is the front door: it checks
+    records and picks partitions; the batches wait in a `RecordAccumulator`, a
+    `Sender` thread ships them, and `Idempotence` numbers them.
     """
+
+    # Settings read by the component that uses them (documented as constructor arguments).
+    batch_size: int = _setting("_accumulator", "batch_size")
+    buffer_memory: int = _setting("_accumulator", "buffer_memory")
+    max_block_s: float = _setting("_accumulator", "max_block_s")
+    acks: int = _setting("_sender", "acks")
+    linger_s: float = _setting("_sender", "linger_s")
+    compression: Compression = _setting("_sender", "compression")
+    max_in_flight: int = _setting("_sender", "max_in_flight")
+    max_request_size: int = _setting("_sender", "max_request_size")
+    request_timeout_ms: int = _setting("_sender", "request_timeout_ms")
+    retry_backoff_s: float = _setting("_sender", "retry_backoff_s")
 
     def __init__(
         self,
@@ -171,50 +185,40 @@ class Producer:
             )
         self.enable_idempotence = compatible if enable_idempotence is None else enable_idempotence
         self.delivery_timeout_s = delivery_timeout_ms / 1000
-        self.retry_backoff_s = retry_backoff_ms / 1000
-        self._sequencer = Sequencer()  # the sender thread's alone
-        self._sends = 0  # batches sent for the first time (their send_index)
-        self.acks = acks
-        self.linger_s = linger_ms / 1000
-        self.batch_size = batch_size
-        self.compression = Compression.parse(compression_type or Compression.NONE)
-        self.buffer_memory = buffer_memory
-        self.max_block_s = max_block_ms / 1000
-        self.max_in_flight = max_in_flight_requests
-        self.max_request_size = max_request_size
-        self.request_timeout_ms = request_timeout_ms
-        self._client = Client(
-            bootstrap_servers,
-            client_id=client_id,
-            request_timeout_ms=request_timeout_ms,
-            security=security,
-        )
-        self._meta_client = Client(
-            bootstrap_servers,
-            client_id=client_id,
-            request_timeout_ms=request_timeout_ms,
-            security=security,
+        self._client, self._meta_client = (
+            Client(
+                bootstrap_servers,
+                client_id=client_id,
+                request_timeout_ms=request_timeout_ms,
+                security=security,
+            )
+            for _ in range(2)
         )
         self._meta_lock = threading.Lock()
-        self._partition_counts: dict[str, int] = {}
-        self._sticky: dict[str, int] = {}
-        self._lock = threading.Lock()
-        self._wake = threading.Condition(self._lock)  # the sender waits on it
-        self._room = threading.Condition(self._lock)  # send() and flush() wait on it
-        self._open: dict[tuple[str, int], PendingBatch] = {}
-        self._ready: deque[PendingBatch] = deque()
-        self._in_flight: deque[list[PendingBatch]] = deque()
-        self._records_buffer = ChunkJoiner()  # the sender thread's alone
-        self._unresolved = 0  # batches created and not yet resolved
-        self._buffered_bytes = 0
-        self._flushing = 0
-        self._closing = False
-        self._closed = False
-        self._sender_error: BaseException | None = None
-        self._sender = threading.Thread(
-            target=self._run_sender, name="tidelog-producer", daemon=True
+        self._accumulator = RecordAccumulator(
+            batch_size=batch_size, buffer_memory=buffer_memory, max_block_s=max_block_ms / 1000
         )
-        self._sender.start()
+        self._partition_counts = self._accumulator.partition_counts
+        self._append = self._accumulator.append
+        self._append_batch = self._accumulator.append_batch
+        idempotence = None
+        if self.enable_idempotence:
+            idempotence = Idempotence(
+                self._meta_request, delivery_timeout_s=self.delivery_timeout_s
+            )
+        self._sender = Sender(
+            self._accumulator,
+            self._client,
+            idempotence,
+            acks=acks,
+            linger_s=linger_ms / 1000,
+            compression=Compression.parse(compression_type or Compression.NONE),
+            max_in_flight=max_in_flight_requests,
+            max_request_size=max_request_size,
+            request_timeout_ms=request_timeout_ms,
+            retry_backoff_s=retry_backoff_ms / 1000,
+        )
+        self._sender.thread.start()
 
     # -- public API -------------------------------------------------------------
 
@@ -237,7 +241,8 @@ class Producer:
                 f"key and value must be bytes or None, got {type(key).__name__} and "
                 f"{type(value).__name__}"
             )
-        _check_timestamp(timestamp_ms)
+        if timestamp_ms is not None:
+            _check_timestamp(timestamp_ms)
         if partition is None:
             partition = self._choose_partition(topic, key)
         timestamp = _now_ms() if timestamp_ms is None else timestamp_ms
@@ -246,27 +251,11 @@ class Producer:
             + (len(value) if value is not None else 0)
             + (len(key) if key is not None else 0)
         )
+        checked = _NO_HEADERS
         if headers:
-            headers = _check_headers(headers)
-            size += sum(len(k) + (len(v) if v is not None else 0) + 4 for k, v in headers)
-        with self._lock:
-            self._wait_for_room(size)
-            batch = self._open.get((topic, partition))
-            if batch is not None and batch.size_bytes + size > self.batch_size:
-                self._seal(batch)
-                batch = None
-            if batch is None:
-                batch = self._new_batch(topic, partition)
-            index = len(batch.timestamps)
-            batch.keys.append(key)
-            batch.values.append(value)
-            batch.headers.append(headers or _NO_HEADERS)
-            batch.timestamps.append(timestamp)
-            batch.size_bytes += size
-            self._buffered_bytes += size
-            if batch.size_bytes >= self.batch_size:
-                self._seal(batch)
-            return RecordFuture(batch, index)
+            checked = _check_headers(headers)
+            size += sum(len(k) + (len(v) if v is not None else 0) + 4 for k, v in checked)
+        return self._append(topic, partition, key, value, checked, timestamp, size)
 
     def send_batch(
         self,
@@ -296,7 +285,8 @@ class Producer:
             headers is not None and len(headers) != count
         ):
             raise ValueError("keys and headers must have one entry per value")
-        _check_timestamp(timestamp_ms)
+        if timestamp_ms is not None:
+            _check_timestamp(timestamp_ms)
         if partition is None:
             partition = self._choose_partition(topic, keys[0] if keys else None)
         timestamp = _now_ms() if timestamp_ms is None else timestamp_ms
@@ -311,49 +301,27 @@ class Producer:
         batch.size_bytes = size
         # Encoded here, in the caller's thread (as Kafka's producer does): the sender
         # thread then only frames and sends, and the two overlap.
-        batch.encoded = batch.encode(self.compression)
+        batch.encoded = batch.encode(self._sender.compression)
         # The bytes above are what is sent.
         batch.keys, batch.values, batch.headers = [], [], []
-        with self._lock:
-            self._wait_for_room(min(size, self.buffer_memory))
-            previous = self._open.get((topic, partition))
-            if previous is not None:
-                self._seal(previous)  # keep send order within the partition
-            self._unresolved += 1
-            self._buffered_bytes += size
-            self._seal(batch)
-            return BatchFuture(batch)
+        return self._append_batch(batch)
 
     def flush(self, timeout: float | None = None) -> None:
         """Send everything queued now and wait until it is acknowledged (or failed)."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        with self._lock:
-            self._flushing += 1
-            try:
-                for batch in list(self._open.values()):
-                    self._seal(batch)
-                while self._unresolved:
-                    remaining = None if deadline is None else deadline - time.monotonic()
-                    if remaining is not None and remaining <= 0:
-                        raise TimeoutError(f"flush did not finish within {timeout} s")
-                    self._room.wait(remaining)
-            finally:
-                self._flushing -= 1
+        self._accumulator.flush(timeout)
 
     def close(self, timeout: float | None = None) -> None:
         """Flush, stop the sender thread and close the connections. Idempotent."""
-        if self._closed:
+        if self._accumulator.closed:
             return
         try:
             self.flush(timeout)
         finally:
-            with self._lock:
-                self._closing = True
-                self._wake.notify_all()
-            self._sender.join(timeout)
+            self._accumulator.close()
+            self._sender.thread.join(timeout)
             self._client.close()
             self._meta_client.close()
-            self._closed = True
+            self._accumulator.closed = True
 
     def partitions_for(self, topic: str) -> set[int]:
         """The partition numbers of `topic` (asks the broker once, then cached)."""
@@ -370,53 +338,13 @@ class Producer:
     ) -> None:
         self.close()
 
-    # -- accumulator (caller threads, under the lock) ---------------------------
-
-    def _wait_for_room(self, size: int) -> None:
-        if self._closing or self._closed:
-            raise RuntimeError("producer is closed")
-        if self._sender_error is not None:
-            raise RuntimeError("producer's sender thread failed") from self._sender_error
-        if self._buffered_bytes + size <= self.buffer_memory:
-            return
-        for batch in list(self._open.values()):
-            self._seal(batch)  # full buffer: ship what we have instead of lingering
-        deadline = time.monotonic() + self.max_block_s
-        while self._buffered_bytes + size > self.buffer_memory and self._buffered_bytes:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise BufferFullError(
-                    f"no room for {size} bytes in buffer_memory={self.buffer_memory} "
-                    f"within max_block_ms={self.max_block_s * 1000:.0f}"
-                )
-            self._room.wait(remaining)
-
-    def _new_batch(self, topic: str, partition: int) -> PendingBatch:
-        batch = PendingBatch(topic, partition, time.monotonic())
-        self._open[(topic, partition)] = batch
-        self._unresolved += 1
-        self._wake.notify()
-        return batch
-
-    def _seal(self, batch: PendingBatch) -> None:
-        if batch.sealed:
-            return
-        batch.sealed = True
-        if self._open.get((batch.topic, batch.partition)) is batch:
-            del self._open[(batch.topic, batch.partition)]
-        if self._sticky.get(batch.topic) == batch.partition:
-            count = self._partition_counts.get(batch.topic, 1)
-            self._sticky[batch.topic] = (batch.partition + 1) % count
-        self._ready.append(batch)
-        self._wake.notify()
-
-    # -- partitioning -----------------------------------------------------------
+    # -- partitioning and metadata ------------------------------------------------
 
     def _choose_partition(self, topic: str, key: bytes | None) -> int:
         count = self._partition_count(topic)
         if key is not None:
             return partition_for_key(key, count)
-        return self._sticky.setdefault(topic, 0) % count
+        return self._accumulator.sticky.setdefault(topic, 0) % count
 
     def _partition_count(self, topic: str) -> int:
         count = self._partition_counts.get(topic)
@@ -430,299 +358,7 @@ class Producer:
             self._partition_counts[topic] = count
             return count
 
-    # -- sender thread ----------------------------------------------------------
-
-    def _run_sender(self) -> None:
-        try:
-            while True:
-                with self._lock:
-                    to_send = self._wait_for_work()
-                    if to_send is None and not self._in_flight:
-                        return  # closing, nothing left
-                if to_send:
-                    if self.enable_idempotence and not self._ensure_identity(to_send):
-                        continue
-                    self._send_request(to_send)
-                elif self._in_flight:
-                    self._receive_reply()
-        except BaseException as exc:  # a bug: fail every waiting record rather than hang
-            self._crash(exc)
-            raise
-
-    def _crash(self, exc: BaseException) -> None:
-        with self._lock:
-            self._sender_error = exc
-            for batch in list(self._open.values()):
-                self._seal(batch)
-            stranded = list(self._ready)
-            self._ready.clear()
-        self._fail_all_in_flight(exc)
-        self._finish(stranded, error=exc)
-
-    def _wait_for_work(self) -> list[PendingBatch] | None:
-        """Batches to send now ([] = go read a reply, None = shut down)."""
-        while True:
-            now = time.monotonic()
-            linger_deadline = None
-            for batch in list(self._open.values()):
-                if self._flushing or self._closing or now - batch.created >= self.linger_s:
-                    self._seal(batch)
-                elif linger_deadline is None or batch.created < linger_deadline:
-                    linger_deadline = batch.created
-            retry_in = self._ready[0].retry_at - now if self._ready else 0.0
-            # An epoch change waits for the answers in flight (tidelog.idempotence).
-            epoch_wait = self._sequencer.new_epoch_needed and bool(self._in_flight)
-            room = len(self._in_flight) < self.max_in_flight
-            if self._ready and room and retry_in <= 0 and not epoch_wait:
-                return self._take_request()
-            if self._in_flight:
-                return []
-            if self._closing and not self._open and not self._ready:
-                return None
-            timeout = None if linger_deadline is None else linger_deadline + self.linger_s - now
-            if retry_in > 0:
-                timeout = retry_in if timeout is None else min(timeout, retry_in)
-            self._wake.wait(timeout)
-
-    def _ensure_identity(self, batches: list[PendingBatch]) -> bool:
-        """Get an id (or the next epoch) before sending, if needed; on failure the batches
-        wait for a retry (or fail past the delivery timeout) and False is returned."""
-        sequencer = self._sequencer
-        if not sequencer.needs_identity:
-            return True
-        previous = sequencer.identity
-        body = {"producer_id": -1, "producer_epoch": -1}
-        if previous is not None:
-            body = {"producer_id": previous.producer_id, "producer_epoch": previous.epoch}
-        try:
-            with self._meta_lock:
-                answer = self._meta_client.request("init_producer_id", body)
-        except Exception as exc:
-            self._finish(batches, error=exc)
-            return False
-        sequencer.grant(ProducerIdentity(answer["producer_id"], answer["producer_epoch"]))
-        return True
-
-    def _take_request(self) -> list[PendingBatch]:
-        if self.enable_idempotence:
-            return self._take_idempotent()
-        taken: list[PendingBatch] = []
-        size = 0
-        while self._ready:
-            batch = self._ready[0]
-            if taken and size + batch.size_bytes > self.max_request_size:
-                break
-            taken.append(self._ready.popleft())
-            size += batch.size_bytes
-        return taken
-
-    def _take_idempotent(self) -> list[PendingBatch]:
-        """The next request of an idempotent producer (tidelog.idempotence): new batches
-        of a partition may share a request, a retried one goes alone, and a partition
-        never has more than MAX_BATCHES_IN_FLIGHT_PER_PARTITION batches unanswered.
-        Per-partition order is kept: a partition whose batch was left behind takes no
-        later one in this request."""
-        unanswered = Counter((b.topic, b.partition) for r in self._in_flight for b in r)
-        taken: list[PendingBatch] = []
-        left: deque[PendingBatch] = deque()
-        closed: set[tuple[str, int]] = set()
-        here: Counter[tuple[str, int]] = Counter()
-        size = 0
-        for batch in self._ready:
-            where = (batch.topic, batch.partition)
-            retry = batch.send_index >= 0
-            if (
-                where in closed
-                or (taken and size + batch.size_bytes > self.max_request_size)
-                or unanswered[where] >= MAX_BATCHES_IN_FLIGHT_PER_PARTITION
-                or (retry and here[where])
-            ):
-                left.append(batch)
-                closed.add(where)
-                continue
-            taken.append(batch)
-            size += batch.size_bytes
-            unanswered[where] += 1
-            here[where] += 1
-            if retry:
-                closed.add(where)
-        self._ready = left
-        return taken
-
-    def _send_request(self, batches: list[PendingBatch]) -> None:
-        try:
-            topics = self._partition_chunks(batches)
-            expect_response = self.acks != 0
-            if len(topics) == 1 and len(partitions := next(iter(topics.values()))) == 1:
-                # One partition (the sticky partitioner's usual case): its batches go
-                # to the kernel as they are, not copied into a frame first.
-                [(topic, _)] = topics.items()
-                [(partition, chunks)] = partitions.items()
-                body = self._produce_body([(topic, [(partition, TAIL_PLACEHOLDER)])])
-                self._client.send_with_tail(
-                    "produce", body, chunks, expect_response=expect_response
-                )
-            else:
-                with self._records_buffer.join(topics) as records:
-                    body = self._produce_body(records)
-                    self._client.send("produce", body, expect_response=expect_response)
-        except BaseException as exc:
-            # Whatever the cause, answers already on their way could no longer be matched
-            # to their batches: drop the connection, and with it every request in flight.
-            self._client.close()
-            self._fail_all_in_flight(exc)
-            self._finish(batches, error=exc)
-            return
-        if self.acks == 0:
-            self._finish(batches)
-        else:
-            with self._lock:
-                self._in_flight.append(batches)
-
-    def _produce_body(self, records: Joined) -> dict[str, Any]:
-        return {
-            "acks": self.acks,
-            "timeout_ms": self.request_timeout_ms,
-            "topics": [
-                {
-                    "topic": topic,
-                    "partitions": [{"partition": p, "records": data} for p, data in partitions],
-                }
-                for topic, partitions in records
-            ],
-        }
-
-    def _partition_chunks(
-        self, batches: list[PendingBatch]
-    ) -> dict[str, dict[int, list[bytes | bytearray]]]:
-        """The encoded batches of one request by topic and partition, in send order."""
-        topics: dict[str, dict[int, list[bytes | bytearray]]] = {}
-        for batch in batches:
-            encoded = batch.encoded if batch.encoded is not None else batch.encode(self.compression)
-            if self.enable_idempotence:
-                self._stamp(batch, encoded)
-                batch.encoded = encoded  # kept for a retry until the batch is resolved
-            else:
-                batch.encoded = None  # copied into the request: free it now
-            topics.setdefault(batch.topic, {}).setdefault(batch.partition, []).append(encoded)
-        return topics
-
-    def _stamp(self, batch: PendingBatch, encoded: bytearray) -> None:
-        """Number a batch at its first send, and again after an epoch change (its bytes
-        then get the new id, epoch and sequence, and a new CRC)."""
-        identity = self._sequencer.identity
-        assert identity is not None  # _ensure_identity ran before the send
-        if batch.send_index < 0:
-            batch.send_index = self._sends
-            self._sends += 1
-        if batch.stamped == identity:
-            return
-        batch.sequence = self._sequencer.take(batch.topic, batch.partition, len(batch.timestamps))
-        set_producer_fields(encoded, 0, identity.producer_id, identity.epoch, batch.sequence)
-        batch.stamped = identity
-
-    def _receive_reply(self) -> None:
-        try:
-            reply: Reply = self._client.receive()
-            body = reply.result()
-        except BaseException as exc:
-            # Broken connection or a request-level error: with a broken
-            # connection every pipelined request is lost.
-            if self._client.connected:
-                with self._lock:
-                    batches = self._in_flight.popleft()
-                self._finish(batches, error=exc)
-            else:
-                self._fail_all_in_flight(exc)
-            return
-        with self._lock:
-            batches = self._in_flight.popleft()
-        results = {(t["topic"], p["partition"]): p for t in body["topics"] for p in t["partitions"]}
-        self._finish(batches, results=results)
-
-    def _fail_all_in_flight(self, exc: BaseException) -> None:
-        with self._lock:
-            lost = list(self._in_flight)
-            self._in_flight.clear()
-        for batches in lost:
-            self._finish(batches, error=exc)
-
-    def _finish(
-        self,
-        batches: list[PendingBatch],
-        *,
-        error: BaseException | None = None,
-        results: dict[tuple[str, int], dict[str, Any]] | None = None,
-    ) -> None:
-        """Resolve batches in send order; several batches of one partition are consecutive.
-        An idempotent producer puts the batches it retries back in front of the queue."""
-        next_offset: dict[tuple[str, int], int] = {}
-        retried: list[PendingBatch] = []
-        resolved = 0
-        for batch in batches:
-            where = (batch.topic, batch.partition)
-            batch_error = error
-            base = log_append_time = log_start = -1
-            if results is not None:
-                entry = results.get(where)
-                if entry is None:
-                    batch_error = BrokerProtocolError(f"produce answer lacks {where[0]}-{where[1]}")
-                elif entry["error"] is not None:
-                    batch_error = error_from_wire(entry["error"], entry.get("message"))
-                else:
-                    base = next_offset.get(where, entry["base_offset"])
-                    next_offset[where] = base + len(batch.timestamps)
-                    log_append_time = _or(entry["log_append_time"], -1)
-                    log_start = _or(entry["log_start_offset"], -1)
-            if batch_error is not None and self._retry(batch, batch_error, retried):
-                retried.append(batch)
-                continue
-            batch.encoded = None
-            batch.resolve(base, log_append_time, log_start, batch_error)
-            resolved += 1
-        with self._lock:
-            if retried:
-                self._requeue(retried)
-            self._unresolved -= resolved
-            self._buffered_bytes -= sum(b.size_bytes for b in batches if b.done.is_set())
-            self._room.notify_all()
-
-    def _retry(
-        self, batch: PendingBatch, error: BaseException, retried: list[PendingBatch]
-    ) -> bool:
-        """Whether an idempotent producer tries `batch` again (tidelog.idempotence)."""
-        if not self.enable_idempotence or self._sender_error is not None:
-            return False
-        if time.monotonic() - batch.created >= self.delivery_timeout_s:
-            return False
-        rule = verdict(error)
-        if rule == Verdict.RETRY_IF_BEHIND:
-            with self._lock:  # an earlier batch of the partition waits or is sent again
-                waiting = [*retried, *self._ready, *(b for r in self._in_flight for b in r)]
-            behind = any(
-                b.topic == batch.topic
-                and b.partition == batch.partition
-                and 0 <= b.send_index < batch.send_index
-                for b in waiting
-            )
-            if not behind:
-                self._sequencer.new_epoch_needed = True  # the broker lost our sequence
-            return behind
-        if rule == Verdict.NEW_EPOCH_AND_RETRY:
-            self._sequencer.new_epoch_needed = True
-        return rule != Verdict.FAIL
-
-    def _requeue(self, retried: list[PendingBatch]) -> None:
-        """Put batches to retry before every unsent one, all sent ones in first-send order
-        (under the lock)."""
-        retry_at = time.monotonic() + self.retry_backoff_s
-        for batch in retried:
-            batch.retry_at = retry_at
-        sent = [b for b in self._ready if b.send_index >= 0]
-        fresh = [b for b in self._ready if b.send_index < 0]
-        self._ready = deque(sorted([*sent, *retried], key=lambda b: b.send_index) + fresh)
-        self._wake.notify()
-
-
-def _or(value: int | None, default: int) -> int:
-    return default if value is None else value
+    def _meta_request(self, api: str, body: dict[str, Any]) -> dict[str, Any]:
+        """A request on the metadata connection, which callers and the sender share."""
+        with self._meta_lock:
+            return self._meta_client.request(api, body)
