@@ -96,8 +96,6 @@ KNOWN_LONG_FUNCTIONS: set[str] = set()
 KNOWN_LARGE_CLASSES: set[str] = {
     "storage.log:Log",
     "storage.segment:Segment",
-    "tidelog.consumer:Consumer",
-    "tidelog.producer:Producer",
 }
 
 
