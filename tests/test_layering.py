@@ -258,6 +258,35 @@ def framing_in_handlers(root: Path) -> list[str]:
     ]
 
 
+# Wire codecs and the connections that run them: a handler sees typed bodies only.
+WIRE_CODEC_PREFIXES = (
+    "protocol.framing",
+    "protocol.envelope",
+    "protocol.kafka",
+    "broker.native",
+    "broker.kafka",
+    "broker.codecs",
+    "broker.connection",
+    "broker.wirecodec",
+)
+
+
+def codecs_in_handlers(root: Path) -> list[str]:
+    found = [
+        f"{module} imports {target}"
+        for module, targets in sorted(module_graph(root, PROJECT_PACKAGES).items())
+        if module.startswith(HANDLER_MODULE_PREFIX)
+        for target in sorted(targets)
+        if target.startswith(WIRE_CODEC_PREFIXES)
+    ]
+    for module, path in package_sources(root, {"broker"}):
+        if module.startswith(HANDLER_MODULE_PREFIX) and "msgpack" in top_levels(
+            imports_of(parse(path), module, path.name == "__init__.py")
+        ):
+            found.append(f"{module} imports msgpack")
+    return found
+
+
 def function_lengths(root: Path, packages: set[str]) -> dict[str, int]:
     """`module:qualname` -> lines from `def` to the last line of the body, every function."""
     lengths: dict[str, int] = {}
@@ -428,6 +457,26 @@ def test_fuzz_targets_do_not_depend_on_the_tests() -> None:
 
 def test_handlers_import_no_framing_module() -> None:
     assert framing_in_handlers(ROOT) == []
+
+
+def test_handlers_import_no_wire_codec() -> None:
+    assert codecs_in_handlers(ROOT) == []
+
+
+def test_codec_checker(tmp_path: Path) -> None:
+    write(
+        tmp_path,
+        {
+            "protocol/kafka/records.py": "",
+            "broker/handlers/produce.py": "from protocol.kafka import records\n",
+            "broker/handlers/fetch.py": "def f():\n    import msgpack\n",
+            "broker/handlers/topics.py": "from protocol.batch import iter_headers\n",
+        },
+    )
+    assert codecs_in_handlers(tmp_path) == [
+        "broker.handlers.produce imports protocol.kafka.records",
+        "broker.handlers.fetch imports msgpack",
+    ]
 
 
 def test_no_function_longer_than_the_limit() -> None:
