@@ -55,8 +55,9 @@ from broker.context import BrokerContext, ConnectionState
 from broker.fetch_send import memory_bytes, send_parts
 from broker.logging import get_logger
 from broker.longpoll import peer_gone
+from broker.security.session import current_session
 from broker.wirecodec import Close, Frame, FrameReader, PendingFrame, WireCodec
-from protocol.framing import FrameError
+from protocol.framing import FrameError, FrameTooLarge
 
 log = get_logger(component="connection")
 
@@ -70,6 +71,8 @@ RECV_BYTES = 256 * 1024
 MAX_QUEUED_RESPONSE_BYTES = 64 * 1024 * 1024
 # A peer that does not read its responses for this long is dropped (BI-06).
 SEND_TIMEOUT_S = 60.0
+# No frame is larger than a length header can say.
+FRAME_BYTES_UNCAPPED = 2**32
 
 _conn_ids = itertools.count(1)
 
@@ -234,6 +237,24 @@ def _refusal(codec: WireCodec, exc: FrameError) -> Close:
     return Close("bad_frame", exc.message, exc.code, codec.refuse(exc))
 
 
+class FrameBeforeLogin(FrameTooLarge):
+    """A frame announced over `sasl.server.max.receive.size` before the login."""
+
+    def __init__(self, frame_bytes: int, max_frame_bytes: int) -> None:
+        super().__init__(frame_bytes, max_frame_bytes)
+        self.message += " before authentication (sasl.server.max.receive.size)"
+
+
+def _pre_login_cap(ctx: BrokerContext) -> int:
+    """The largest frame this connection may announce now: `sasl.server.max.receive.size`
+    until a SASL listener's login (Kafka's cap, so nothing bigger is reserved from the
+    shared budget on the word of a peer that has proven nothing), else no cap."""
+    session = current_session()
+    if session is None or session.authenticated:
+        return FRAME_BYTES_UNCAPPED
+    return ctx.config.sasl_server_max_receive_size
+
+
 @dataclass
 class _Reading:
     """The reader's progress through the frame at the head of its decoder."""
@@ -256,6 +277,8 @@ async def _receive(
     while True:
         announced = reading.decoder.announced_bytes()
         if announced is not None and not reading.reserved:
+            if announced > _pre_login_cap(ctx):
+                raise FrameBeforeLogin(announced, ctx.config.sasl_server_max_receive_size)
             # The body is not buffered until the budget has room: meanwhile this
             # connection is not read (muted), and TCP pushes back on the client.
             await ctx.memory.acquire(announced)
@@ -323,6 +346,9 @@ async def _read_frames(
                     completed = 0
                     while (size := decoder.next_frame_bytes()) is not None:
                         if not reading.reserved:  # arrived whole in one read: in memory
+                            if size > _pre_login_cap(ctx):
+                                cap = ctx.config.sasl_server_max_receive_size
+                                raise FrameBeforeLogin(size, cap)
                             ctx.memory.charge(size)
                             state.held_bytes += size
                             reading.reserved = size
@@ -342,7 +368,9 @@ async def _read_frames(
                         reading.frame_started = now  # the leftover bytes start the next frame
             except FrameError as exc:
                 ctx.inflight_changed(state, +1)
-                state.close_reason = "bad_frame"
+                state.close_reason = (
+                    "frame_before_login" if isinstance(exc, FrameBeforeLogin) else "bad_frame"
+                )
                 await req_send.send(_refusal(codec, exc))
                 return
         if state.reader_scope.cancelled_caught:
