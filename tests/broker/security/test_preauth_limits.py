@@ -7,15 +7,20 @@ reason, the shared budget untouched, the logged-in client served.
 
 from __future__ import annotations
 
+import errno
 import struct
 import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 import trio
+import trio.testing
 
+from broker.security.accept import ACCEPT_REPORT_INTERVAL_S, serve_listener
+from broker.security.tls import client_context
 from protocol.batch import encode_batch
-from tests.broker.security.conftest import add_user
+from tests.broker.security.conftest import Pki, add_user
 from tidelog.aio import open_client
 from tidelog.security import Security
 
@@ -95,3 +100,76 @@ async def test_a_logged_in_client_may_send_frames_over_the_pre_login_cap(
         batch = encode_batch([(None, value, (), None)], now_ms=int(time.time() * 1000))
         await client.produce("orders", 0, batch)
         assert (await client.fetch("orders", 0, 0)).records
+
+
+async def _held_open(stream: trio.SocketStream) -> bool:
+    """Whether the broker keeps `stream` open for a while (a refused one reads EOF)."""
+    with trio.move_on_after(0.5):
+        return await stream.receive_some(10) != b""
+    return True
+
+
+@pytest.mark.parametrize(
+    ("limit", "reason"),
+    [("max.connections=3", "limit"), ("max.connections.per.ip=3", "ip_limit")],
+)
+async def test_tls_handshakes_in_progress_count_against_the_connection_limits(
+    secured_broker: Any, pki: Pki, limit: str, reason: str
+) -> None:
+    async with secured_broker("listeners=SASL_SSL://127.0.0.1:0", *pki.tls_sets(), limit) as handle:
+        pending = [await trio.open_tcp_stream(handle.host, handle.port) for _ in range(3)]
+        for stream in pending:  # a TCP connection that never starts its handshake
+            assert await _held_open(stream)
+        extra = await trio.open_tcp_stream(handle.host, handle.port)
+        with trio.fail_after(GENEROUS_S):  # refused at accept, not after a handshake
+            assert await extra.receive_some(10) == b""
+        await extra.aclose()
+        assert closed_count(handle, reason) == 1
+        for stream in pending:
+            await stream.aclose()
+        context = client_context(str(pki.ca_file))
+        with trio.fail_after(GENEROUS_S):  # their slots come back once they close
+            while True:
+                tcp = await trio.open_tcp_stream(handle.host, handle.port)
+                tls = trio.SSLStream(tcp, context, server_hostname="localhost")
+                try:
+                    await tls.do_handshake()
+                    break
+                except trio.BrokenResourceError:
+                    await trio.sleep(0.05)
+        await tls.aclose()
+
+
+class _OutOfDescriptors(trio.abc.Listener[trio.SocketStream]):
+    """A listener whose accept always fails as the kernel's does at the descriptor limit."""
+
+    def __init__(self) -> None:
+        self.accepts = 0
+
+    async def accept(self) -> trio.SocketStream:
+        self.accepts += 1
+        await trio.lowlevel.checkpoint()
+        raise OSError(errno.EMFILE, "Too many open files")
+
+    async def aclose(self) -> None:
+        await trio.lowlevel.checkpoint()
+
+
+async def test_accept_backs_off_and_reports_once_per_interval_when_out_of_descriptors(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    listener = _OutOfDescriptors()
+    reports: list[int] = []
+
+    async def never_called(stream: trio.SocketStream) -> None:
+        raise AssertionError("no connection was accepted")
+
+    seconds = 3 * ACCEPT_REPORT_INTERVAL_S
+    async with trio.open_nursery() as nursery:
+        report = lambda exc, failures: reports.append(failures)  # noqa: E731
+        nursery.start_soon(serve_listener, listener, never_called, nursery, report)
+        await trio.sleep(seconds - 0.5)
+        nursery.cancel_scope.cancel()
+    # A retry every 100 ms (trio's serve_listeners) would be 300 accepts and reports.
+    assert listener.accepts < seconds
+    assert len(reports) == 3
