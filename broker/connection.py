@@ -19,8 +19,11 @@ Three tasks joined by bounded channels:
 
 Memory is bounded broker-wide as well (`broker.membudget`, `queued.max.request.bytes`):
 the reader reserves a large request's bytes when its length header arrives and stops
-reading while the budget is full; a fetch waits for room; answers are charged until
-sent, and whatever a connection still holds is released when it closes. Frames priced
+reading while the budget is full (before a SASL login, a frame announced over
+`sasl.server.max.receive.size` closes the connection instead); a fetch runs within a
+grant reserved for its answer, bounded by the connection's share less what it holds;
+answers are charged until sent, and whatever a connection still holds is released
+when it closes. Frames priced
 over the event-loop budget (the codec's `frame_cost_ns`, broker/offload.py) are
 decoded and validated in a worker thread, and a long poll ends when the client is
 seen gone (`broker.longpoll.peer_gone`).
@@ -230,6 +233,8 @@ async def serve_connection(
         state.close_reason = "internal_error"
         log.exception("connection_crashed")
     finally:
+        ctx.memory.abandon(state.held_bytes)  # what its queues still held
+        state.held_bytes = 0
         ctx.connection_closed(state)
 
 
@@ -390,13 +395,18 @@ async def _handle_frames(
             if isinstance(item, Close):
                 await out_send.send(item)
                 return
-            if codec.needs_room(item.obj):
-                await ctx.memory.wait_for_room()  # its answer may be large
+            grant = 0
+            if codec.needs_room(item.obj):  # its answer may be large: room reserved first
+                grant = await ctx.memory.grant(state.held_bytes - item.reserved)
             try:
-                result = await codec.handle(ctx, state, item.obj, item.arrived, large=item.large)
+                with ctx.memory.granted(grant):
+                    result = await codec.handle(
+                        ctx, state, item.obj, item.arrived, large=item.large
+                    )
             finally:
                 ctx.memory.release(item.reserved)
                 state.held_bytes -= item.reserved
+                ctx.memory.release(grant, freed=False)  # the answer is charged instead
             if isinstance(result, Close):
                 state.close_reason = result.reason
                 await out_send.send(result)
@@ -412,7 +422,7 @@ async def _handle_frames(
                 ctx.memory.charge(size)
                 state.held_bytes += size
             await out_send.send(result)
-            while state.queued_bytes > MAX_QUEUED_RESPONSE_BYTES:
+            while state.queued_bytes > min(MAX_QUEUED_RESPONSE_BYTES, ctx.memory.share_bytes):
                 state.room = trio.Event()
                 await state.room.wait()
 
