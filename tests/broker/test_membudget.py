@@ -8,6 +8,7 @@ import trio.testing
 from broker.membudget import (
     GRANT_MIN_BYTES,
     SMALL_REQUEST_BYTES,
+    TRIM_AFTER_CONNECTIONS,
     TRIM_AFTER_FREED_BYTES,
     TRIM_MIN_INTERVAL_S,
     MemoryBudget,
@@ -118,3 +119,15 @@ def test_no_trim_while_the_budget_is_in_use_or_little_was_freed() -> None:
     assert not budget.trim_if_due(now=100.0)
     budget.release(budget.used_bytes)
     assert budget.trim_if_due(now=100.0)
+
+
+def test_a_churn_of_ended_connections_makes_a_trim_due() -> None:
+    """Short connections (refused TLS peers) free little budget each but leave their
+    buffers in cycles and the heap fragmented: enough of them ending is due a trim."""
+    budget = MemoryBudget(64 * MIB)
+    for _ in range(TRIM_AFTER_CONNECTIONS - 1):
+        budget.abandon(0)
+    assert not budget.trim_if_due(now=100.0)
+    budget.abandon(0)
+    assert budget.trim_if_due(now=100.0)
+    assert not budget.trim_if_due(now=100.0 + TRIM_MIN_INTERVAL_S)  # none ended since
