@@ -396,8 +396,11 @@ async def _handle_frames(
                 await out_send.send(item)
                 return
             grant = 0
-            if codec.needs_room(item.obj):  # its answer may be large: room reserved first
-                grant = await ctx.memory.grant(state.held_bytes - item.reserved)
+            wanted = codec.answer_room(item.obj)
+            if wanted:  # its answer may be large: room reserved for it first
+                # What it holds is its unsent answers: reservations of the requests
+                # queued behind this one are released only after it, so never wait on them.
+                grant = await ctx.memory.grant(state.queued_bytes, wanted)
             try:
                 with ctx.memory.granted(grant):
                     result = await codec.handle(
@@ -450,9 +453,9 @@ async def _write_responses(
             else:
                 body = item
                 queued = 0 if body is None else _memory_bytes(body)
-                state.queued_bytes -= queued
             if body is not None:
                 await _send(stream, ctx, codec, body)
+                state.queued_bytes -= queued  # queued until sent: a grant counts it
                 if queued:
                     ctx.memory.release(queued)
                     state.held_bytes -= queued

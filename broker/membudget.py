@@ -11,7 +11,8 @@ draws from this one budget instead:
   still let in, alone. Smaller requests are charged without waiting, so a small
   request from another client is never stuck behind the abusers;
 - a fetch (any request whose answer may be large) starts only with a grant
-  (`grant`): bytes reserved for its answer before it reads, within which its reads
+  (`grant`): bytes reserved for its answer before it reads (no more than the fetch's
+  own `max_bytes`, which its codec reads: `answer_room`), within which its reads
   stay (`room` is the grant while it runs, so it is answered smaller rather than
   overrun the budget). A grant never exceeds a connection's share
   (`share_bytes`, an eighth of the budget) less what that connection already holds,
@@ -112,23 +113,24 @@ class MemoryBudget:
             return granted
         return max(self.capacity_bytes - self.used_bytes, 0)
 
-    def _grantable(self, held: int) -> int | None:
+    def _grantable(self, held: int, wanted: int) -> int | None:
+        floor = min(GRANT_MIN_BYTES, wanted)
         if not held:  # holds nothing: never waits (a small grant when the budget is full)
-            return max(
-                min(self.share_bytes, self.capacity_bytes - self.used_bytes), GRANT_MIN_BYTES
-            )
+            room = self.capacity_bytes - self.used_bytes
+            return max(min(wanted, self.share_bytes, room), floor)
         ceiling = self.capacity_bytes - self.reserve_bytes
-        size = min(self.share_bytes - held, ceiling - self.used_bytes)
-        return size if size >= GRANT_MIN_BYTES else None
+        size = min(wanted, self.share_bytes - held, ceiling - self.used_bytes)
+        return size if size >= floor else None
 
-    async def grant(self, held: int) -> int:
-        """Reserve room for the answer of a request on a connection that holds `held`
-        bytes, waiting until there is some (see the module docstring); the bytes
+    async def grant(self, held: int, wanted: int) -> int:
+        """Reserve room for an answer of up to `wanted` bytes on a connection that holds
+        `held`, waiting until there is some (see the module docstring); the bytes
         reserved, to be given back with `release(size, freed=False)`."""
-        size = self._grantable(held)
+        wanted = max(wanted, 1)
+        size = self._grantable(held, wanted)
         if size is None:
             self._waits += 1
-            while (size := self._grantable(held)) is None:
+            while (size := self._grantable(held, wanted)) is None:
                 await self._park()
         self.charge(size)
         return size

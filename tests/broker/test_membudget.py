@@ -54,12 +54,12 @@ async def test_a_connection_holding_answers_waits_while_one_holding_nothing_is_s
     until the budget is below capacity less the reserve."""
     budget = MemoryBudget(8 * MIB)
     budget.charge(8 * MIB)  # answers nobody reads
-    assert await budget.grant(0) == GRANT_MIN_BYTES  # full: a small grant, no wait
+    assert await budget.grant(0, 8 * MIB) == GRANT_MIN_BYTES  # full: a small grant, no wait
     budget.release(GRANT_MIN_BYTES, freed=False)
     granted: list[int] = []
 
     async def holder() -> None:
-        granted.append(await budget.grant(MIB // 4))
+        granted.append(await budget.grant(MIB // 4, 8 * MIB))
 
     async with trio.open_nursery() as nursery:
         nursery.start_soon(holder)
@@ -75,13 +75,15 @@ async def test_a_connection_holding_answers_waits_while_one_holding_nothing_is_s
 
 async def test_grants_are_bounded_by_the_share_and_reserved_so_they_add_up() -> None:
     budget = MemoryBudget(64 * MIB)
-    first = await budget.grant(0)
+    first = await budget.grant(0, 55 * MIB)
     assert first == budget.share_bytes == 8 * MIB
     with budget.granted(first):
         assert budget.room() == first  # what the fetch reads within
     assert budget.room() == 64 * MIB - first
-    assert await budget.grant(budget.share_bytes - MIB) == MIB  # its share less what it holds
-    grants = [await budget.grant(0) for _ in range(7)]
+    assert (
+        await budget.grant(budget.share_bytes - MIB, 55 * MIB) == MIB
+    )  # its share less what it holds
+    grants = [await budget.grant(0, 55 * MIB) for _ in range(7)]
     assert budget.used_bytes == 64 * MIB  # concurrent grants never overlap
     assert grants[-1] == 7 * MIB
 
@@ -131,3 +133,10 @@ def test_a_churn_of_ended_connections_makes_a_trim_due() -> None:
     budget.abandon(0)
     assert budget.trim_if_due(now=100.0)
     assert not budget.trim_if_due(now=100.0 + TRIM_MIN_INTERVAL_S)  # none ended since
+
+
+async def test_a_grant_is_no_larger_than_the_answer_asked_for() -> None:
+    """A consumer asking for 1 MiB (long-polling, say) reserves 1 MiB, not its share."""
+    budget = MemoryBudget(64 * MIB)
+    assert await budget.grant(0, MIB) == MIB
+    assert await budget.grant(0, 100) == 100  # under the floor too
