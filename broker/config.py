@@ -196,6 +196,10 @@ BROKER_SETTINGS: tuple[Setting, ...] = (
             "Let --kafka-listen (plaintext, anonymous) run beside SASL or mTLS listeners with "
             "authorizer=off, where its clients may do anything; refused at start otherwise.",
             section="security"),
+    Setting("sasl.server.max.receive.size", "sasl_server_max_receive_size", int, 524288,
+            "Largest request frame a client may send on a SASL listener before it has logged "
+            "in; a larger one closes the connection (Kafka's key and default).",
+            low=1024, high=FRAME_BYTES_MAX, section="security"),
     # Kafka's default is unlimited; a finite one keeps one host from taking every slot.
     Setting("max.connections.per.ip", "max_connections_per_ip", int, 1000,
             "Connections from one client address beyond this are closed at once.",
@@ -376,6 +380,7 @@ class BrokerConfig:
     connection_failed_authentication_delay_ms: int = 100
     kafka_listen_anonymous_enable: bool = False
     max_connections_per_ip: int = 1000
+    sasl_server_max_receive_size: int = 524288
     cleaner: CleanerConfig = field(default_factory=CleanerConfig)
 
     @property

@@ -19,8 +19,11 @@ Three tasks joined by bounded channels:
 
 Memory is bounded broker-wide as well (`broker.membudget`, `queued.max.request.bytes`):
 the reader reserves a large request's bytes when its length header arrives and stops
-reading while the budget is full; a fetch waits for room; answers are charged until
-sent, and whatever a connection still holds is released when it closes. Frames priced
+reading while the budget is full (before a SASL login, a frame announced over
+`sasl.server.max.receive.size` closes the connection instead); a fetch runs within a
+grant reserved for its answer, bounded by the connection's share less what it holds;
+answers are charged until sent, and whatever a connection still holds is released
+when it closes. Frames priced
 over the event-loop budget (the codec's `frame_cost_ns`, broker/offload.py) are
 decoded and validated in a worker thread, and a long poll ends when the client is
 seen gone (`broker.longpoll.peer_gone`).
@@ -55,8 +58,9 @@ from broker.context import BrokerContext, ConnectionState
 from broker.fetch_send import memory_bytes, send_parts
 from broker.logging import get_logger
 from broker.longpoll import peer_gone
+from broker.security.session import current_session
 from broker.wirecodec import Close, Frame, FrameReader, PendingFrame, WireCodec
-from protocol.framing import FrameError
+from protocol.framing import FrameError, FrameTooLarge
 
 log = get_logger(component="connection")
 
@@ -70,6 +74,8 @@ RECV_BYTES = 256 * 1024
 MAX_QUEUED_RESPONSE_BYTES = 64 * 1024 * 1024
 # A peer that does not read its responses for this long is dropped (BI-06).
 SEND_TIMEOUT_S = 60.0
+# No frame is larger than a length header can say.
+FRAME_BYTES_UNCAPPED = 2**32
 
 _conn_ids = itertools.count(1)
 
@@ -227,11 +233,31 @@ async def serve_connection(
         state.close_reason = "internal_error"
         log.exception("connection_crashed")
     finally:
+        ctx.memory.abandon(state.held_bytes)  # what its queues still held
+        state.held_bytes = 0
         ctx.connection_closed(state)
 
 
 def _refusal(codec: WireCodec, exc: FrameError) -> Close:
     return Close("bad_frame", exc.message, exc.code, codec.refuse(exc))
+
+
+class FrameBeforeLogin(FrameTooLarge):
+    """A frame announced over `sasl.server.max.receive.size` before the login."""
+
+    def __init__(self, frame_bytes: int, max_frame_bytes: int) -> None:
+        super().__init__(frame_bytes, max_frame_bytes)
+        self.message += " before authentication (sasl.server.max.receive.size)"
+
+
+def _pre_login_cap(ctx: BrokerContext) -> int:
+    """The largest frame this connection may announce now: `sasl.server.max.receive.size`
+    until a SASL listener's login (Kafka's cap, so nothing bigger is reserved from the
+    shared budget on the word of a peer that has proven nothing), else no cap."""
+    session = current_session()
+    if session is None or session.authenticated:
+        return FRAME_BYTES_UNCAPPED
+    return ctx.config.sasl_server_max_receive_size
 
 
 @dataclass
@@ -256,6 +282,8 @@ async def _receive(
     while True:
         announced = reading.decoder.announced_bytes()
         if announced is not None and not reading.reserved:
+            if announced > _pre_login_cap(ctx):
+                raise FrameBeforeLogin(announced, ctx.config.sasl_server_max_receive_size)
             # The body is not buffered until the budget has room: meanwhile this
             # connection is not read (muted), and TCP pushes back on the client.
             await ctx.memory.acquire(announced)
@@ -323,6 +351,9 @@ async def _read_frames(
                     completed = 0
                     while (size := decoder.next_frame_bytes()) is not None:
                         if not reading.reserved:  # arrived whole in one read: in memory
+                            if size > _pre_login_cap(ctx):
+                                cap = ctx.config.sasl_server_max_receive_size
+                                raise FrameBeforeLogin(size, cap)
                             ctx.memory.charge(size)
                             state.held_bytes += size
                             reading.reserved = size
@@ -342,7 +373,9 @@ async def _read_frames(
                         reading.frame_started = now  # the leftover bytes start the next frame
             except FrameError as exc:
                 ctx.inflight_changed(state, +1)
-                state.close_reason = "bad_frame"
+                state.close_reason = (
+                    "frame_before_login" if isinstance(exc, FrameBeforeLogin) else "bad_frame"
+                )
                 await req_send.send(_refusal(codec, exc))
                 return
         if state.reader_scope.cancelled_caught:
@@ -362,13 +395,21 @@ async def _handle_frames(
             if isinstance(item, Close):
                 await out_send.send(item)
                 return
-            if codec.needs_room(item.obj):
-                await ctx.memory.wait_for_room()  # its answer may be large
+            grant = 0
+            wanted = codec.answer_room(item.obj)
+            if wanted:  # its answer may be large: room reserved for it first
+                # What it holds is its unsent answers: reservations of the requests
+                # queued behind this one are released only after it, so never wait on them.
+                grant = await ctx.memory.grant(state.queued_bytes, wanted)
             try:
-                result = await codec.handle(ctx, state, item.obj, item.arrived, large=item.large)
+                with ctx.memory.granted(grant):
+                    result = await codec.handle(
+                        ctx, state, item.obj, item.arrived, large=item.large
+                    )
             finally:
                 ctx.memory.release(item.reserved)
                 state.held_bytes -= item.reserved
+                ctx.memory.release(grant, freed=False)  # the answer is charged instead
             if isinstance(result, Close):
                 state.close_reason = result.reason
                 await out_send.send(result)
@@ -384,7 +425,7 @@ async def _handle_frames(
                 ctx.memory.charge(size)
                 state.held_bytes += size
             await out_send.send(result)
-            while state.queued_bytes > MAX_QUEUED_RESPONSE_BYTES:
+            while state.queued_bytes > min(MAX_QUEUED_RESPONSE_BYTES, ctx.memory.share_bytes):
                 state.room = trio.Event()
                 await state.room.wait()
 
@@ -412,9 +453,9 @@ async def _write_responses(
             else:
                 body = item
                 queued = 0 if body is None else _memory_bytes(body)
-                state.queued_bytes -= queued
             if body is not None:
                 await _send(stream, ctx, codec, body)
+                state.queued_bytes -= queued  # queued until sent: a grant counts it
                 if queued:
                     ctx.memory.release(queued)
                     state.held_bytes -= queued

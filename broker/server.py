@@ -15,6 +15,7 @@ clean-shutdown marker (`LogManager.close()`). A second signal exits at once.
 from __future__ import annotations
 
 import argparse
+import errno
 import functools
 import gc
 import ipaddress
@@ -53,7 +54,13 @@ from broker.metrics import (
 )
 from broker.scheduler import Scheduler
 from broker.sdnotify import notify
-from broker.security.accept import TLS_HANDSHAKE_TIMEOUT_S, secure_connection
+from broker.security.accept import (
+    TLS_HANDSHAKE_TIMEOUT_S,
+    Admission,
+    client_host,
+    secure_connection,
+    serve_listener,
+)
 from broker.security.listeners import ListenerSpec, SecurityProtocol
 from broker.security.service import BrokerSecurity
 from broker.serve_flags import SERVE_DESCRIPTION, add_serve_arguments
@@ -280,6 +287,7 @@ async def _serve(
         bound.append((kafka_spec, opened, codec_named("kafka")))
     listeners = [one for _, opened, _ in bound for one in opened]
     stop = shutdown if shutdown is not None else handle.shutdown_requested
+    admission = Admission(config.max_connections, config.max_connections_per_ip)
     async with trio.open_nursery() as connections:
         accept_scope = trio.CancelScope()
 
@@ -287,11 +295,17 @@ async def _serve(
             with accept_scope:
                 async with trio.open_nursery() as acceptors:
                     for spec, opened, codec in bound:
-                        on_connection = functools.partial(_on_connection, ctx, spec, codec)
-                        serve = functools.partial(
-                            trio.serve_listeners, on_connection, opened, handler_nursery=connections
+                        on_connection = functools.partial(
+                            _on_connection, ctx, admission, spec, codec
                         )
-                        acceptors.start_soon(serve)
+                        for listener in opened:
+                            acceptors.start_soon(
+                                serve_listener,
+                                listener,
+                                on_connection,
+                                connections,
+                                functools.partial(_accept_exhausted, ctx, spec),
+                            )
 
         connections.start_soon(accept)
         readiness.listening = True
@@ -330,27 +344,37 @@ def _address_text(address: tuple[str, int] | None) -> str | None:
 
 
 async def _on_connection(
+    ctx: BrokerContext,
+    admission: Admission,
+    spec: ListenerSpec,
+    codec: WireCodec | None,
+    stream: trio.SocketStream,
+) -> None:
+    """One accepted connection: admission (counted from here, before TLS), then TLS and
+    the session, then the protocol (`codec` None: sniffed from the first bytes)."""
+    host = client_host(stream)
+    refused = admission.admit(host)
+    if refused is not None:
+        ctx.metrics.get("tidelog_connections_closed").labels(refused).inc()
+        await trio.aclose_forcefully(stream)
+        return
+    try:
+        await _secure_and_serve(ctx, spec, codec, stream)
+    finally:
+        admission.leave(host)
+
+
+async def _secure_and_serve(
     ctx: BrokerContext, spec: ListenerSpec, codec: WireCodec | None, stream: trio.SocketStream
 ) -> None:
-    """One accepted connection: limits, then TLS and the session, then the protocol
-    (`codec` None: sniffed from the first bytes)."""
-    config, metrics = ctx.config, ctx.metrics
-    if len(ctx.connections) >= config.max_connections:
-        metrics.get("tidelog_connections_closed").labels("limit").inc()
-        await stream.aclose()
-        return
-    if _connections_from(ctx, stream) >= config.max_connections_per_ip:
-        metrics.get("tidelog_connections_closed").labels("ip_limit").inc()
-        await stream.aclose()
-        return
     tls = ctx.security.tls if ctx.security is not None else None
     try:
         secured = await secure_connection(
             stream, spec, tls, on_handshake_failed=functools.partial(_handshake_failed, ctx)
         )
     except Exception:
-        # A bug here must cost this connection only: serve_listeners would take the
-        # whole broker down with it.
+        # A bug here must cost this connection only: an exception out of a
+        # connection's task would take the whole broker down with it.
         log.exception("accept_failed", listener=str(spec))
         await trio.aclose_forcefully(stream)
         return
@@ -358,13 +382,14 @@ async def _on_connection(
         await serve_connection(secured, ctx, codec=codec)
 
 
-def _connections_from(ctx: BrokerContext, stream: trio.SocketStream) -> int:
-    """Open connections from the same client address as `stream`."""
-    try:
-        host = str(stream.socket.getpeername()[0])
-    except OSError:
-        return 0
-    return sum(1 for state in ctx.connections.values() if state.peer.rpartition(":")[0] == host)
+def _accept_exhausted(ctx: BrokerContext, spec: ListenerSpec, exc: OSError, failures: int) -> None:
+    log.error(
+        "accept_backing_off",
+        listener=str(spec),
+        reason=errno.errorcode.get(exc.errno or 0, str(exc.errno)),
+        failures=failures,
+        connections=len(ctx.connections),
+    )
 
 
 def _handshake_failed(ctx: BrokerContext, host: str, exc: BaseException) -> None:

@@ -75,9 +75,10 @@ class WireCodec(Protocol):
         over `broker.offload`'s event-loop budget, it is decoded in a worker thread."""
         ...
 
-    def needs_room(self, message: Any) -> bool:
-        """Whether handling `message` may allocate a large answer (a fetch): it then
-        waits until the memory budget has room."""
+    def answer_room(self, message: Any) -> int:
+        """The most bytes handling `message` may allocate for its answer (a fetch's
+        `max_bytes`), 0 for a small answer: a grant of up to that much is reserved from
+        the memory budget before it runs (`broker.membudget.MemoryBudget.grant`)."""
         ...
 
     async def handle(

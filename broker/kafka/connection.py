@@ -25,12 +25,14 @@ connection's first bytes look like Kafka (or on the `--kafka-listen` port):
 from __future__ import annotations
 
 import re
+import struct
 import time
 from typing import Any
 
 from broker import offload
 from broker.context import BrokerContext, ConnectionState, Deferred
 from broker.dispatch import failure
+from broker.handlers.fetch import FETCH_RESPONSE_MAX_BYTES
 from broker.kafka.call import KafkaAnswer, KafkaCall
 from broker.kafka.core import CLUSTER_ID
 from broker.kafka.registry import KAFKA_HANDLERS
@@ -62,6 +64,14 @@ log = get_logger(component="kafka")
 
 # A request frame starts with its int16 API key: a fetch's first two bytes.
 _FETCH_KEY_BYTES = FETCH.key.to_bytes(2, "big")
+# Where a request header's client id starts (after api key, version, correlation id),
+# and where a Fetch's max_bytes is after it (replica id, max wait, min bytes), in the
+# versions with a fixed layout there (flexible ones, v12+, put tagged fields first).
+_CLIENT_ID_AT = 8
+_FETCH_MAX_BYTES_AFTER = 12
+_FETCH_FIXED_LAYOUT_MAX_VERSION = 11
+_INT16 = struct.Struct(">h")
+_INT32 = struct.Struct(">i")
 # A Kafka frame's decode price, per byte: the msgpack codec's figure (its densest
 # input), which bounds the schema walker too (strings and arrays cost per object,
 # a produce's records are one blob until the edge prices them on their own).
@@ -276,8 +286,21 @@ class KafkaCodec:
         dearer per byte, and a produce's records stay one blob until the edge."""
         return size * FRAME_DECODE_NS_PER_BYTE
 
-    def needs_room(self, message: bytes) -> bool:
-        return message[:2] == _FETCH_KEY_BYTES
+    def answer_room(self, message: bytes) -> int:
+        """A Fetch's `max_bytes`, read from its fixed-layout start (v4-11: after the
+        header's client id, replica id, max wait and min bytes); the largest answer
+        when it cannot be read there (the decode then refuses or serves it)."""
+        if message[:2] != _FETCH_KEY_BYTES:
+            return 0
+        try:
+            client_id = _INT16.unpack_from(message, _CLIENT_ID_AT)[0]
+            at = _CLIENT_ID_AT + 2 + max(client_id, 0) + _FETCH_MAX_BYTES_AFTER
+            wanted: int = _INT32.unpack_from(message, at)[0]
+        except struct.error:
+            return FETCH_RESPONSE_MAX_BYTES
+        if _INT16.unpack_from(message, 2)[0] > _FETCH_FIXED_LAYOUT_MAX_VERSION or wanted < 1:
+            return FETCH_RESPONSE_MAX_BYTES
+        return min(wanted, FETCH_RESPONSE_MAX_BYTES)
 
     async def handle(
         self,

@@ -22,6 +22,8 @@ from broker.dispatch import handler_for
 from broker.kafka.call import KafkaAnswer, KafkaApi, KafkaCall
 from broker.kafka.edge import to_kafka, to_tidelog
 from broker.logging import get_logger
+from broker.security.acl import Operation, ResourceType
+from broker.security.requires import Right, each_topic
 from protocol.api_types import (
     CreateTopicRequest,
     FetchRequest,
@@ -165,6 +167,9 @@ async def metadata(call: KafkaCall) -> KafkaAnswer:
 
 # --- Produce --------------------------------------------------------------------
 
+# Declared on the row (each topic of the request), checked here before conversion.
+_WRITE_TOPIC = Right(Operation.WRITE, ResourceType.TOPIC)
+
 
 def _partition_refused(index: int, error: KafkaError, message: str | None) -> dict[str, Any]:
     return {
@@ -223,8 +228,20 @@ def _produce_answer(
     return {"responses": responses, "throttle_time_ms": 0}
 
 
+def _max_message_bytes(ctx: BrokerContext, topic: str) -> int:
+    """The topic's `max.message.bytes` (the broker's default for one not created yet)."""
+    try:
+        return ctx.manager.topic_config(topic).max_message_bytes
+    except TidelogError:
+        return ctx.manager.default_config().max_message_bytes
+
+
 async def produce(call: KafkaCall) -> KafkaAnswer | Deferred[KafkaAnswer] | None:
-    """Append through the native produce; batches converted to Tidelog's at the edge."""
+    """Append through the native produce; batches converted to Tidelog's at the edge.
+
+    Cheapest check first (issue 38 #3): the gate has checked the login; Write on each
+    topic is checked here, then each batch's size as sent, and only then are its
+    records inflated and converted (the native produce checks Write again, allowed)."""
     body = call.body
     acks = body["acks"]
     if call.version < PRODUCE_MIN_SERVED_VERSION:
@@ -237,6 +254,12 @@ async def produce(call: KafkaCall) -> KafkaAnswer | Deferred[KafkaAnswer] | None
     refused: dict[tuple[str, int], tuple[KafkaError, str]] = {}
     topics: list[ProduceTopic] = []
     for t in body["topic_data"]:
+        name = t["name"]
+        if not call.permits(_WRITE_TOPIC, name):  # before any byte of it is converted
+            denied = (KafkaError.TOPIC_AUTHORIZATION_FAILED, f"Write on topic {name} denied")
+            refused.update(((name, p["index"]), denied) for p in t["partition_data"])
+            continue
+        max_message_bytes = _max_message_bytes(call.ctx, name)
         parts: list[ProducePartition] = []
         for p in t["partition_data"]:
             records = p["records"]
@@ -245,7 +268,7 @@ async def produce(call: KafkaCall) -> KafkaAnswer | Deferred[KafkaAnswer] | None
                     raise KafkaCodecError(
                         KafkaError.INVALID_RECORD, "a produce request needs a record batch"
                     )
-                converted = await to_tidelog(records)
+                converted = await to_tidelog(records, max_message_bytes)
             except KafkaCodecError as exc:
                 refused[(t["name"], p["index"])] = (exc.error, exc.message)
                 log.info("kafka_produce_rejected", topic=t["name"], partition=p["index"],
@@ -418,7 +441,7 @@ async def list_offsets(call: KafkaCall) -> KafkaAnswer:
 
 
 HANDLERS: dict[int, KafkaApi] = {
-    PRODUCE.key: KafkaApi(produce, via=("produce",)),
+    PRODUCE.key: KafkaApi(produce, via=("produce",), requires=each_topic(Operation.WRITE)),
     FETCH.key: KafkaApi(fetch, via=("fetch",)),
     LIST_OFFSETS.key: KafkaApi(list_offsets, via=("list_offsets", "offset_for_time")),
     METADATA.key: KafkaApi(metadata, via=("metadata", "create_topic")),

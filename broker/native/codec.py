@@ -12,6 +12,7 @@ from typing import Any
 
 from broker.context import BrokerContext, ConnectionState
 from broker.fetch_send import spans_of_fetch
+from broker.handlers.fetch import FETCH_RESPONSE_MAX_BYTES
 from broker.logging import get_logger
 from broker.native.requests import PendingResponse, handle_request
 from broker.wirecodec import Close, Frame, FrameReader, Outcome
@@ -52,8 +53,14 @@ class MsgpackCodec:
         """What decoding (and validating) a request frame of `size` bytes is priced at."""
         return size * FRAME_DECODE_NS_PER_BYTE
 
-    def needs_room(self, message: Any) -> bool:
-        return isinstance(message, dict) and message.get("api") == "fetch"
+    def answer_room(self, message: Any) -> int:
+        if not isinstance(message, dict) or message.get("api") != "fetch":
+            return 0
+        body = message.get("body")
+        wanted = body.get("max_bytes") if isinstance(body, dict) else None
+        if not isinstance(wanted, int) or wanted < 1:
+            return FETCH_RESPONSE_MAX_BYTES  # refused by validation, or the largest
+        return min(wanted, FETCH_RESPONSE_MAX_BYTES)
 
     async def handle(
         self,

@@ -1,4 +1,12 @@
-"""The accept path's security step: TLS (before the protocol sniff), then the session.
+"""The accept path: admission, TLS (before the protocol sniff), then the session.
+
+Admission comes first (`Admission`): a connection counts against `max.connections`
+and `max.connections.per.ip` from the moment it is accepted, before its TLS
+handshake, so peers that never finish one cannot hold more slots than the limits
+(issue 38 #2); one over a limit is closed at once. `serve_listener` accepts, and
+when accept fails for want of descriptors or memory (EMFILE, ENFILE, ENOBUFS,
+ENOMEM) it backs off, doubling up to `ACCEPT_BACKOFF_MAX_S`, and reports it once
+per `ACCEPT_REPORT_INTERVAL_S` instead of retrying in a loop.
 
 `secure_connection(stream, listener, tls, ...)` runs in the new connection's task,
 before the connection code (broker/connection.py, or the Kafka connection):
@@ -17,8 +25,12 @@ before the connection code (broker/connection.py, or the Kafka connection):
 
 from __future__ import annotations
 
+import errno
+import math
 import ssl
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 
 import trio
 
@@ -28,6 +40,71 @@ from broker.security.tls import TlsContextSource, principal_from_certificate
 
 # A TLS handshake must finish within this long (a peer that stalls holds a slot).
 TLS_HANDSHAKE_TIMEOUT_S = 10.0
+# accept's errors that mean "no room for another connection now", not a broken listener.
+ACCEPT_CAPACITY_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
+# The first wait after such an error, doubled while they last, up to the max.
+ACCEPT_BACKOFF_S = 0.1
+ACCEPT_BACKOFF_MAX_S = 2.0
+# At most one report (log line) of accept running out of room this often.
+ACCEPT_REPORT_INTERVAL_S = 10.0
+
+
+@dataclass
+class Admission:
+    """Connections accepted and not yet closed, in all and by client host: counted from
+    accept (before the TLS handshake) until the connection ends."""
+
+    max_connections: int
+    max_per_host: int
+    total: int = 0
+    by_host: Counter[str] = field(default_factory=Counter)
+
+    def admit(self, host: str) -> str | None:
+        """Count a connection from `host`; or the reason it is refused (uncounted)."""
+        if self.total >= self.max_connections:
+            return "limit"
+        if self.by_host[host] >= self.max_per_host:
+            return "ip_limit"
+        self.total += 1
+        self.by_host[host] += 1
+        return None
+
+    def leave(self, host: str) -> None:
+        """An admitted connection from `host` has ended."""
+        self.total -= 1
+        self.by_host[host] -= 1
+        if not self.by_host[host]:
+            del self.by_host[host]
+
+
+async def serve_listener(
+    listener: trio.abc.Listener[trio.SocketStream],
+    handler: Callable[[trio.SocketStream], Awaitable[None]],
+    handler_nursery: trio.Nursery,
+    on_exhausted: Callable[[OSError, int], None],
+) -> None:
+    """Accept on `listener` forever, each connection served by `handler` in
+    `handler_nursery`; out of descriptors or memory, back off and call
+    `on_exhausted(error, failures since the last report)` once per report interval."""
+    backoff = ACCEPT_BACKOFF_S
+    failures, reported = 0, -math.inf
+    async with listener:
+        while True:
+            try:
+                stream = await listener.accept()
+            except OSError as exc:
+                if exc.errno not in ACCEPT_CAPACITY_ERRNOS:
+                    raise
+                failures += 1
+                now = trio.current_time()
+                if now - reported >= ACCEPT_REPORT_INTERVAL_S:
+                    on_exhausted(exc, failures)
+                    failures, reported = 0, now
+                await trio.sleep(backoff)
+                backoff = min(backoff * 2, ACCEPT_BACKOFF_MAX_S)
+                continue
+            backoff = ACCEPT_BACKOFF_S
+            handler_nursery.start_soon(handler, stream)
 
 
 class ClosableStream(trio.abc.Stream):

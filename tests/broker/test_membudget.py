@@ -6,7 +6,9 @@ import trio
 import trio.testing
 
 from broker.membudget import (
+    GRANT_MIN_BYTES,
     SMALL_REQUEST_BYTES,
+    TRIM_AFTER_CONNECTIONS,
     TRIM_AFTER_FREED_BYTES,
     TRIM_MIN_INTERVAL_S,
     MemoryBudget,
@@ -46,21 +48,44 @@ async def test_small_requests_and_a_lone_oversized_one_never_wait() -> None:
     assert budget.room() == 0
 
 
-async def test_fetches_wait_while_the_budget_is_full() -> None:
-    budget = MemoryBudget(MIB)
-    budget.charge(MIB)
-    done = trio.Event()
+async def test_a_connection_holding_answers_waits_while_one_holding_nothing_is_served() -> None:
+    """Issue 38 #5: peers that never read hold answers; a consumer that reads (holding
+    nothing) is granted room at once even when the budget is full, while a holder waits
+    until the budget is below capacity less the reserve."""
+    budget = MemoryBudget(8 * MIB)
+    budget.charge(8 * MIB)  # answers nobody reads
+    assert await budget.grant(0, 8 * MIB) == GRANT_MIN_BYTES  # full: a small grant, no wait
+    budget.release(GRANT_MIN_BYTES, freed=False)
+    granted: list[int] = []
 
-    async def fetch() -> None:
-        await budget.wait_for_room()
-        done.set()
+    async def holder() -> None:
+        granted.append(await budget.grant(MIB // 4, 8 * MIB))
 
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(fetch)
+        nursery.start_soon(holder)
         await trio.testing.wait_all_tasks_blocked()
-        assert not done.is_set()
-        budget.release(1)
-    assert done.is_set()
+        assert not granted
+        budget.release(budget.reserve_bytes)  # down to capacity - reserve: still waits
+        await trio.testing.wait_all_tasks_blocked()
+        assert not granted
+        budget.release(MIB)
+    assert granted == [budget.share_bytes - MIB // 4]  # its share less what it holds
+    assert budget.statistics().waits == 1
+
+
+async def test_grants_are_bounded_by_the_share_and_reserved_so_they_add_up() -> None:
+    budget = MemoryBudget(64 * MIB)
+    first = await budget.grant(0, 55 * MIB)
+    assert first == budget.share_bytes == 8 * MIB
+    with budget.granted(first):
+        assert budget.room() == first  # what the fetch reads within
+    assert budget.room() == 64 * MIB - first
+    assert (
+        await budget.grant(budget.share_bytes - MIB, 55 * MIB) == MIB
+    )  # its share less what it holds
+    grants = [await budget.grant(0, 55 * MIB) for _ in range(7)]
+    assert budget.used_bytes == 64 * MIB  # concurrent grants never overlap
+    assert grants[-1] == 7 * MIB
 
 
 def test_releases_never_trim_and_the_task_trims_at_most_every_interval() -> None:
@@ -96,3 +121,22 @@ def test_no_trim_while_the_budget_is_in_use_or_little_was_freed() -> None:
     assert not budget.trim_if_due(now=100.0)
     budget.release(budget.used_bytes)
     assert budget.trim_if_due(now=100.0)
+
+
+def test_a_churn_of_ended_connections_makes_a_trim_due() -> None:
+    """Short connections (refused TLS peers) free little budget each but leave their
+    buffers in cycles and the heap fragmented: enough of them ending is due a trim."""
+    budget = MemoryBudget(64 * MIB)
+    for _ in range(TRIM_AFTER_CONNECTIONS - 1):
+        budget.abandon(0)
+    assert not budget.trim_if_due(now=100.0)
+    budget.abandon(0)
+    assert budget.trim_if_due(now=100.0)
+    assert not budget.trim_if_due(now=100.0 + TRIM_MIN_INTERVAL_S)  # none ended since
+
+
+async def test_a_grant_is_no_larger_than_the_answer_asked_for() -> None:
+    """A consumer asking for 1 MiB (long-polling, say) reserves 1 MiB, not its share."""
+    budget = MemoryBudget(64 * MIB)
+    assert await budget.grant(0, MIB) == MIB
+    assert await budget.grant(0, 100) == 100  # under the floor too

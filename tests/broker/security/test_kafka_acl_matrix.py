@@ -132,12 +132,12 @@ class KafkaWire:
         return await self.ask(36, 1, auth_bytes=token)
 
 
-def kafka_batch() -> bytes:
+def kafka_batch(value_bytes: int = 1) -> bytes:
     builder = DefaultRecordBatchBuilder(
         magic=2, compression_type=0, is_transactional=False, producer_id=-1,
         producer_epoch=-1, base_sequence=-1, batch_size=1 << 20,
     )  # fmt: skip
-    builder.append(0, timestamp=1_700_000_000_000, key=b"k", value=b"v", headers=[])
+    builder.append(0, timestamp=1_700_000_000_000, key=b"k", value=b"v" * value_bytes, headers=[])
     return bytes(builder.build())
 
 
