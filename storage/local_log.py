@@ -38,6 +38,7 @@ from storage.read_plan import read_bytes, read_records
 from storage.record_source import RecordSource
 from storage.scan import first_batch_fields, iter_batch_fields
 from storage.segment import Segment, SegmentInfo, TornAppendError
+from storage.segment_roll import should_roll
 from storage.segment_time import find_offset_by_timestamp, first_offset_with_timestamp
 from storage.swap import promote_swap_files, rename_cleaned_to_swap
 
@@ -160,7 +161,8 @@ class LocalLog:
         descriptor budget allows (else the active segment takes it while it can);
         whether it rolled. The chunk then goes to the active segment."""
         active = self.segments[-1]
-        reason = active.should_roll(
+        reason = should_roll(
+            active,
             self.config,
             chunk_bytes=chunk_bytes,
             chunk_max_timestamp=max_ts,

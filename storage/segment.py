@@ -19,11 +19,12 @@ the descriptor it reads through, so a release never closes it under the reader;
 a segment that retention renamed to `.deleted` reopens by that name until the
 file is removed, and a file replaced under its name is refused, not read.
 
-Kept here: what a live segment does every append and fetch (write, roll rules,
-truncate, fence, a read's extent, descriptors). Elsewhere, so each part reads in
-one sitting: the header walks (storage.segment_walk), the time lookups
-(storage.segment_time) and what start-up does to a segment it did not write,
-metadata, index checks and the recovery rescan (storage.segment_recovery).
+Kept here: what a live segment does every append and fetch (write, truncate,
+fence, a read's extent, descriptors). Elsewhere, so each part reads in one
+sitting: the header walks (storage.segment_walk), the roll rules
+(storage.segment_roll), the time lookups (storage.segment_time) and what
+start-up does to a segment it did not write: metadata, index checks and the
+recovery rescan (storage.segment_recovery).
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ import structlog
 
 from protocol.errors import CorruptMessage
 from storage import failpoints
-from storage.config import INT_MAX, LogConfig
+from storage.config import LogConfig
 from storage.fdcache import Descriptor, LazyFile, open_retried
 from storage.fileio import FileIO
 from storage.files import DELETED_SUFFIX, segment_paths
@@ -237,38 +238,6 @@ class Segment:
             raise TornAppendError(
                 cut_error.errno, f"cannot cut {self.log_path} back to {position}"
             ) from cut_error
-
-    def should_roll(
-        self,
-        config: LogConfig,
-        *,
-        chunk_bytes: int,
-        chunk_max_timestamp: int,
-        chunk_last_offset: int,
-        now_ms: int,
-    ) -> str | None:
-        """Why this segment must roll before taking the chunk (Kafka's rules), or None."""
-        if self.size == 0:
-            return None  # an empty segment takes any chunk; rolling it would recreate itself
-        if self.size > config.segment_bytes - chunk_bytes:
-            return "size"
-        if self.time_waited_ms(now_ms, chunk_max_timestamp) > (
-            config.max_segment_ms - self.roll_jitter_ms
-        ):
-            return "time"
-        if self.offset_index.is_full():
-            return "offset_index_full"
-        if self.time_index.is_full():
-            return "time_index_full"
-        if chunk_last_offset - self.base_offset > INT_MAX:
-            return "relative_offset_overflow"
-        return None
-
-    def time_waited_ms(self, now_ms: int, timestamp: int) -> int:
-        """Record time since the first batch, or wall time since creation without one."""
-        if self.rolling_based_timestamp >= 0:
-            return timestamp - self.rolling_based_timestamp
-        return now_ms - self.created_ms
 
     def become_inactive(self) -> None:
         """At roll: write the final time entry and trim both indexes to their entries."""

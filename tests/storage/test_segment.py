@@ -4,6 +4,7 @@ recovery rescan, the roll rules and fencing, without a Log around it."""
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ from storage.fileio import FileIO
 from storage.read_plan import read_bytes
 from storage.segment import Segment
 from storage.segment_recovery import open_segment, recover
+from storage.segment_roll import should_roll
 from storage.segment_time import find_offset_by_timestamp
 from tests.storage.helpers import BASE_TS, batch
 
@@ -104,11 +106,11 @@ def test_damage_below_the_recovery_point_is_fenced_not_cut(tmp_path: Path) -> No
 def test_roll_rules(tmp_path: Path) -> None:
     segment, chunks = _filled(tmp_path, [1])
     small = LogConfig(segment_bytes=len(chunks[0]) + 10)
-    roll = segment.should_roll
+    roll = partial(should_roll, segment)
     kw = {"chunk_max_timestamp": BASE_TS, "chunk_last_offset": 1, "now_ms": BASE_TS}
     assert roll(small, chunk_bytes=5, **kw) is None
     assert roll(small, chunk_bytes=len(chunks[0]), **kw) is not None  # full
     empty = Segment.create(tmp_path, 100, FileIO(), small, now_ms=BASE_TS)
-    assert empty.should_roll(small, chunk_bytes=1 << 20, **kw) is None  # takes any chunk
+    assert should_roll(empty, small, chunk_bytes=1 << 20, **kw) is None  # takes any chunk
     empty.close()
     segment.close()
