@@ -18,6 +18,7 @@ from storage.fileio import FileIO
 from storage.files import SegmentFileName, parse_segment_file_name, segment_paths
 from storage.index import CorruptIndexError
 from storage.segment import Segment
+from storage.segment_recovery import open_segment, sanity_check
 
 __all__ = ["load_segment", "segment_files", "unlink_logged"]
 
@@ -52,7 +53,7 @@ def load_segment(
     """Open one segment; returns it and whether its indexes must be rebuilt."""
     _, index, time_index = segment_paths(directory, base)
     missing = not index.exists() or not time_index.exists()
-    segment = Segment.load(directory, base, io, config, now_ms=now_ms)
+    segment = open_segment(directory, base, io, config, now_ms=now_ms)
     if missing:
         log.info("index_missing", path=str(index), base_offset=base)
         return segment, True
@@ -60,7 +61,7 @@ def load_segment(
         log.warning("segment_tail_damaged", path=str(segment.log_path), base_offset=base)
         return segment, True
     try:
-        segment.sanity_check(thorough=thorough)
+        sanity_check(segment, thorough=thorough)
     except CorruptIndexError as exc:
         log.warning("index_corrupt", path=str(index), base_offset=base, reason=str(exc))
         return segment, True

@@ -38,6 +38,8 @@ from storage.read_plan import read_bytes, read_records
 from storage.record_source import RecordSource
 from storage.scan import first_batch_fields, iter_batch_fields
 from storage.segment import Segment, SegmentInfo, TornAppendError
+from storage.segment_roll import should_roll
+from storage.segment_time import find_offset_by_timestamp, first_offset_with_timestamp
 from storage.swap import promote_swap_files, rename_cleaned_to_swap
 
 log = structlog.get_logger("tidelog.storage")
@@ -159,7 +161,8 @@ class LocalLog:
         descriptor budget allows (else the active segment takes it while it can);
         whether it rolled. The chunk then goes to the active segment."""
         active = self.segments[-1]
-        reason = active.should_roll(
+        reason = should_roll(
+            active,
             self.config,
             chunk_bytes=chunk_bytes,
             chunk_max_timestamp=max_ts,
@@ -333,7 +336,7 @@ class LocalLog:
             if segment.max_timestamp < timestamp or segment.next_offset <= start:
                 continue
             try:
-                found = segment.find_offset_by_timestamp(timestamp, start, hw)
+                found = find_offset_by_timestamp(segment, timestamp, start, hw)
             except OSError as exc:
                 raise self.read_error(exc) from exc
             if found is not None:
@@ -351,8 +354,8 @@ class LocalLog:
         if best is None or best.max_timestamp < 0 or best.offset_of_max_timestamp < 0:
             return None
         try:
-            offset = best.first_offset_with_timestamp(
-                best.offset_of_max_timestamp, best.max_timestamp
+            offset = first_offset_with_timestamp(
+                best, best.offset_of_max_timestamp, best.max_timestamp
             )
         except OSError as exc:
             raise self.read_error(exc) from exc

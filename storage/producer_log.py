@@ -24,7 +24,8 @@ from storage.fileio import FileIO
 from storage.producer_snapshot import remove_stray_snapshots, restore
 from storage.producer_state import ProducerState
 from storage.scan import SegmentScan
-from storage.segment import SCAN_READ_BYTES, Segment
+from storage.segment import Segment
+from storage.segment_walk import SCAN_READ_BYTES
 
 __all__ = ["rebuild_producer_state", "segment_headers"]
 

@@ -23,6 +23,7 @@ from storage.fileio import ReadWouldWait
 from storage.record_source import FileSpan, RecordSource
 from storage.scan import Pread, SegmentScan
 from storage.segment import Segment
+from storage.segment_walk import culprit
 
 __all__ = ["HEADER_SCAN_BYTES", "SENDFILE_MIN_BYTES", "cut", "read_bytes", "read_records"]
 
@@ -100,7 +101,7 @@ def cut(
             segment.verified_bytes = scan.position
         return scan.position - position, records
     previous = scan.previous
-    segment.fence(segment.culprit(previous, scan.position), scan.problem)
+    segment.fence(culprit(segment, previous, scan.position), scan.problem)
     fence = scan.position if segment.fence_position is None else segment.fence_position
     if fence <= position:
         raise segment.fenced_error(f"byte {position}")

@@ -67,7 +67,8 @@ from storage.loading import load_segment, segment_files, unlink_logged
 from storage.log import Log
 from storage.producer_log import rebuild_producer_state
 from storage.scan import SegmentScan
-from storage.segment import RecoveryResult, Segment
+from storage.segment import Segment
+from storage.segment_recovery import RecoveryResult, recover
 from storage.swap import complete_swaps
 
 log = structlog.get_logger("tidelog.storage")
@@ -310,7 +311,7 @@ def _rescan_tail(
     for i, segment in enumerate(segments):
         if i < tail_from and not rebuild[i]:
             continue
-        result = segment.recover(config, fence_below_offset=fence_below)
+        result = recover(segment, config, fence_below_offset=fence_below)
         if rebuild[i] or i < tail_from:
             bound.info("index_rebuilt", base_offset=segment.base_offset)
         if result.bad_position is None:

@@ -19,9 +19,12 @@ the descriptor it reads through, so a release never closes it under the reader;
 a segment that retention renamed to `.deleted` reopens by that name until the
 file is removed, and a file replaced under its name is refused, not read.
 
-After a crash: the tail of an active segment may hold a torn batch and its
-preallocated indexes entries for bytes that never reached the file; recovery
-(`recover`) rescans and truncates it.
+Kept here: what a live segment does every append and fetch (write, truncate,
+fence, a read's extent, descriptors). Elsewhere, so each part reads in one
+sitting: the header walks (storage.segment_walk), the roll rules
+(storage.segment_roll), the time lookups (storage.segment_time) and what
+start-up does to a segment it did not write: metadata, index checks and the
+recovery rescan (storage.segment_recovery).
 """
 
 from __future__ import annotations
@@ -29,43 +32,25 @@ from __future__ import annotations
 import random
 import threading
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import structlog
 
-from protocol.batch import (
-    F_BASE_OFFSET,
-    F_LAST_OFFSET_DELTA,
-    F_MAX_TIMESTAMP,
-    HEADER,
-    HEADER_SIZE,
-    TIMESTAMP_TYPE_MASK,
-    check_crc,
-    decode_payload,
-    max_decompressed_bytes,
-)
 from protocol.errors import CorruptMessage
 from storage import failpoints
-from storage.config import INT_MAX, LogConfig
+from storage.config import LogConfig
 from storage.fdcache import Descriptor, LazyFile, open_retried
 from storage.fileio import FileIO
 from storage.files import DELETED_SUFFIX, segment_paths
-from storage.index import CorruptIndexError, OffsetIndex, TimeIndex, index_entry_due
-from storage.scan import ScannedBatch, SegmentScan
+from storage.index import OffsetIndex, TimeIndex, index_entry_due
+from storage.segment_walk import find_batch, iter_batches
 
 log = structlog.get_logger("tidelog.storage")
 
-# How many bytes a header scan reads at once: many small batches per syscall.
-SCAN_READ_BYTES = 64 * 1024
-# How many bytes a recovery scan checks per read: large enough to amortise pread.
-RECOVERY_READ_BYTES = 8 * 1024 * 1024
 # Serialises fencing by readers, so each damage is logged once (rare: no contention).
 _FENCE_LOCK = threading.Lock()
-# Called with (byte position, reason) when a read walks into a header that cannot be.
-DamageCallback = Callable[[int, str], None]
 
 
 class _HandedOut(threading.local):
@@ -87,26 +72,6 @@ class SegmentInfo:
     largest_timestamp_ms: int  # -1 if no batch has a timestamp
     mtime_ms: int
     is_active: bool
-
-
-@dataclass(frozen=True, slots=True)
-class BatchPosition:
-    """A batch found by a scan: where it starts and what its header says."""
-
-    position: int
-    size: int
-    base_offset: int
-    last_offset: int
-    max_timestamp: int
-
-
-@dataclass(frozen=True, slots=True)
-class RecoveryResult:
-    valid_bytes: int
-    truncated_bytes: int
-    next_offset: int
-    bad_position: int | None  # first byte that failed, or None
-    reason: str
 
 
 class TornAppendError(OSError):
@@ -202,66 +167,14 @@ class Segment:
         )
 
     @classmethod
-    def load(
+    def open_existing(
         cls, directory: Path, base_offset: int, io: FileIO, config: LogConfig, *, now_ms: int
     ) -> Segment:
-        """Open an existing segment; its indexes are taken as they are (check them after)."""
-        segment = cls(
+        """Open an existing segment as it is, nothing read yet: storage.segment_recovery
+        reads its metadata and checks or rebuilds its indexes."""
+        return cls(
             directory, base_offset, io, now_ms=now_ms, roll_jitter_ms=random_jitter_ms(config)
         )
-        segment.load_metadata()
-        return segment
-
-    def load_metadata(self) -> None:
-        """next_offset, max timestamp and rolling timestamp from the indexes and a short scan."""
-        if self.size == 0:
-            return
-        first = self._header_at(0)
-        self.rolling_based_timestamp = first[F_MAX_TIMESTAMP] if first is not None else -1
-        last_ts, last_ts_offset = self.time_index.last_entry()
-        self.max_timestamp, self.offset_of_max_timestamp = last_ts, last_ts_offset
-        if self.time_index.entries == 0:
-            self.offset_of_max_timestamp = -1
-        _, start = self.offset_index.lookup(self.offset_index.last_offset())
-        start = start if start < self.size else 0
-        self.next_offset = max(self.next_offset, self.base_offset)
-        end = start
-        for batch in self.iter_batches(start, self.size):
-            if batch.base_offset < self.next_offset or (
-                batch.last_offset - self.base_offset > INT_MAX
-            ):
-                break  # not the next batch of this segment: recovery rescans from here
-            self.next_offset = batch.last_offset + 1
-            end = batch.position + batch.size
-            if batch.max_timestamp > self.max_timestamp:
-                self.max_timestamp = batch.max_timestamp
-                self.offset_of_max_timestamp = batch.last_offset
-        self.tail_is_whole = end == self.size
-        if start == 0 and self.tail_is_whole:
-            self.verified_bytes = end
-
-    def sanity_check(self, *, thorough: bool) -> None:
-        """Raise CorruptIndexError when an index cannot belong to this log.
-
-        The quick form (after a clean shutdown) checks the last entries only, as
-        Kafka does; the thorough form checks every entry is in order.
-        """
-        oi, ti = self.offset_index, self.time_index
-        for index in (oi, ti):
-            if index.misaligned:
-                raise CorruptIndexError(f"{index.path}: length is not whole entries")
-        if thorough:
-            oi.sanity_check(self.size)
-            ti.sanity_check(self.next_offset)
-            return
-        if oi.entries:
-            last_offset, last_pos = oi.lookup(oi.last_offset())
-            if last_offset < self.base_offset or last_pos >= max(self.size, 1):
-                raise CorruptIndexError(f"{oi.path}: last entry points outside the log")
-        if ti.entries:
-            last_ts, last_offset = ti.last_entry()
-            if last_ts < ti.first_timestamp() or last_offset < self.base_offset:
-                raise CorruptIndexError(f"{ti.path}: entries out of order")
 
     # ---- writing ---------------------------------------------------------
 
@@ -326,38 +239,6 @@ class Segment:
                 cut_error.errno, f"cannot cut {self.log_path} back to {position}"
             ) from cut_error
 
-    def should_roll(
-        self,
-        config: LogConfig,
-        *,
-        chunk_bytes: int,
-        chunk_max_timestamp: int,
-        chunk_last_offset: int,
-        now_ms: int,
-    ) -> str | None:
-        """Why this segment must roll before taking the chunk (Kafka's rules), or None."""
-        if self.size == 0:
-            return None  # an empty segment takes any chunk; rolling it would recreate itself
-        if self.size > config.segment_bytes - chunk_bytes:
-            return "size"
-        if self.time_waited_ms(now_ms, chunk_max_timestamp) > (
-            config.max_segment_ms - self.roll_jitter_ms
-        ):
-            return "time"
-        if self.offset_index.is_full():
-            return "offset_index_full"
-        if self.time_index.is_full():
-            return "time_index_full"
-        if chunk_last_offset - self.base_offset > INT_MAX:
-            return "relative_offset_overflow"
-        return None
-
-    def time_waited_ms(self, now_ms: int, timestamp: int) -> int:
-        """Record time since the first batch, or wall time since creation without one."""
-        if self.rolling_based_timestamp >= 0:
-            return timestamp - self.rolling_based_timestamp
-        return now_ms - self.created_ms
-
     def become_inactive(self) -> None:
         """At roll: write the final time entry and trim both indexes to their entries."""
         if self.offset_of_max_timestamp >= 0:
@@ -380,12 +261,15 @@ class Segment:
 
     def truncate_to(self, offset: int) -> int:
         """Remove every batch whose last offset is >= `offset`; returns bytes removed."""
-        found = self.find_batch(offset)
+        found = find_batch(self, offset)
         if found is None:
             return 0
-        return self._truncate_at(found.position, found.base_offset)
+        return self.truncate_at(found.position, found.base_offset)
 
-    def _truncate_at(self, position: int, next_offset: int, *, recompute: bool = True) -> int:
+    def truncate_at(self, position: int, next_offset: int, *, recompute: bool = True) -> int:
+        """Cut the file at byte `position` (a batch boundary) and the indexes at
+        `next_offset`; returns bytes removed. `recompute=False`: the caller (recovery)
+        has just set the max timestamp and the bytes since the last index entry."""
         removed = self.size - position
         file = self._file.get()
         self._io.ftruncate(file.fd, position)
@@ -403,132 +287,14 @@ class Segment:
 
     def _recompute_max_timestamp(self) -> None:
         self.max_timestamp, self.offset_of_max_timestamp = -1, -1
-        for batch in self.iter_batches(0, self.size):
+        for batch in iter_batches(self, 0, self.size):
             if batch.max_timestamp > self.max_timestamp:
                 self.max_timestamp, self.offset_of_max_timestamp = (
                     batch.max_timestamp,
                     batch.last_offset,
                 )
 
-    def recover(self, config: LogConfig, *, fence_below_offset: int) -> RecoveryResult:
-        """Rescan every batch (length, CRC, offsets), rebuild both indexes, handle a bad tail.
-
-        A bad batch at an offset >= `fence_below_offset` (the recovery point) is a
-        torn tail: the file is truncated there. One below it held acknowledged,
-        flushed data: the segment is fenced from that byte and nothing is cut.
-        """
-        self.offset_index.reset()
-        self.time_index.reset()
-        self.max_timestamp, self.offset_of_max_timestamp = -1, -1
-        self.rolling_based_timestamp = -1
-        self.fence_position = None
-        next_offset, since_entry = self.base_offset, 0
-        bad_reason = ""
-        file = self._file.get()
-        file_size = self._io.file_size(file.fd)
-        scan = SegmentScan(self.pread, 0, file_size, block_bytes=RECOVERY_READ_BYTES, crc=True)
-        for batch in scan:
-            fields = batch.fields
-            bad_reason = _misfit(fields, next_offset, self.base_offset)
-            if bad_reason:
-                scan.position = batch.position
-                break
-            last_offset = fields[F_BASE_OFFSET] + fields[F_LAST_OFFSET_DELTA]
-            max_ts = fields[F_MAX_TIMESTAMP]
-            if batch.position == 0:
-                self.rolling_based_timestamp = max_ts
-            if max_ts > self.max_timestamp:
-                self.max_timestamp, self.offset_of_max_timestamp = max_ts, last_offset
-            # Kafka's rebuild rule: an entry when the bytes before this batch since
-            # the last entry exceed index.interval.bytes.
-            if index_entry_due(since_entry, config.index_interval_bytes):
-                time_index = self.time_index
-                if self.offset_index.is_full() or time_index.entries >= time_index.capacity:
-                    # The file is shorter than the rebuild (deleted, cut, or written
-                    # one entry per multi-batch append): grow it as an active index,
-                    # else the rest of the segment gets no entries. Trimmed at build.
-                    # (A trimmed time index is "full" one entry early, keeping the
-                    # slot become_inactive fills: that alone is no reason to grow.)
-                    self.resize_indexes(config.segment_index_bytes)
-                self.offset_index.append(last_offset, batch.position)
-                self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
-                since_entry = 0
-            since_entry += batch.size
-            next_offset = last_offset + 1
-        else:
-            bad_reason = scan.problem or ""
-        position = scan.position
-        self.bytes_since_last_index_entry = since_entry
-        self.next_offset = next_offset
-        self.verified_bytes = position
-        if position >= file_size:
-            self.size = file_size
-            return RecoveryResult(file_size, 0, next_offset, None, "")
-        if next_offset < fence_below_offset:
-            self.size = file_size
-            self.fence_position = position
-            self.fence_reason = bad_reason
-            return RecoveryResult(position, 0, next_offset, position, bad_reason)
-        self.size = file_size
-        truncated = self._truncate_at(position, next_offset, recompute=False)
-        failpoints.hit("recovery.after_truncate")
-        return RecoveryResult(position, truncated, next_offset, position, bad_reason)
-
     # ---- reading ---------------------------------------------------------
-
-    def _header_at(self, position: int) -> tuple[Any, ...] | None:
-        data = self.pread(HEADER_SIZE, position)
-        if len(data) < HEADER_SIZE:
-            return None
-        return HEADER.unpack_from(data)
-
-    def iter_batches(
-        self, start: int, end: int, on_damage: DamageCallback | None = None
-    ) -> Iterator[BatchPosition]:
-        """Headers of the whole batches in [start, end), read in blocks; stops at a bad
-        one, reporting it to `on_damage` (when `end` is the segment's end, a header that
-        does not fit is damage, not a cut)."""
-        if self.fence_position is not None:
-            end = min(end, self.fence_position)
-        scan = SegmentScan(self.pread, start, end, block_bytes=SCAN_READ_BYTES)
-        for batch in scan:
-            fields = batch.fields
-            yield BatchPosition(
-                batch.position,
-                batch.size,
-                fields[F_BASE_OFFSET],
-                fields[F_BASE_OFFSET] + fields[F_LAST_OFFSET_DELTA],
-                fields[F_MAX_TIMESTAMP],
-            )
-        if scan.problem is not None and on_damage is not None and not scan.header_cut_at_end:
-            previous = scan.previous
-            before = (
-                None
-                if previous is None
-                else BatchPosition(previous.position, previous.size, 0, 0, 0)
-            )
-            on_damage(self.culprit(before, scan.position), scan.problem)
-
-    def culprit(self, previous: BatchPosition | ScannedBatch | None, position: int) -> int:
-        """Where damage a header walk found at `position` starts: at the batch before it
-        when that one fails its CRC (a wrong length there led the walk astray)."""
-        if previous is None:
-            return position
-        try:
-            check_crc(self.pread(previous.size, previous.position))
-        except CorruptMessage:
-            return previous.position
-        return position
-
-    def find_batch(
-        self, offset: int, end: int | None = None, on_damage: DamageCallback | None = None
-    ) -> BatchPosition | None:
-        """The first batch whose last offset is >= `offset`, below byte `end`."""
-        _, start = self.offset_index.lookup(offset)
-        for batch in self.iter_batches(start, self.size if end is None else end, on_damage):
-            if batch.last_offset >= offset:
-                return batch
-        return None
 
     def fence(self, position: int, reason: str) -> None:
         """Damage found by a read at byte `position`: fence from there on (logged once).
@@ -567,7 +333,7 @@ class Segment:
         None when no batch below `end` holds `offset` or later (look in the next
         segment). Raises CorruptMessage when the batch lies in a fenced range.
         """
-        found = self.find_batch(offset, end, self.fence)
+        found = find_batch(self, offset, end, self.fence)
         fence = self.fence_position
         if found is None or (fence is not None and found.position >= fence):
             if fence is not None and fence < end:
@@ -580,6 +346,11 @@ class Segment:
             return found.position, found.position, False
         stop = min(end, found.position + limit)
         return found.position, stop, stop == end
+
+    def file_size(self) -> int:
+        """Bytes of the `.log` file on disk: more than `size` when a crash left a tail."""
+        file = self._file.get()
+        return self._io.file_size(file.fd)
 
     def pread(self, length: int, position: int) -> bytes:
         """`length` bytes of the `.log` file at `position` (fewer at its end)."""
@@ -595,51 +366,6 @@ class Segment:
         file = self._file.get()
         _HANDED_OUT.file = file
         return file.fd
-
-    def find_offset_by_timestamp(
-        self, timestamp: int, start_offset: int, end_offset: int
-    ) -> tuple[int, int] | None:
-        """First (offset, timestamp) in [start_offset, end_offset) with timestamp >= `timestamp`."""
-        _, index_offset = self.time_index.lookup(timestamp)
-        _, position = self.offset_index.lookup(max(index_offset, start_offset))
-        for batch in self.iter_batches(position, self.size, self.fence):
-            if batch.base_offset >= end_offset:
-                return None
-            if batch.max_timestamp < timestamp or batch.last_offset < start_offset:
-                continue
-            for record_offset, record_ts in self._record_times(batch):
-                if start_offset <= record_offset < end_offset and record_ts >= timestamp:
-                    return record_offset, record_ts
-        if self.fence_position is not None:
-            # The walk ended at a fenced range the answer may lie in (the segment's
-            # timestamps said it holds one): say so, rather than "none" here and a
-            # later segment's offset from the caller.
-            raise self.fenced_error(f"timestamp {timestamp}")
-        return None
-
-    def _record_times(self, batch: BatchPosition) -> list[tuple[int, int]]:
-        """(offset, timestamp) of each record of one batch (LogAppendTime: the batch's)."""
-        data = self.pread(batch.size, batch.position)
-        header, records = decode_payload(data, max_decompressed=max_decompressed_bytes(batch.size))
-        base, base_ts = header.base_offset, header.base_timestamp
-        try:
-            if header.attributes & TIMESTAMP_TYPE_MASK:
-                return [(base + record[0], batch.max_timestamp) for record in records]
-            return [(base + record[0], base_ts + record[1]) for record in records]
-        except (TypeError, IndexError) as exc:
-            raise CorruptMessage(
-                f"{self.log_path}: batch at byte {batch.position} is malformed"
-            ) from exc
-
-    def first_offset_with_timestamp(self, offset_hint: int, timestamp: int) -> int | None:
-        """Offset of the first record with `timestamp` in the batch holding `offset_hint`."""
-        batch = self.find_batch(offset_hint)
-        if batch is None:
-            return None
-        for record_offset, record_ts in self._record_times(batch):
-            if record_ts == timestamp:
-                return record_offset
-        return None
 
     # ---- lifecycle -------------------------------------------------------
 
@@ -685,13 +411,3 @@ class Segment:
         they reopen it by its `.deleted` name until file.delete.delay.ms removes it."""
         self.offset_index.release_writer()
         self.time_index.release_writer()
-
-
-def _misfit(fields: tuple[int, ...], expected_offset: int, base_offset: int) -> str:
-    """Why a CRC-valid batch cannot come next in this segment ("" when it can)."""
-    base, delta = fields[F_BASE_OFFSET], fields[F_LAST_OFFSET_DELTA]
-    if base < expected_offset or delta < 0:
-        return f"offset {base} does not follow {expected_offset - 1}"
-    if base + delta - base_offset > INT_MAX:
-        return f"offset {base + delta} overflows the segment"
-    return ""

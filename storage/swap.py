@@ -27,7 +27,8 @@ from storage.fileio import FileIO
 from storage.files import CLEANED_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX, segment_paths
 from storage.loading import load_segment, segment_files, unlink_logged
 from storage.scan import SegmentScan
-from storage.segment import SCAN_READ_BYTES, Segment
+from storage.segment import Segment
+from storage.segment_walk import SCAN_READ_BYTES
 
 __all__ = ["complete_swaps", "promote_swap_files", "rename_cleaned_to_swap", "scan_log_end"]
 

@@ -710,7 +710,16 @@ def test_every_registered_api_declares_what_it_needs() -> None:
 # The modules that frame and send answers: they never walk, cut or fence batches.
 NETWORK_MODULES = ("broker.fetch_send", "broker.connection", "broker.kafka")
 # What walks a segment's batches: the scanner, the segment's reads and the read plan.
-STORAGE_SCANNERS = frozenset({"storage.scan", "storage.segment", "storage.read_plan"})
+STORAGE_SCANNERS = frozenset(
+    {
+        "storage.scan",
+        "storage.segment",
+        "storage.segment_walk",
+        "storage.segment_time",
+        "storage.segment_recovery",
+        "storage.read_plan",
+    }
+)
 
 
 def scanner_imports_in_network_layer(root: Path) -> list[str]:

@@ -1,8 +1,10 @@
-"""One segment on its own (storage/segment.py): append, index entries, reads, the
+"""One segment on its own (storage/segment.py and its walks, time lookups and
+recovery beside it): append, index entries, reads, the
 recovery rescan, the roll rules and fencing, without a Log around it."""
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -13,6 +15,9 @@ from storage.config import LogConfig
 from storage.fileio import FileIO
 from storage.read_plan import read_bytes
 from storage.segment import Segment
+from storage.segment_recovery import open_segment, recover
+from storage.segment_roll import should_roll
+from storage.segment_time import find_offset_by_timestamp
 from tests.storage.helpers import BASE_TS, batch
 
 CONFIG = LogConfig(index_interval_bytes=1)
@@ -62,7 +67,7 @@ def test_an_entry_per_batch_past_the_interval(tmp_path: Path) -> None:
     # Kafka's rule: an entry once more than index.interval.bytes were written before.
     assert segment.offset_index.entries == 3
     assert segment.offset_index.lookup(2) == (2, len(chunks[0]) + len(chunks[1]))
-    assert segment.find_offset_by_timestamp(BASE_TS + 2, 0, 4) == (2, BASE_TS + 2)
+    assert find_offset_by_timestamp(segment, BASE_TS + 2, 0, 4) == (2, BASE_TS + 2)
     segment.close()
 
 
@@ -72,8 +77,8 @@ def test_recover_rebuilds_the_indexes_and_cuts_a_torn_tail(tmp_path: Path) -> No
     segment.close()
     log_file = segment.log_path
     log_file.write_bytes(log_file.read_bytes()[:-5])
-    reopened = Segment.load(tmp_path, 0, FileIO(), CONFIG, now_ms=BASE_TS)
-    result = reopened.recover(CONFIG, fence_below_offset=0)
+    reopened = open_segment(tmp_path, 0, FileIO(), CONFIG, now_ms=BASE_TS)
+    result = recover(reopened, CONFIG, fence_below_offset=0)
     assert result.valid_bytes == len(chunks[0]) + len(chunks[1])
     assert result.truncated_bytes == len(chunks[2]) - 5
     assert (reopened.next_offset, reopened.size) == (4, result.valid_bytes)
@@ -88,8 +93,8 @@ def test_damage_below_the_recovery_point_is_fenced_not_cut(tmp_path: Path) -> No
     data = bytearray(segment.log_path.read_bytes())
     data[len(chunks[0]) + MAGIC_OFFSET] = 0x33
     segment.log_path.write_bytes(bytes(data))
-    reopened = Segment.load(tmp_path, 0, FileIO(), CONFIG, now_ms=BASE_TS)
-    result = reopened.recover(CONFIG, fence_below_offset=10)
+    reopened = open_segment(tmp_path, 0, FileIO(), CONFIG, now_ms=BASE_TS)
+    result = recover(reopened, CONFIG, fence_below_offset=10)
     assert result.bad_position == len(chunks[0]) and result.truncated_bytes == 0
     assert reopened.fence_position == len(chunks[0]) and reopened.size == len(data)
     assert _read(reopened, 0) == chunks[0]
@@ -101,11 +106,11 @@ def test_damage_below_the_recovery_point_is_fenced_not_cut(tmp_path: Path) -> No
 def test_roll_rules(tmp_path: Path) -> None:
     segment, chunks = _filled(tmp_path, [1])
     small = LogConfig(segment_bytes=len(chunks[0]) + 10)
-    roll = segment.should_roll
+    roll = partial(should_roll, segment)
     kw = {"chunk_max_timestamp": BASE_TS, "chunk_last_offset": 1, "now_ms": BASE_TS}
     assert roll(small, chunk_bytes=5, **kw) is None
     assert roll(small, chunk_bytes=len(chunks[0]), **kw) is not None  # full
     empty = Segment.create(tmp_path, 100, FileIO(), small, now_ms=BASE_TS)
-    assert empty.should_roll(small, chunk_bytes=1 << 20, **kw) is None  # takes any chunk
+    assert should_roll(empty, small, chunk_bytes=1 << 20, **kw) is None  # takes any chunk
     empty.close()
     segment.close()
