@@ -37,7 +37,7 @@ from compaction.config import CLEANER_SETTINGS, CleanerConfig
 from protocol.api_types import DescribeConfigsConfigAnswer
 from protocol.errors import InvalidConfig
 from protocol.sasl.scram import MECHANISMS
-from protocol.settings import INT64_MAX, Setting, check_fields, settings_by_name
+from protocol.settings import INT32_MAX, INT64_MAX, Setting, check_fields, settings_by_name
 from storage.config import TOPIC_CONFIG_DEFS, LogConfig
 
 DEFAULT_LISTEN = ("127.0.0.1", 9092)
@@ -199,7 +199,7 @@ BROKER_SETTINGS: tuple[Setting, ...] = (
     Setting("sasl.server.max.receive.size", "sasl_server_max_receive_size", int, 524288,
             "Largest request frame a client may send on a SASL listener before it has logged "
             "in; a larger one closes the connection (Kafka's key and default).",
-            low=1024, high=FRAME_BYTES_MAX, section="security"),
+            low=1024, high=INT32_MAX, section="security"),  # an INT in Kafka
     # Kafka's default is unlimited; a finite one keeps one host from taking every slot.
     Setting("max.connections.per.ip", "max_connections_per_ip", int, 1000,
             "Connections from one client address beyond this are closed at once.",
