@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from protocol.batch import iter_headers
 from tests.conftest import BrokerProcess
 from tidelog.client import Client
@@ -26,48 +28,26 @@ def test_the_append_probe_appends_from_a_scratch_directory(tmp_path: Path) -> No
     assert "log_end_offset=3000" in done.stdout.splitlines()  # 3 batches of 1,000 records
 
 
-def test_the_producer_probe_sends_its_batches_to_a_real_broker(
-    broker_process: BrokerProcess, tmp_path: Path
+@pytest.mark.parametrize(
+    "client_probe",
+    [
+        "produce-client",  # the Producer's send_batch
+        "kafka-edge-client",  # Kafka Produce and Fetch requests on a raw socket
+    ],
+)
+def test_a_client_probe_sends_its_batches_to_a_real_broker(
+    broker_process: BrokerProcess, tmp_path: Path, client_probe: str
 ) -> None:
     with Client(broker_process.bootstrap) as client:
         client.create_topic("t", 1)
     done = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "bench" / "instr_probe.py"),
-            "produce-client",
-            broker_process.bootstrap,
-            "3",
-        ],
+        [sys.executable, str(ROOT / "bench" / "instr_probe.py"), client_probe,
+         broker_process.bootstrap, "3"],
         cwd=tmp_path,
         capture_output=True,
         text=True,
         timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
-    with Client(broker_process.bootstrap) as client:
-        answer = client.fetch("t", 0, 0, max_bytes=1 << 20)
-    assert sum(header.record_count for _, header in iter_headers(answer.records)) == 3000
-
-
-def test_the_kafka_edge_probe_produces_and_fetches_through_kafka(
-    broker_process: BrokerProcess, tmp_path: Path
-) -> None:
-    with Client(broker_process.bootstrap) as client:
-        client.create_topic("t", 1)
-    done = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "bench" / "instr_probe.py"),
-            "kafka-edge-client",
-            broker_process.bootstrap,
-            "3",
-        ],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    )  # fmt: skip
     assert done.returncode == 0, done.stderr
     with Client(broker_process.bootstrap) as client:
         answer = client.fetch("t", 0, 0, max_bytes=1 << 20)
