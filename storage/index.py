@@ -166,7 +166,14 @@ class Index:
         """fsync the entries appended since the last flush (part of a log flush)."""
         if self._dirty:
             self._dirty = False
-            writer = self._writer.get()
+            try:
+                writer = self._writer.get()  # reopened by path if the cache released it
+            except FileNotFoundError:
+                # The file is gone under this segment: the cleaner swapped its segment
+                # out, or retention deleted it, since the entries were written. Nothing
+                # of it is left to make durable, and a live log rebuilds a missing
+                # index from its segment at the next start (docs/storage.md "Recovery").
+                return
             self._io.fsync(writer.fd)
 
     def reset(self) -> None:
