@@ -42,7 +42,8 @@ from harness.tidelog_server import tidelog_version
 from interop.targets import Target, open_target
 
 TARGETS = ("kafka", "tidelog")
-CLIENTS = ("confluent-kafka", "java-perf")
+# java-perf-large: Kafka's ProducerPerformance with 256 KiB batches and linger 10 ms.
+CLIENTS = ("confluent-kafka", "java-perf", "java-perf-large")
 # Tidelog over Kafka, per figure (the same name in both rows).
 RATIO_FIGURES = kafka_peer.FIGURES
 ROW_KEYS = (
@@ -84,12 +85,17 @@ def phases(
                                 records, acks)),
             ("consume", partial(kafka_peer.java_consume, bootstrap, f"{base}-j", records)),
         ],
+        "java-perf-large": [
+            ("produce", partial(kafka_peer.java_produce, bootstrap, f"{base}-jl", len(value),
+                                records, acks, kafka_peer.LARGE_BATCHES)),
+            ("consume", partial(kafka_peer.java_consume, bootstrap, f"{base}-jl", records)),
+        ],
     }  # fmt: skip
     return [(client, workload, phase) for client in clients for workload, phase in runs[client]]
 
 
 def topic_names(base: str, clients: list[str]) -> list[str]:
-    suffix = {"confluent-kafka": "c", "java-perf": "j"}
+    suffix = {"confluent-kafka": "c", "java-perf": "j", "java-perf-large": "jl"}
     return [f"{base}-{suffix[c]}" for c in clients]
 
 

@@ -25,6 +25,7 @@ rounds and `local[2]`. Prints one JSON document on stdout; progress goes to stde
 
     .venv/bin/python -m bench.spark_bench [--quick] [--records N] [--repeat R]
         [--warmup W] [--settings spark_defaults,unix_socket] [--ceiling] [--conf K=V]
+        [--load msgpack|kafka]
 """
 
 from __future__ import annotations
@@ -198,6 +199,34 @@ def load(bootstrap: str, topic: str, records: int) -> float:
         while client.in_flight:
             client.receive().result()
     return time.perf_counter() - started
+
+
+def load_kafka(bootstrap: str, topic: str, records: int) -> float:
+    """As `load`, through Tidelog's Kafka protocol with confluent-kafka: the topic then
+    holds Kafka v2 batches as a Kafka producer wrote them (issue 35's second read)."""
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    started = time.perf_counter()
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(timeout=60)
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "linger.ms": 20, "queue.buffering.max.messages": 500_000}
+    )
+    value = os.urandom(VALUE_BYTES)
+    for i in range(records):
+        while True:
+            try:
+                producer.produce(topic, value, partition=i % PARTITIONS)
+                break
+            except BufferError:
+                producer.poll(0.001)
+    if producer.flush(600):
+        raise SystemExit("confluent-kafka left records undelivered")
+    return time.perf_counter() - started
+
+
+LOADERS = {"msgpack": load, "kafka": load_kafka}
 
 
 def _proc_stats() -> dict[int, tuple[int, str, float]]:
@@ -456,6 +485,12 @@ def main(argv: list[str] | None = None) -> int:
         f"{','.join(SETTINGS)})",
     )
     parser.add_argument(
+        "--load",
+        choices=sorted(LOADERS),
+        default="msgpack",
+        help="produce through Tidelog's own client (msgpack) or confluent-kafka (kafka)",
+    )
+    parser.add_argument(
         "--conf",
         action="append",
         default=[],
@@ -483,7 +518,7 @@ def main(argv: list[str] | None = None) -> int:
         bootstrap = f"127.0.0.1:{port}"
         try:
             log(f"producing {records} records ...")
-            load_s = load(bootstrap, "bench", records)
+            load_s = LOADERS[opts.load](bootstrap, "bench", records)
             parquet_path = str(Path(tmp) / "bench.parquet")
             sessions = {
                 name: measure(
@@ -515,6 +550,7 @@ def main(argv: list[str] | None = None) -> int:
                 "value_bytes": VALUE_BYTES,
                 "master": "local[2]",
                 "source_options": extra,
+                "loaded_with": opts.load,
                 "load_s": round(load_s, 2),
                 "warmup_rounds": warmup,
                 "timed_rounds": repeat,

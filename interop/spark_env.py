@@ -98,6 +98,15 @@ def time_kafka_source(
     return json.loads(_run_spark([*args, str(warmup), str(repeat)], BENCH_TIMEOUT_S))
 
 
+def time_brokers(
+    tidelog: str, kafka: str, topic: str, rows: int, warmup: int, repeat: int
+) -> dict[str, list[float]]:
+    """Wall seconds of whole `spark.read.format("kafka")` reads of the same `topic` on
+    Tidelog and on Apache Kafka, alternately in one Spark session (bench.spark_kafka_vs)."""
+    args = ["versus", tidelog, topic, spark_kafka_version(), kafka, str(rows)]
+    return json.loads(_run_spark([*args, str(warmup), str(repeat)], BENCH_TIMEOUT_S))
+
+
 def _run_spark(args: list[str], timeout_s: float = READ_TIMEOUT_S) -> str:
     """The reader's stdout."""
     ensure_package_in_local_repo()

@@ -58,7 +58,7 @@ def main(argv: list[str]) -> int:
             file=sys.stderr,
         )
         return 2
-    benching = mode == "bench"
+    benching = mode in ("bench", "versus")
     spark = (
         SparkSession.builder.master("local[2]" if benching else "local[1]")
         .appName("tidelog-interop-kafka-source")
@@ -72,6 +72,13 @@ def main(argv: list[str]) -> int:
         .getOrCreate()
     )
     try:
+        if mode == "versus":
+            other, rows, warmup, repeat = paths
+            sources = {"tidelog": bootstrap, "kafka": other}
+            print(
+                json.dumps(time_brokers(spark, sources, topic, int(rows), int(warmup), int(repeat)))
+            )
+            return 0
         if benching:
             parquet, rows, warmup, repeat = paths
             print(
@@ -175,6 +182,38 @@ def time_reads(
         for name, run in reads.items():
             started = time.perf_counter()
             run()
+            walls[name].append(time.perf_counter() - started)
+    return walls
+
+
+def time_brokers(
+    spark: Any, bootstraps: dict[str, str], topic: str, rows: int, warmup: int, repeat: int
+) -> dict[str, list[float]]:
+    """Wall seconds of `repeat` whole reads of `topic` from each broker in `bootstraps`
+    (name -> address), alternately and in alternating order, after `warmup` rounds."""
+    frames = {}
+    for name, bootstrap in bootstraps.items():
+        frame = (
+            spark.read.format("kafka")
+            .option("kafka.bootstrap.servers", bootstrap)
+            .option("subscribe", topic)
+            .option("startingOffsets", "earliest")
+            .option("endingOffsets", "latest")
+            .load()
+        )
+        counted = frame.count()
+        if counted != rows:
+            raise RuntimeError(f"the Kafka source read {counted} rows from {name}, not {rows}")
+        frames[name] = frame
+    for _ in range(warmup):
+        for frame in frames.values():
+            frame.write.format("noop").mode("overwrite").save()
+    walls: dict[str, list[float]] = {name: [] for name in frames}
+    names = list(frames)
+    for round_ in range(repeat):
+        for name in names if round_ % 2 == 0 else names[::-1]:
+            started = time.perf_counter()
+            frames[name].write.format("noop").mode("overwrite").save()
             walls[name].append(time.perf_counter() - started)
     return walls
 
