@@ -69,7 +69,11 @@ class BrokerContext:
         self.metrics.get("tidelog_inflight_requests").set_function(lambda: self.inflight_total)
         offsets_log = OffsetsLog(self.manager, self.config.offsets_topic_segment_bytes)
         self.groups = GroupService(self.config.group_config, offsets_log, self.clock_ms)
-        self.quotas = ClientQuotas(QuotaStore(self.config.data_dir))
+        self.quotas = ClientQuotas(
+            QuotaStore(self.config.data_dir),
+            samples=self.config.quota_window_num,
+            window_ms=self.config.quota_window_size_seconds * 1000,
+        )
 
     def connection_opened(self, state: ConnectionState) -> None:
         self.connections[state.conn_id] = state

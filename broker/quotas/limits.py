@@ -19,8 +19,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-import trio
-
 from broker.quotas.rate import QUOTA_SAMPLES, QUOTA_WINDOW_MS, SampledRate
 from broker.quotas.store import CLIENT_ID, USER, Entity, QuotaStore
 
@@ -59,8 +57,16 @@ def _candidates(user: str, client: str) -> tuple[tuple[Entity, Share], ...]:
 class ClientQuotas:
     """The store's limits applied: rates per share, mutes per connection."""
 
-    def __init__(self, store: QuotaStore, clock_ms: Callable[[], float] | None = None) -> None:
+    def __init__(
+        self,
+        store: QuotaStore,
+        *,
+        samples: int = QUOTA_SAMPLES,
+        window_ms: int = QUOTA_WINDOW_MS,
+        clock_ms: Callable[[], float] | None = None,
+    ) -> None:
         self.store = store
+        self._samples, self._window_ms = samples, window_ms
         self._clock_ms = clock_ms or (lambda: time.monotonic() * 1000.0)
         self._rates: dict[tuple[str, str, str], SampledRate] = {}
         self._swept_ms = 0.0
@@ -102,7 +108,7 @@ class ClientQuotas:
         found = self.limit(key, user, client)
         if found is None:
             return None
-        return found[0] * (QUOTA_SAMPLES - 1) * QUOTA_WINDOW_MS / 1000.0
+        return found[0] * (self._samples - 1) * self._window_ms / 1000.0
 
     def _rate(self, key: str, share: Share, now: float) -> SampledRate:
         if now - self._swept_ms >= SWEEP_EVERY_MS:
@@ -112,10 +118,5 @@ class ClientQuotas:
             }
         rate = self._rates.get((key, *share))
         if rate is None:
-            rate = self._rates[(key, *share)] = SampledRate()
+            rate = self._rates[(key, *share)] = SampledRate(self._samples, self._window_ms)
         return rate
-
-
-def mute_deadline(throttle_ms: int) -> float:
-    """The trio time a connection throttled for `throttle_ms` may be served again."""
-    return trio.current_time() + throttle_ms / 1000.0
