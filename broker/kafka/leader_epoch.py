@@ -21,11 +21,11 @@ from typing import Any, Literal
 from broker.context import Deferred
 from broker.dispatch import handler_for
 from broker.kafka.call import KafkaAnswer, KafkaApi, KafkaCall
+from broker.kafka.core import LEADER_EPOCH
 from protocol.api_types import ListOffsetsRequest
 from protocol.kafka.errors import KafkaError, for_tidelog_code
 from protocol.kafka.messages import OFFSET_FOR_LEADER_EPOCH
 
-LEADER_EPOCH = 0
 UNDEFINED_EPOCH = -1
 UNDEFINED_OFFSET = -1
 
