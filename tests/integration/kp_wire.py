@@ -49,6 +49,13 @@ class KpWire:
         assert answer.header.correlation_id == self.correlation
         return answer
 
+    def login(self, name: str, password: str) -> None:
+        """SaslHandshake v1 and SaslAuthenticate v1 with PLAIN (a SASL_PLAINTEXT listener)."""
+        assert self.ask(17, 1, mechanism="PLAIN").error_code == 0
+        token = b"\0" + name.encode() + b"\0" + password.encode()
+        answer = self.ask(36, 1, auth_bytes=token)
+        assert answer.error_code == 0, answer.error_message
+
     def _exactly(self, size: int) -> bytes:
         data = b""
         while len(data) < size:
