@@ -12,7 +12,8 @@ Kafka's rules (its `KafkaApis` with `ClientQuotaManager` and
   `request_percentage`: the event-loop thread's CPU time while the adapter ran, in
   percent of one second (work offloaded to worker threads is not counted, and other
   connections' work done while it waited is: an approximation of Kafka's request
-  handler thread time, see docs/kafka.md "Client quotas");
+  handler thread time, see docs/kafka.md "Client quotas"), its throttle at most one
+  window (Kafka's `ClientRequestQuotaManager`);
 - the answer carries the larger throttle time in `throttle_time_ms`, and the
   connection handles nothing more for that long (KIP-219's muted channel).
 
@@ -98,7 +99,8 @@ class Measured:
                 answer = {**answer, "responses": [], "error_code": 0}
         busy = 0
         if answer is not None or request.api.key != PRODUCE.key:
-            busy = quotas.record(REQUEST_PERCENTAGE, user, client, self._cpu_ns * NANOS_TO_PERCENT)
+            percent = self._cpu_ns * NANOS_TO_PERCENT
+            busy = min(quotas.record(REQUEST_PERCENTAGE, user, client, percent), quotas.window_ms)
         throttle = max(bandwidth, busy)
         if throttle:
             _mute(self._state, throttle)

@@ -84,6 +84,11 @@ class ClientQuotas:
                 return value, share
         return None
 
+    @property
+    def window_ms(self) -> int:
+        """One window's length: the longest throttle a request quota gives (Kafka's)."""
+        return self._window_ms
+
     def record(self, key: str, user: str, client: str, value: float) -> int:
         """Add `value` to the rate `key` is limited on; the throttle time (ms) it earns."""
         found = self.limit(key, user, client)

@@ -238,3 +238,18 @@ def test_a_consumer_over_its_quota_gets_throttled_fetches(
     print(f"consumer at quota {QUOTA} B/s: {received / QUOTA / 6.0:.3f} of it over 6 s")
     assert 0 < received <= 2 * QUOTA + 6.0 * QUOTA * RATIO_BAND[1]
     assert throttles and max(throttles) > 0
+
+
+def test_a_client_over_its_request_percentage_is_throttled_for_at_most_a_window(
+    broker_process: BrokerProcess,
+) -> None:
+    with KpWire(broker_process.address, client_id="admin") as admin:
+        quota = [_set("request_percentage", 0.001)]  # a thousandth of a percent of a second
+        assert _alter(admin, (_entity(client_id="busy"), quota)) == [(0, None)]
+    with KpWire(broker_process.address, client_id="busy") as busy:
+        throttles = [busy.ask(60, 0, include_cluster_authorized_operations=False).throttle_time_ms
+                     for _ in range(3)]  # fmt: skip
+    assert max(throttles) > 0
+    assert max(throttles) <= 1000  # quota.window.size.seconds
+    with KpWire(broker_process.address, client_id="idle") as idle:
+        assert idle.ask(60, 0, include_cluster_authorized_operations=False).throttle_time_ms == 0
