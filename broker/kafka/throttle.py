@@ -23,7 +23,6 @@ Nothing is measured while no quota is set.
 from __future__ import annotations
 
 import time
-from typing import Any
 
 import trio
 
@@ -67,14 +66,16 @@ def cap_fetch(quotas: ClientQuotas, request: KafkaRequest) -> None:
 
 
 def _fetched_bytes(answer: KafkaAnswer) -> int:
-    return sum(len(p["records"] or b"") for t in answer["responses"] for p in t["partitions"])
+    topics = answer.get("responses", [])
+    return sum(len(p["records"] or b"") for t in topics for p in t["partitions"])
 
 
 class Measured:
     """One request's use of its client's quotas, from the adapter's start to its answer."""
 
-    def __init__(self, ctx: BrokerContext, state: ConnectionState, request: KafkaRequest,
-                 request_bytes: int) -> None:  # fmt: skip
+    def __init__(
+        self, ctx: BrokerContext, state: ConnectionState, request: KafkaRequest, request_bytes: int
+    ) -> None:
         self._quotas, self._state, self._request = ctx.quotas, state, request
         self._request_bytes = request_bytes
         self._started_ns = time.thread_time_ns()
@@ -116,7 +117,10 @@ def measured(
     return Measured(ctx, state, request, request_bytes) if ctx.quotas.active else None
 
 
-def throttled(measure: Measured | None, result: KafkaAnswer | Deferred[KafkaAnswer] | None) -> Any:
+Result = KafkaAnswer | Deferred[KafkaAnswer] | None
+
+
+def throttled(measure: Measured | None, result: Result) -> Result:
     """The adapter's result with its quotas applied (a Deferred once it finishes)."""
     if measure is None:
         return result
