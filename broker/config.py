@@ -200,6 +200,13 @@ BROKER_SETTINGS: tuple[Setting, ...] = (
             "Largest request frame a client may send on a SASL listener before it has logged "
             "in; a larger one closes the connection (Kafka's key and default).",
             low=1024, high=INT32_MAX, section="security"),  # an INT in Kafka
+    # Client quotas (broker/quotas/): the windows a client's rate is measured over.
+    Setting("quota.window.num", "quota_window_num", int, 11,
+            "Windows a client quota's rate is measured over (Kafka's key and default).",
+            low=1, high=INT32_MAX, section="kafka"),
+    Setting("quota.window.size.seconds", "quota_window_size_seconds", int, 1,
+            "Length of each client quota window (Kafka's key and default).",
+            low=1, high=INT32_MAX, section="kafka"),
     # Kafka's default is unlimited; a finite one keeps one host from taking every slot.
     Setting("max.connections.per.ip", "max_connections_per_ip", int, 1000,
             "Connections from one client address beyond this are closed at once.",
@@ -381,6 +388,8 @@ class BrokerConfig:
     kafka_listen_anonymous_enable: bool = False
     max_connections_per_ip: int = 1000
     sasl_server_max_receive_size: int = 524288
+    quota_window_num: int = 11
+    quota_window_size_seconds: int = 1
     cleaner: CleanerConfig = field(default_factory=CleanerConfig)
 
     @property

@@ -20,6 +20,8 @@ from broker.longpoll import AppendNotifier
 from broker.membudget import MemoryBudget
 from broker.metrics import BrokerMetrics
 from broker.offsets_log import OffsetsLog
+from broker.quotas.limits import ClientQuotas
+from broker.quotas.store import QuotaStore
 from broker.security.service import BrokerSecurity
 from protocol.clock import ClockMs, wall_clock_ms
 from storage.manager import LogManager
@@ -40,6 +42,7 @@ class ConnectionState:
     reader_scope: trio.CancelScope = field(default_factory=trio.CancelScope)
     local: tuple[str, int] | None = None  # the address the client connected to
     protocol: str = "tidelog"  # which codec serves it (broker.wirecodec), once sniffed
+    muted_until: float = 0.0  # trio time a client quota's throttle ends (broker/kafka/throttle.py)
 
 
 @dataclass
@@ -56,6 +59,7 @@ class BrokerContext:
     clock_ms: ClockMs = wall_clock_ms  # the broker's one wall clock (protocol/clock.py)
     memory: MemoryBudget = field(init=False)  # queued.max.request.bytes, broker-wide
     groups: GroupService = field(init=False)  # the group coordinator (broker/group_service.py)
+    quotas: ClientQuotas = field(init=False)  # client quotas (broker/quotas/)
     # TLS, SASL and ACLs (broker/security/); None: none of them (bare test contexts).
     security: BrokerSecurity | None = None
 
@@ -65,6 +69,11 @@ class BrokerContext:
         self.metrics.get("tidelog_inflight_requests").set_function(lambda: self.inflight_total)
         offsets_log = OffsetsLog(self.manager, self.config.offsets_topic_segment_bytes)
         self.groups = GroupService(self.config.group_config, offsets_log, self.clock_ms)
+        self.quotas = ClientQuotas(
+            QuotaStore(self.config.data_dir),
+            samples=self.config.quota_window_num,
+            window_ms=self.config.quota_window_size_seconds * 1000,
+        )
 
     def connection_opened(self, state: ConnectionState) -> None:
         self.connections[state.conn_id] = state

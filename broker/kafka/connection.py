@@ -36,6 +36,7 @@ from broker.handlers.fetch import FETCH_RESPONSE_MAX_BYTES
 from broker.kafka.call import KafkaAnswer, KafkaCall
 from broker.kafka.core import CLUSTER_ID
 from broker.kafka.registry import KAFKA_HANDLERS
+from broker.kafka.throttle import cap_fetch, measured, throttled, wait_unmuted
 from broker.logging import get_logger, request_fields
 from broker.wirecodec import Close, Frame, Outcome
 from protocol.errors import TidelogError
@@ -311,6 +312,7 @@ class KafkaCodec:
         *,
         large: bool,
     ) -> Outcome:
+        await wait_unmuted(state)  # a throttled client's next request waits (KIP-219)
         try:
             if large:
                 request = await offload.to_worker(decode_request, message)
@@ -330,8 +332,10 @@ class KafkaCodec:
             )
         header = request.header
         with request_fields(api=api.name, request_id=header.correlation_id, protocol="kafka"):
+            cap_fetch(ctx.quotas, request)
+            measure = measured(ctx, state, request, len(message))
             try:
-                result = await handler(KafkaCall(ctx, state, request))
+                result = throttled(measure, await handler(KafkaCall(ctx, state, request)))
             except Exception as exc:
                 frame = _failure_frame(ctx, request, exc, arrived)
                 if frame is None:

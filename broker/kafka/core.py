@@ -8,8 +8,9 @@ through `for_tidelog_code`. Record batches are converted at the edge
 
 A single broker is every partition's leader and the controller: Metadata names this
 node (`node.id`) at the address clients should use (`advertised.listeners`, else the
-address the client connected to). Leader epochs are unknown (-1), so clients never
-validate positions with OffsetsForLeaderEpoch, which is not served.
+address the client connected to). Its leader epoch is always 0 (Metadata and
+ListOffsets say so; Java consumers check positions with OffsetForLeaderEpoch,
+broker/kafka/leader_epoch.py).
 """
 
 from __future__ import annotations
@@ -60,8 +61,8 @@ NO_SESSION = 0
 INT32_MAX = 2**31 - 1
 # The cluster id Metadata reports (a single broker, no KRaft metadata log).
 CLUSTER_ID = "tidelog"
-# Leader epochs: unknown (Tidelog keeps none).
-NO_EPOCH = -1
+# This node has led every partition since its creation, in leader epoch 0.
+LEADER_EPOCH = 0
 
 
 def _kafka_error(code: str | None) -> KafkaError:
@@ -127,7 +128,7 @@ def _topic_metadata(
             "error_code": 0,
             "partition_index": p["partition"],
             "leader_id": node,
-            "leader_epoch": NO_EPOCH,
+            "leader_epoch": LEADER_EPOCH,
             "replica_nodes": [node],
             "isr_nodes": [node],
             "offline_replicas": [],
@@ -433,7 +434,7 @@ async def list_offsets(call: KafkaCall) -> KafkaAnswer:
                     "error_code": error.code,
                     "timestamp": _or_minus_one(res.get("timestamp")) if res else -1,
                     "offset": _or_minus_one(res.get("offset")) if res else -1,
-                    "leader_epoch": NO_EPOCH,
+                    "leader_epoch": LEADER_EPOCH,
                 }
             )
         topics.append({"name": t["name"], "partitions": parts})

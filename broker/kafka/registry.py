@@ -26,13 +26,33 @@ from broker import dispatch
 from broker.authz.access import access_for, refuse_unless, require_login
 from broker.authz.gate import whole_name
 from broker.context import Deferred
-from broker.kafka import admin, cluster_admin, core, groups, producer_ids, security
+from broker.kafka import (
+    admin,
+    client_quotas,
+    cluster_admin,
+    core,
+    groups,
+    leader_epoch,
+    producer_ids,
+    scram_users,
+    security,
+)
 from broker.kafka.call import KafkaAnswer, KafkaApi, KafkaCall, KafkaHandler
 from broker.security.requires import LOGGED_IN, UNDECLARED
 from protocol.errors import TidelogError
 from protocol.kafka.errors import for_tidelog_code
 
-_FAMILIES: tuple[ModuleType, ...] = (core, admin, cluster_admin, groups, producer_ids, security)
+_FAMILIES: tuple[ModuleType, ...] = (
+    core,
+    admin,
+    cluster_admin,
+    client_quotas,
+    scram_users,
+    leader_epoch,
+    groups,
+    producer_ids,
+    security,
+)
 
 
 def gated(api: KafkaApi) -> KafkaHandler:

@@ -29,6 +29,7 @@ import base64
 import hmac
 import re
 import secrets
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -153,6 +154,32 @@ class CredentialStore:
 
         self._file.update(edit)
         return found
+
+    def alter(self, changes: Mapping[tuple[str, str], ScramCredential | None]) -> None:
+        """Set (a credential) or remove (None) several users' entries per mechanism in
+        one write: what Kafka's AlterUserScramCredentials stores (a user with no entry
+        left is gone)."""
+        for username, _ in changes:
+            check_username(username)
+
+        def edit(document: Document) -> Document:
+            users = document.setdefault("users", {})
+            for (username, mechanism), credential in changes.items():
+                entries = users.setdefault(username, {})
+                if credential is None:
+                    entries.pop(mechanism, None)
+                else:
+                    entries[mechanism] = _encode(credential)
+                if not entries:
+                    del users[username]
+            return document
+
+        self._file.update(edit)
+
+    def entries(self) -> dict[str, dict[str, ScramCredential]]:
+        """username -> mechanism -> its credential, as on disk now."""
+        self.refresh()
+        return {user: dict(mechs) for user, mechs in self._users.items()}
 
     def users(self) -> dict[str, list[str]]:
         """username -> its mechanisms, as on disk now."""

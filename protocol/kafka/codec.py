@@ -188,12 +188,19 @@ def decode_request(frame: bytes | bytearray | memoryview) -> KafkaRequest:
         raise KafkaCodecError(
             KafkaError.INVALID_REQUEST, f"malformed {api.name} v{header.api_version} request: {exc}"
         ) from exc
-    if end != len(buf):
+    if end != len(buf) and not _empty_tag_sections(api, header.api_version, buf[end:]):
         raise KafkaCodecError(
             KafkaError.INVALID_REQUEST,
             f"{api.name} v{header.api_version} request has {len(buf) - end} bytes left over",
         )
     return KafkaRequest(header, api, body)
+
+
+def _empty_tag_sections(api: Api, version: int, rest: memoryview) -> bool:
+    """Whether what follows a flexible request's body is only empty tagged-field
+    sections (zero bytes). librdkafka 2.x ends AlterUserScramCredentials with a second
+    one; Kafka's broker ignores what follows a request, so a client it serves works."""
+    return api.is_flexible(version) and not any(rest)
 
 
 def encode_request(header: RequestHeader, body: Mapping[str, Any]) -> bytes:

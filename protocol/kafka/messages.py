@@ -1215,6 +1215,211 @@ DELETE_ACLS = Api(
     ),
 )
 
+OFFSET_FOR_LEADER_EPOCH = Api(
+    key=23,
+    name="OffsetForLeaderEpoch",
+    versions="2-4",
+    flexible="4+",
+    request=(
+        F("replica_id", "int32", "3+", default=-2),
+        F(
+            "topics",
+            "[]",
+            "0+",
+            F("topic", "string", "0+"),
+            F(
+                "partitions",
+                "[]",
+                "0+",
+                F("partition", "int32", "0+"),
+                F("current_leader_epoch", "int32", "2+", default=-1),
+                F("leader_epoch", "int32", "0+"),
+            ),
+        ),
+    ),
+    response=(
+        F("throttle_time_ms", "int32", "2+"),
+        F(
+            "topics",
+            "[]",
+            "0+",
+            F("topic", "string", "0+"),
+            F(
+                "partitions",
+                "[]",
+                "0+",
+                F("error_code", "int16", "0+"),
+                F("partition", "int32", "0+"),
+                F("leader_epoch", "int32", "1+", default=-1),
+                F("end_offset", "int64", "0+", default=-1),
+            ),
+        ),
+    ),
+)
+
+DESCRIBE_CLIENT_QUOTAS = Api(
+    key=48,
+    name="DescribeClientQuotas",
+    versions="0-1",
+    flexible="1+",
+    request=(
+        F(
+            "components",
+            "[]",
+            "0+",
+            F("entity_type", "string", "0+"),
+            F("match_type", "int8", "0+"),
+            F("match", "string", "0+", nullable="0+"),
+        ),
+        F("strict", "bool", "0+"),
+    ),
+    response=(
+        F("throttle_time_ms", "int32", "0+"),
+        F("error_code", "int16", "0+"),
+        F("error_message", "string", "0+", nullable="0+"),
+        F(
+            "entries",
+            "[]",
+            "0+",
+            F(
+                "entity",
+                "[]",
+                "0+",
+                F("entity_type", "string", "0+"),
+                F("entity_name", "string", "0+", nullable="0+"),
+            ),
+            F(
+                "values",
+                "[]",
+                "0+",
+                F("key", "string", "0+"),
+                F("value", "float64", "0+"),
+            ),
+            nullable="0+",
+        ),
+    ),
+)
+
+ALTER_CLIENT_QUOTAS = Api(
+    key=49,
+    name="AlterClientQuotas",
+    versions="0-1",
+    flexible="1+",
+    request=(
+        F(
+            "entries",
+            "[]",
+            "0+",
+            F(
+                "entity",
+                "[]",
+                "0+",
+                F("entity_type", "string", "0+"),
+                F("entity_name", "string", "0+", nullable="0+"),
+            ),
+            F(
+                "ops",
+                "[]",
+                "0+",
+                F("key", "string", "0+"),
+                F("value", "float64", "0+"),
+                F("remove", "bool", "0+"),
+            ),
+        ),
+        F("validate_only", "bool", "0+"),
+    ),
+    response=(
+        F("throttle_time_ms", "int32", "0+"),
+        F(
+            "entries",
+            "[]",
+            "0+",
+            F("error_code", "int16", "0+"),
+            F("error_message", "string", "0+", nullable="0+"),
+            F(
+                "entity",
+                "[]",
+                "0+",
+                F("entity_type", "string", "0+"),
+                F("entity_name", "string", "0+", nullable="0+"),
+            ),
+        ),
+    ),
+)
+
+DESCRIBE_USER_SCRAM_CREDENTIALS = Api(
+    key=50,
+    name="DescribeUserScramCredentials",
+    versions="0",
+    flexible="0+",
+    request=(
+        F(
+            "users",
+            "[]",
+            "0+",
+            F("name", "string", "0+"),
+            nullable="0+",
+        ),
+    ),
+    response=(
+        F("throttle_time_ms", "int32", "0+"),
+        F("error_code", "int16", "0+"),
+        F("error_message", "string", "0+", nullable="0+"),
+        F(
+            "results",
+            "[]",
+            "0+",
+            F("user", "string", "0+"),
+            F("error_code", "int16", "0+"),
+            F("error_message", "string", "0+", nullable="0+"),
+            F(
+                "credential_infos",
+                "[]",
+                "0+",
+                F("mechanism", "int8", "0+"),
+                F("iterations", "int32", "0+"),
+            ),
+        ),
+    ),
+)
+
+ALTER_USER_SCRAM_CREDENTIALS = Api(
+    key=51,
+    name="AlterUserScramCredentials",
+    versions="0",
+    flexible="0+",
+    request=(
+        F(
+            "deletions",
+            "[]",
+            "0+",
+            F("name", "string", "0+"),
+            F("mechanism", "int8", "0+"),
+        ),
+        F(
+            "upsertions",
+            "[]",
+            "0+",
+            F("name", "string", "0+"),
+            F("mechanism", "int8", "0+"),
+            F("iterations", "int32", "0+"),
+            F("salt", "bytes", "0+"),
+            F("salted_password", "bytes", "0+"),
+        ),
+    ),
+    response=(
+        F("throttle_time_ms", "int32", "0+"),
+        F(
+            "results",
+            "[]",
+            "0+",
+            F("user", "string", "0+"),
+            F("error_code", "int16", "0+"),
+            F("error_message", "string", "0+", nullable="0+"),
+        ),
+    ),
+)
+
 ALL_APIS: tuple[Api, ...] = (
     PRODUCE,
     FETCH,
@@ -1250,4 +1455,9 @@ ALL_APIS: tuple[Api, ...] = (
     CREATE_ACLS,
     DESCRIBE_ACLS,
     DELETE_ACLS,
+    OFFSET_FOR_LEADER_EPOCH,
+    DESCRIBE_CLIENT_QUOTAS,
+    ALTER_CLIENT_QUOTAS,
+    DESCRIBE_USER_SCRAM_CREDENTIALS,
+    ALTER_USER_SCRAM_CREDENTIALS,
 )

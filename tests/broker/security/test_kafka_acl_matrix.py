@@ -612,6 +612,78 @@ ROWS = [
         OK,
         CLUSTER_DENIED,
     ),
+    Row(
+        "OffsetForLeaderEpoch",
+        23,
+        4,
+        {
+            "replica_id": -1,
+            "topics": [
+                {
+                    "topic": "orders",
+                    "partitions": [{"partition": 0, "current_leader_epoch": 0, "leader_epoch": 0}],
+                }
+            ],
+        },
+        lambda a: _part(a, "topics"),
+        OK,
+        TOPIC_DENIED,
+    ),
+    Row(
+        "DescribeClientQuotas",
+        48,
+        1,
+        {"components": [], "strict": False},
+        lambda a: a.error_code,
+        OK,
+        CLUSTER_DENIED,
+    ),
+    Row(
+        "AlterClientQuotas",
+        49,
+        1,
+        {
+            "entries": [
+                {
+                    "entity": [{"entity_type": "client-id", "entity_name": "matrix"}],
+                    "ops": [{"key": "producer_byte_rate", "value": 1e9, "remove": False}],
+                }
+            ],
+            "validate_only": False,
+        },
+        lambda a: a.entries[0].error_code,
+        OK,
+        CLUSTER_DENIED,
+    ),
+    Row(
+        "DescribeUserScramCredentials",
+        50,
+        0,
+        {"users": [{"name": "alice"}]},
+        lambda a: a.error_code or a.results[0].error_code,
+        OK,
+        CLUSTER_DENIED,
+    ),
+    Row(
+        "AlterUserScramCredentials",
+        51,
+        0,
+        {
+            "deletions": [],
+            "upsertions": [
+                {
+                    "name": "carol",
+                    "mechanism": 1,
+                    "iterations": 4096,
+                    "salt": b"s" * 16,
+                    "salted_password": b"p" * 32,
+                }
+            ],
+        },
+        lambda a: a.results[0].error_code,
+        OK,
+        CLUSTER_DENIED,
+    ),
     Row("DescribeAcls", 29, 1, _acl_filter(), lambda a: a.error_code, OK, CLUSTER_DENIED),
     Row(
         "DeleteAcls",
