@@ -84,15 +84,15 @@ class _Tidelog:
 def restartable(name: str, work_dir: Path) -> Iterator[RestartableBroker]:
     """Start broker `name` ("kafka" or "tidelog") under `work_dir`; stopped on exit."""
     work_dir.mkdir(parents=True, exist_ok=True)
+    broker: _Kafka | _Tidelog
     if name == "kafka":
-        with _Kafka(work_dir) as kafka:
-            yield kafka
-        return
-    if name != "tidelog":
+        broker = _Kafka(work_dir)
+    elif name == "tidelog":
+        broker = _Tidelog(work_dir)
+    else:
         raise ValueError(f"unknown broker {name!r}")
-    tidelog = _Tidelog(work_dir)
-    tidelog.start()
+    broker.start()
     try:
-        yield tidelog
+        yield broker
     finally:
-        tidelog.stop()
+        broker.stop()

@@ -11,10 +11,17 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, NewTopic
+from confluent_kafka.admin import (  # type: ignore[attr-defined]  # re-exported, not in __all__
+    AdminClient,
+    ConfigResource,
+    NewPartitions,
+    NewTopic,
+)
 
 ADMIN_TIMEOUT_S = 30.0
 T = TypeVar("T")
+# A record's headers as confluent-kafka takes and gives them.
+Headers = Sequence[tuple[str, str | bytes | None]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,7 +32,7 @@ class Rec:
     offset: int
     key: bytes | None
     value: bytes | None
-    headers: tuple[tuple[str, bytes], ...]
+    headers: tuple[tuple[str, str | bytes | None], ...]
     timestamp_ms: int
 
 
@@ -68,7 +75,7 @@ def topic_config(bootstrap: str, topic: str) -> dict[str, str]:
 def produce(
     bootstrap: str,
     topic: str,
-    records: Sequence[tuple[int, bytes | None, bytes | None, list[tuple[str, bytes]], int | None]],
+    records: Sequence[tuple[int, bytes | None, bytes | None, Headers, int | None]],
 ) -> None:
     """(partition, key, value, headers, timestamp_ms or None) each, acked before returning."""
     producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
@@ -80,12 +87,17 @@ def produce(
 
     for partition, key, value, headers, timestamp_ms in records:
         producer.produce(
-            topic, value, key, partition=partition, headers=headers,
+            topic, value, key, partition=partition, headers=list(headers),
             timestamp=timestamp_ms or 0, on_delivery=on_delivery,
         )  # fmt: skip
     remaining = producer.flush(ADMIN_TIMEOUT_S)
     if failures or remaining:
         raise RuntimeError(f"produce to {topic}: {failures or f'{remaining} not acked'}")
+
+
+def _as_bytes(data: str | bytes | None) -> bytes | None:
+    """No deserializer is configured, so keys and values come as bytes (or None)."""
+    return data.encode() if isinstance(data, str) else data
 
 
 def read_all(bootstrap: str, topic: str, *, timeout_s: float = 20.0) -> list[Rec]:
@@ -108,14 +120,18 @@ def read_all(bootstrap: str, topic: str, *, timeout_s: float = 20.0) -> list[Rec
                 continue
             if msg.error() is not None:
                 raise KafkaException(msg.error())
+            partition, offset = msg.partition(), msg.offset()
+            assert partition is not None and offset is not None  # a fetched record has both
+            headers = msg.headers() or []
+            assert isinstance(headers, list)  # confluent-kafka gives a list of pairs
             out.append(
                 Rec(
-                    msg.partition(), msg.offset(), msg.key(), msg.value(),
-                    tuple((k, v) for k, v in (msg.headers() or [])), msg.timestamp()[1],
+                    partition, offset, _as_bytes(msg.key()), _as_bytes(msg.value()),
+                    tuple(headers), msg.timestamp()[1],
                 )
             )  # fmt: skip
-            if msg.offset() + 1 >= ends[msg.partition()]:
-                todo.discard(msg.partition())
+            if offset + 1 >= ends[partition]:
+                todo.discard(partition)
         if todo:
             raise TimeoutError(f"{topic}: partitions {sorted(todo)} not read to their end")
         return sorted(out, key=lambda r: (r.partition, r.offset))

@@ -32,10 +32,11 @@ def _lines(path: Path) -> list[str]:
 
 
 def _wait_lines(path: Path, count: int, worker: ConnectWorker) -> None:
+    def arrived() -> bool:
+        return len(_lines(path)) >= count
+
     try:
-        kafka_io.wait_for(
-            f"{count} lines in {path.name}", lambda: len(_lines(path)) >= count, FLOW_TIMEOUT_S
-        )
+        kafka_io.wait_for(f"{count} lines in {path.name}", arrived, FLOW_TIMEOUT_S)
     except TimeoutError as exc:
         raise AssertionError(f"{exc}; worker log:\n{worker.log_tail()}") from None
 
@@ -59,8 +60,11 @@ def _file_pipeline(broker_name: str, work_dir: Path, unique: Callable[[str], str
                 {"connector.class": FILE_SINK, "tasks.max": "1",
                  "file": str(sink_file), "topics": topic},
             )  # fmt: skip
-            for name in ("lines-in", "lines-out"):
-                kafka_io.wait_for(f"{name} RUNNING", lambda n=name: worker.running(n), 60)
+            kafka_io.wait_for(
+                "both connectors RUNNING",
+                lambda: worker.running("lines-in") and worker.running("lines-out"),
+                60,
+            )
             _append(source_file, 0, LINES_PER_STEP)
             _wait_lines(sink_file, LINES_PER_STEP, worker)
 
