@@ -42,7 +42,8 @@ soak: install
 # Apache Kafka as oracle and peer (issue 19, docs/kafka-interop.md): the real Kafka 4.x broker
 # (jars fetched by Maven into ~/.cache/tidelog), kcat from Debian, the Python Kafka clients.
 INTEROP_STAMP := $(VENV)/.interop-installed
-INTEROP_APT := kcat maven openjdk-17-jre-headless
+# The JDK compiles interop/jvm_apps (Streams, kafka-clients); npm installs interop/node's lockfile.
+INTEROP_APT := kcat maven openjdk-17-jre-headless openjdk-17-jdk-headless nodejs npm
 
 $(INTEROP_STAMP): pyproject.toml $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[spark,dev,bench,interop]'
@@ -60,8 +61,10 @@ $(INTEROP_SPARK_STAMP): interop/spark/pom.xml
 	touch $(INTEROP_SPARK_STAMP)
 
 interop: install $(INTEROP_STAMP) $(INTEROP_SPARK_STAMP)
-	command -v kcat >/dev/null && command -v mvn >/dev/null && command -v java >/dev/null || \
+	command -v kcat >/dev/null && command -v mvn >/dev/null && command -v java >/dev/null && \
+		command -v javac >/dev/null && command -v npm >/dev/null || \
 		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(INTEROP_APT); }
+	@command -v go >/dev/null || { echo "interop needs Go >= 1.26 on PATH (interop/go/go.mod): https://go.dev/dl/"; exit 1; }
 	$(BIN)/python -m pytest -m interop tests/interop $(PYTEST_ARGS)
 
 # Tidelog against Apache Kafka 4.x, Kafka clients and Java perf tools, one run (issue 19
