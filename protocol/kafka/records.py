@@ -44,11 +44,9 @@ import dataclasses
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
-from operator import itemgetter
 from typing import Any, NamedTuple
 
 import crc32c
-import numpy as np
 
 from protocol import batch as tidelog
 from protocol.batch import (
@@ -60,7 +58,8 @@ from protocol.batch import (
     BatchLayout,
     HeaderFields,
 )
-from protocol.kafka.columns import decode_columns, encode_columns, scan_columns
+from protocol.kafka import recordwalk
+from protocol.kafka.columns import decode_columns, encode_columns
 from protocol.kafka.errors import KafkaCodecError, KafkaError
 from protocol.kafka.varint import read_varint, varint
 
@@ -223,19 +222,14 @@ class DeltaSummary(NamedTuple):
 
 
 def delta_summary(data: bytes, count: int) -> DeltaSummary:
-    """Summarise `count` records' deltas (count >= 1), every bound checked.
-
-    Column-wise batches copy no key or value; small ones take the per-record
-    path, where numpy's fixed cost per call would dominate.
-    """
+    """Summarise `count` records' deltas (count >= 1), every bound checked, in one
+    walk in C (protocol/kafka/recordwalk.py) that copies no key or value."""
     _check_count(data, count)
-    if count >= DECODE_COLUMNS_MIN_RECORDS:
-        columns = scan_columns(data, count, decode_headers)
-        counting = bool(np.array_equal(columns.offset_deltas, np.arange(count)))
-        return DeltaSummary(counting, int(columns.timestamp_deltas.max()))
-    records = decode_each(data, count)
-    counting = tuple(map(itemgetter(0), records)) == tuple(range(count))
-    return DeltaSummary(counting, max(map(itemgetter(1), records)))
+    try:
+        summary = recordwalk.summarize(data, count)
+    except ValueError as exc:
+        raise _corrupt(f"malformed records: {exc}") from exc
+    return DeltaSummary(summary.first_misplaced < 0, summary.max_timestamp_delta)
 
 
 def _check_count(data: bytes, count: int) -> None:
