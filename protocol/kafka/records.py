@@ -122,10 +122,11 @@ MIN_BATCH_LENGTH = LAYOUT.min_batch_length
 assert LOG_OVERHEAD == tidelog.LOG_OVERHEAD
 
 # From these batch sizes on, the column-wise paths (columns.py) beat the per-record
-# loops. Their numpy calls cost a fixed ~75 µs (decode) and ~140 µs (encode) per
-# batch, against a per-record saving of ~1 µs and ~0.3 µs (100-byte values;
-# measured crossovers about 75 and 600 records, CPU time).
-DECODE_COLUMNS_MIN_RECORDS = 96
+# loops. Decoding walks the records in C, then slices with numpy: a fixed ~9 µs per
+# batch against ~1 µs a record one at a time; encoding's numpy calls cost ~140 µs per
+# batch against ~0.3 µs a record saved (100-byte values; measured crossovers about 10
+# and 600 records, CPU time).
+DECODE_COLUMNS_MIN_RECORDS = 12
 ENCODE_COLUMNS_MIN_RECORDS = 640
 
 # length, attributes, timestamp delta, offset delta, key length, value length and
