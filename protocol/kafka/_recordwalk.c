@@ -44,8 +44,8 @@ static int fail(Walk *w, const char *what) {
     return -1;
 }
 
-/* A zigzag varint of at most `width` bytes (5 or 10) ending by `end`. */
-static int read_varint(Walk *w, Py_ssize_t end, int width, int64_t *out, const char *field) {
+/* A zigzag varint of at most `width` bytes (5 or 10) ending by `end`: the general case. */
+static int read_varint_long(Walk *w, Py_ssize_t end, int width, int64_t *out, const char *field) {
     uint64_t raw = 0;
     int shift = 0;
     Py_ssize_t pos = w->pos;
@@ -77,6 +77,25 @@ static int read_varint(Walk *w, Py_ssize_t end, int width, int64_t *out, const c
     char what[80];
     snprintf(what, sizeof what, "%s is longer than %d bytes", field, width);
     return fail(w, what);
+}
+
+/* A zigzag varint: one byte (most lengths and deltas) inline, longer ones above. */
+static inline int read_varint(Walk *w, Py_ssize_t end, int width, int64_t *out, const char *field) {
+    if (w->pos < end) {
+        uint8_t byte = w->data[w->pos];
+        if (byte < 0x80) {
+            w->pos++;
+            *out = (int64_t)(byte >> 1) ^ -(int64_t)(byte & 1);
+            return 0;
+        }
+        if (w->pos + 1 < end && w->data[w->pos + 1] < 0x80) { /* two bytes: 14 bits */
+            uint64_t raw = (uint64_t)(byte & 0x7F) | ((uint64_t)w->data[w->pos + 1] << 7);
+            w->pos += 2;
+            *out = (int64_t)(raw >> 1) ^ -(int64_t)(raw & 1);
+            return 0;
+        }
+    }
+    return read_varint_long(w, end, width, out, field);
 }
 
 /* A length that may be -1 (null) and whose bytes must lie before `end`: moves past them. */
