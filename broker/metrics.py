@@ -9,7 +9,8 @@ one test process.
 
 The HTTP side is a deliberately tiny HTTP/1.0 responder on trio (GET only, one
 request per connection): `/metrics`, `/healthz` (alias `/livez`) and `/readyz`
-(503 until recovery has finished and the listeners are bound).
+(503 until recovery has finished and the listeners are bound). An `HttpMount`, the
+web console (broker/console/, docs/console.md), answers the paths it claims, POST too.
 
 Topic and group names are what the authorizer hides from clients without Describe,
 so `MetricsAccess` decides what `/metrics` shows and to whom: the series labelled

@@ -11,8 +11,9 @@ import pytest
 
 from protocol.batch import encode_batch, iter_records
 from protocol.offsets_schema import commit_offsets, fetch_offsets
-from tests.conftest import BrokerProcess
+from tests.conftest import BrokerFactory, BrokerProcess
 from tests.console.conftest import browser_for
+from tests.integration.test_groups import GROUP_SETTINGS, Member, fill_topic, wait_until
 from tidelog import Client
 
 pytestmark = pytest.mark.integration
@@ -229,3 +230,24 @@ def test_state_changes_need_the_sessions_csrf_token(open_broker: BrokerProcess) 
     assert ok.status == 303
     assert "a" in [e["topic"] for e in _client_topics(open_broker)]
     assert any(e.get("event") == "console_csrf_refused" for e in open_broker.events())
+
+
+def test_a_live_groups_members_and_assignments_and_no_reset_while_it_runs(
+    broker_factory: BrokerFactory,
+) -> None:
+    open_broker = broker_factory(*GROUP_SETTINGS)
+    fill_topic(open_broker, "live", partitions=2)
+    member = Member(open_broker, "live-readers", "live")
+    try:
+        wait_until(lambda: member.assigned == frozenset({0, 1}), 20, "the member is assigned")
+        web = browser_for(open_broker)
+        page = web.get("/console/group/live-readers").text
+        assert re.search(r"<strong id=state>Stable</strong>", page)
+        assert "live: 0,1" in page
+        refused = web.post(
+            "/console/group/live-readers/reset",
+            {"topic": "", "strategy": "earliest", "value": "", "time": "", "execute": "yes"},
+        )
+        assert refused.status == 400 and "NON_EMPTY_GROUP" in refused.text
+    finally:
+        member.stop()

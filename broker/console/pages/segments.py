@@ -97,6 +97,11 @@ async def segments(call: Call) -> Response:
     directory = call.ctx.manager.get_log(topic, partition).directory
     compacted = "compact" in explained["cleanup_policy"]
     compaction_html, checkpoint = _compaction(call, topic, partition)
+    if not compacted:
+        compaction_html = (
+            "<p>cleanup.policy has no <code>compact</code>: "
+            "the log cleaner leaves this partition alone.</p>"
+        )
     rows = [_segment_row(s, directory, compacted, checkpoint) for s in explained["segments"]]
     settings = (
         f"retention.ms={explained['retention_ms']}, "
