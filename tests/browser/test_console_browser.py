@@ -133,6 +133,24 @@ def test_login_wrong_password_then_the_overview_with_live_charts(
     console.every_field_is_labelled()
 
 
+def test_keyboard_first_stop_is_the_skip_link_then_the_navigation(
+    admin: Console,
+) -> None:
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.keys import Keys
+
+    driver = admin.open("/console/topics")
+    ActionChains(driver).send_keys(Keys.TAB).perform()
+    assert driver.switch_to.active_element.text == "Skip to content"
+    ActionChains(driver).send_keys(Keys.TAB).perform()
+    assert driver.switch_to.active_element.text == "Overview"
+    driver = admin.open("/console/topics")
+    ActionChains(driver).send_keys(Keys.TAB).send_keys(Keys.ENTER).perform()
+    assert driver.execute_script("return location.hash") == "#main"
+    ActionChains(driver).send_keys(Keys.TAB).perform()
+    assert driver.switch_to.active_element.get_attribute("name") == "q"  # the search box
+
+
 def test_topics_search_and_pages_at_10000_topics(admin: Console) -> None:
     driver = admin.open("/console/topics", shot="topics")
     total = driver.find_element("id", "topic-total").text
