@@ -8,7 +8,10 @@ and audited as a client's request would be.
 - `app.py`: the mount the metrics listener hands the console's paths to;
 - `http.py`, `sessions.py`, `login.py`, `settings.py`: requests, sessions, logins,
   whether it runs;
-- `routes.py` and `pages/`: one module per page; `render.py`, `templates/`, `static/`.
+- `acting.py`: the principal's calls into the API table, audited as console actions;
+- `routes.py`, `base.py` and `pages/`: one module per page; `lookups.py`,
+  `record_format.py` and `assignment.py` what several pages share;
+- `render.py`, `templates/`, `static/`: the HTML, the stylesheet and the chart script.
 """
 
 from __future__ import annotations

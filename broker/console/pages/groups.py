@@ -13,9 +13,9 @@ from typing import Any
 
 from broker.console.acting import first_error
 from broker.console.assignment import decode_assignment
-from broker.console.base import Call, back, int_arg
+from broker.console.base import Call, int_arg
 from broker.console.http import Response
-from broker.console.pages.records import _offset_of, _time_ms
+from broker.console.lookups import offset_of, time_ms
 from broker.console.render import View, esc, field, form, link, page, select, table, url
 from protocol.errors import InvalidRequest, NonEmptyGroup
 
@@ -59,7 +59,7 @@ async def lag_rows(call: Call, group: str) -> list[dict[str, Any]]:
         for p in topic["partitions"]:
             if p.get("error") or p["offset"] < 0:
                 continue
-            end = await _offset_of(
+            end = await offset_of(
                 call, topic["topic"], p["partition"], "list_offsets", {"spec": "latest"}
             )
             out.append(
@@ -140,8 +140,8 @@ async def lag_feed(call: Call) -> Response:
 
 async def _target(call: Call, topic: str, partition: int, current: int | None) -> int:
     strategy = call.request.form.get("strategy", "earliest")
-    low = await _offset_of(call, topic, partition, "list_offsets", {"spec": "earliest"})
-    high = await _offset_of(call, topic, partition, "list_offsets", {"spec": "latest"})
+    low = await offset_of(call, topic, partition, "list_offsets", {"spec": "earliest"})
+    high = await offset_of(call, topic, partition, "list_offsets", {"spec": "latest"})
     value = int_arg(call, "value", 0, -(2**62), 2**62)
     if strategy == "latest":
         target = high
@@ -150,8 +150,8 @@ async def _target(call: Call, topic: str, partition: int, current: int | None) -
     elif strategy == "shift":
         target = (low if current is None else current) + value
     elif strategy == "time":
-        found = await _offset_of(
-            call, topic, partition, "offset_for_time", {"timestamp": _time_ms(call)}
+        found = await offset_of(
+            call, topic, partition, "offset_for_time", {"timestamp": time_ms(call)}
         )
         target = high if found < 0 else found
     else:
@@ -213,6 +213,3 @@ async def _commit(call: Call, group: str, plan: dict[tuple[str, int], int]) -> N
         "topics": [{"topic": t, "partitions": parts} for t, parts in by_topic.items()],
     }
     await call.actor.change("reset_offsets", group, "commit_offsets", body)
-
-
-__all__ = ["back"]

@@ -10,30 +10,19 @@ says where it stopped, with a link to go on from there.
 
 from __future__ import annotations
 
-from typing import Any
-
 from broker.console.acting import first_error
 from broker.console.base import Call, back, int_arg
 from broker.console.http import Response
+from broker.console.lookups import offset_of, time_ms
 from broker.console.record_format import FORMATS, show, show_headers
 from broker.console.render import View, esc, field, form, link, page, select, table, url, when
 from protocol.batch import Record, encode_batch, iter_records
-from protocol.errors import InvalidRequest
 
 LIMITS = (10, 20, 50, 100, 200)
 READ_CHUNK_BYTES = 64 * 1024
 SEARCH_CHUNK_BYTES = 512 * 1024
 SEARCH_BUDGET_BYTES = 8 * 1024 * 1024
 STARTS = (("offset", "Offset"), ("time", "Time"), ("start", "Start"), ("end", "End"))
-
-
-async def _offset_of(call: Call, topic: str, partition: int, api: str, item: dict[str, Any]) -> int:
-    body = {"topics": [{"topic": topic, "partitions": [{"partition": partition, **item}]}]}
-    [found] = (await call.actor.call(api, body))["topics"][0]["partitions"]
-    error = first_error([found])
-    if error is not None:
-        raise error
-    return -1 if found.get("offset") is None else int(found["offset"])
 
 
 async def _fetch(
@@ -86,30 +75,14 @@ async def _start(call: Call, topic: str, partition: int, limit: int) -> int:
     if how == "offset":
         return int_arg(call, "offset", 0, 0, 2**63 - 1)
     if how == "time":
-        return await _offset_of(
-            call, topic, partition, "offset_for_time", {"timestamp": _time_ms(call)}
+        return await offset_of(
+            call, topic, partition, "offset_for_time", {"timestamp": time_ms(call)}
         )
     if how == "end":
-        end = await _offset_of(call, topic, partition, "list_offsets", {"spec": "latest"})
-        begin = await _offset_of(call, topic, partition, "list_offsets", {"spec": "earliest"})
+        end = await offset_of(call, topic, partition, "list_offsets", {"spec": "latest"})
+        begin = await offset_of(call, topic, partition, "list_offsets", {"spec": "earliest"})
         return max(begin, end - limit)
-    return await _offset_of(call, topic, partition, "list_offsets", {"spec": "earliest"})
-
-
-def _time_ms(call: Call) -> int:
-    """The `time` field: ms since the epoch, or an ISO 8601 time (UTC unless it says)."""
-    from datetime import UTC, datetime
-
-    text = call.request.arg("time").strip()
-    if text.lstrip("-").isdigit():
-        return int(text)
-    try:
-        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError as exc:
-        raise InvalidRequest(f"time: expected ms or ISO 8601, got {text!r}") from exc
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return int(moment.timestamp() * 1000)
+    return await offset_of(call, topic, partition, "list_offsets", {"spec": "earliest"})
 
 
 def _browse_form(call: Call, topic: str, partition: int, limit: int, fmt: str) -> str:
