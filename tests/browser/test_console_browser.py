@@ -82,10 +82,19 @@ class Console:
 
     def wait_for_new_page(self, old: Any) -> None:
         """Until the page holding `old` is replaced (a click returns before it is)."""
-        from selenium.webdriver.support import expected_conditions
+        from selenium.common.exceptions import WebDriverException
         from selenium.webdriver.support.ui import WebDriverWait
 
-        WebDriverWait(self.driver, 60).until(expected_conditions.staleness_of(old))
+        def replaced(_: Any) -> bool:
+            try:
+                old.is_enabled()
+            except WebDriverException:
+                # Stale, or (when asked while the page is swapped) "Node with given id
+                # does not belong to the document": either way the old page is gone.
+                return True
+            return False
+
+        WebDriverWait(self.driver, 60).until(replaced)
 
     def login(self, user: str, password: str) -> None:
         self.open("/console/login")
