@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: install ext run test lint format bench bench-quick bench-kafka clean soak interop
+.PHONY: install ext run test lint format bench bench-quick bench-kafka clean soak interop browser
 
 install: $(STAMP)
 
@@ -71,6 +71,25 @@ interop: install $(INTEROP_STAMP) $(INTEROP_SPARK_STAMP)
 		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(INTEROP_APT); }
 	@command -v go >/dev/null || { echo "interop needs Go >= 1.26 on PATH (interop/go/go.mod): https://go.dev/dl/"; exit 1; }
 	$(BIN)/python -m pytest -m interop tests/interop $(PYTEST_ARGS)
+
+# The web console in headless Chromium (docs/console.md): Debian's chromium and
+# chromium-driver from apt (no downloaded browser build), Selenium from the `browser`
+# extra; a broker with 10,000 topics (20,000 partitions). `make browser SCREENSHOTS=docs/console`
+# also retakes docs/console.md's screenshots (they change every run: timestamps).
+SCREENSHOTS ?=
+BROWSER_STAMP := $(VENV)/.browser-installed
+BROWSER_APT := chromium chromium-driver
+
+$(BROWSER_STAMP): pyproject.toml $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[spark,dev,bench,kafka,browser]'
+	touch $(BROWSER_STAMP)
+
+browser: install $(BROWSER_STAMP)
+	command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
+		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+		  apt-get install -y -qq --no-install-recommends $(BROWSER_APT); }
+	TIDELOG_CONSOLE_SCREENSHOTS=$(SCREENSHOTS) $(BIN)/python -m pytest -m browser \
+		-o faulthandler_timeout=590 tests/browser $(PYTEST_ARGS)
 
 # Tidelog against Apache Kafka 4.x, Kafka clients and Java perf tools, one run (issue 19
 # item 5, docs/benchmarks.md): ~5 min a run on the shared 2-core machine with JVM start-ups and

@@ -179,6 +179,13 @@ BROKER_SETTINGS: tuple[Setting, ...] = (
             "Label /metrics series with topic and group names: on, off, or auto (off when "
             "a listener authenticates or authorizer=on, unless metrics.bearer.token.file "
             "guards the page).", choices=("auto", "on", "off"), section="security"),
+    Setting("console.enable", "console_enable", str, "auto",
+            "The web console at /console/ on the metrics listener (docs/console.md): auto "
+            "(on when --metrics-listen is a loopback address), on, or off.",
+            choices=("auto", "on", "off"), section="security"),
+    Setting("console.session.timeout.ms", "console_session_timeout_ms", int, 1800000,
+            "A console login ends after this long without a request.",
+            low=60000, high=86400000, section="security"),
     Setting("authorizer", "authorizer", str, "off",
             "on: every request is checked against the ACLs (tidelog acls); off: no checks.",
             choices=("on", "off"), section="security"),
@@ -381,6 +388,8 @@ class BrokerConfig:
     metrics_ssl_enable: bool = False
     metrics_bearer_token_file: str = ""
     metrics_name_labels: str = "auto"
+    console_enable: str = "auto"
+    console_session_timeout_ms: int = 1800000
     authorizer: str = "off"
     super_users: str = ""
     allow_everyone_if_no_acl_found: bool = False

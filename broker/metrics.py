@@ -9,7 +9,8 @@ one test process.
 
 The HTTP side is a deliberately tiny HTTP/1.0 responder on trio (GET only, one
 request per connection): `/metrics`, `/healthz` (alias `/livez`) and `/readyz`
-(503 until recovery has finished and the listeners are bound).
+(503 until recovery has finished and the listeners are bound). An `HttpMount`, the
+web console (broker/console/, docs/console.md), answers the paths it claims, POST too.
 
 Topic and group names are what the authorizer hides from clients without Describe,
 so `MetricsAccess` decides what `/metrics` shows and to whom: the series labelled
@@ -25,7 +26,7 @@ import platform
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import prometheus_client
 import trio
@@ -487,6 +488,16 @@ def http_reply(
     return _http_response("404 Not Found", "text/plain; charset=utf-8", b"not found\n")
 
 
+class HttpMount(Protocol):
+    """An application served beside /metrics on the same listener (the web console,
+    broker/console/): it takes over the requests whose path it claims, any method."""
+
+    def claims(self, path: str) -> bool: ...
+
+    async def serve(self, stream: trio.abc.Stream, received: bytes) -> None:
+        """Answer the request whose bytes so far (its head, maybe some body) are `received`."""
+
+
 async def _read_request_head(stream: trio.abc.Stream) -> bytes | None:
     buf = bytearray()
     while b"\r\n\r\n" not in buf and b"\n\n" not in buf:
@@ -509,7 +520,11 @@ def _header(head: bytes, name: str) -> str | None:
 
 
 async def _handle_http(
-    stream: trio.abc.Stream, metrics: BrokerMetrics, ready: Readiness, access: MetricsAccess
+    stream: trio.abc.Stream,
+    metrics: BrokerMetrics,
+    ready: Readiness,
+    access: MetricsAccess,
+    mount: HttpMount | None = None,
 ) -> None:
     async with stream:
         try:
@@ -518,6 +533,13 @@ async def _handle_http(
                 if not head:
                     return
                 parts = head.split(b"\r\n", 1)[0].split()
+                if (
+                    mount is not None
+                    and len(parts) >= 2
+                    and mount.claims(parts[1].decode("latin-1"))
+                ):
+                    await mount.serve(stream, head)
+                    return
                 if len(parts) < 2 or parts[0] not in (b"GET", b"HEAD"):
                     reply = _http_response("405 Method Not Allowed", "text/plain", b"GET only\n")
                 else:
@@ -538,12 +560,14 @@ async def serve_metrics_http(
     readiness: Readiness,
     wrap: Callable[[trio.SocketStream], Awaitable[trio.abc.Stream | None]] | None = None,
     access: MetricsAccess = MetricsAccess(),
+    mount: HttpMount | None = None,
 ) -> None:
-    """Answer scrapes and health checks until cancelled; `wrap` adds TLS (None: failed)."""
+    """Answer scrapes and health checks until cancelled; `wrap` adds TLS (None: failed);
+    `mount` (the console) answers the paths it claims."""
 
     async def handler(stream: trio.SocketStream) -> None:
         served: trio.abc.Stream | None = stream if wrap is None else await wrap(stream)
         if served is not None:
-            await _handle_http(served, metrics, readiness, access)
+            await _handle_http(served, metrics, readiness, access, mount)
 
     await trio.serve_listeners(handler, listeners)

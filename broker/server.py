@@ -34,6 +34,7 @@ from broker.codecs import codec_named
 from broker.component_metrics import component_samples
 from broker.config import BrokerConfig, authenticates
 from broker.connection import serve_connection
+from broker.console import console_for
 from broker.context import BrokerContext
 from broker.dispatch import SERVER_VERSION
 from broker.gcwatch import GcWatch
@@ -162,14 +163,14 @@ async def serve_broker(
     log.info("broker_starting", data_dir=str(config.data_dir), version=SERVER_VERSION)
     security = BrokerSecurity.from_config(config, on_reload_failed=_tls_reload_failed)
     access = _metrics_access(config)
+    console = console_for(config)  # the web console on the metrics listener (docs/console.md)
     metrics_host, metrics_port = config.metrics_listen
     metrics_listeners = await trio.open_tcp_listeners(metrics_port, host=metrics_host)
     metrics_addr = _bound(metrics_listeners)
     async with trio.open_nursery() as services:
         metrics_tls = _metrics_tls(config, security)
-        services.start_soon(
-            serve_metrics_http, metrics_listeners, metrics, readiness, metrics_tls, access
-        )
+        http = (metrics_listeners, metrics, readiness, metrics_tls, access, console)
+        services.start_soon(serve_metrics_http, *http)
         if security.tls is not None:
             services.start_soon(_reload_tls_on_sighup, security)
         manager = LogManager(
@@ -197,6 +198,8 @@ async def serve_broker(
             security=security,
         )
         await services.start(ctx.groups.serve)  # group coordinator: loaded, then ticking
+        if console is not None:
+            console.attach(ctx, cleaner)
         scheduler.schedule(
             "memory-trim",
             lambda: ctx.memory.trim_if_due(trio.current_time()),
