@@ -35,6 +35,7 @@ AMOUNTS = {
     "produce": (20, 120),
     "clean": (8, 24),
     "kafka-edge": (10, 40),
+    "kafka-small": (100, 400),
 }
 # Without these the counts move by ~4% between runs of the same code: str hashes are
 # salted per process (dict and set probing differ), and OpenBLAS's idle worker threads
@@ -54,6 +55,8 @@ UNITS = {
     "clean": "cleaning 1 MiB of the compaction benchmark's dirty log",
     "kafka-edge": "broker: one Kafka produce request of 1,000 records, and its share of "
     "the Kafka fetches",
+    "kafka-small": "broker: one Kafka produce request of 16 x 1 KiB records, and one Kafka "
+    "fetch of it",
 }
 
 

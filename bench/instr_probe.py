@@ -21,6 +21,8 @@ of `n` is the cost of the work alone.
   requests (`acks: 1`) of one 1,000 x 100 B Kafka v2 batch each, then Kafka Fetch
   v11 requests of all of them back: the Kafka codec, the conversions both ways and
   their offload choices, through the wire only (so both sides of an A/B run it).
+- `kafka-small`: the same with one 16 x 1 KiB batch per produce request, fetched
+  back one batch per Fetch (partition max bytes 16 KiB): the per-request cost.
 - `clean` / `build`: one cleaning of the compaction benchmark's dirty log of `n` MiB,
   and building that log alone (the A/B subtracts the second from the first).
 """
@@ -37,6 +39,10 @@ from typing import Any
 
 RECORDS_PER_BATCH = 1000
 VALUE_BYTES = 100
+# `kafka-small`: the Java producer's default batch (batch.size 16 KiB) of 1 KiB records.
+SMALL_RECORDS_PER_BATCH = 16
+SMALL_VALUE_BYTES = 1024
+SMALL_FETCH_BYTES = 16 * 1024
 START_TIMEOUT_S = 600  # a broker under callgrind starts ~50x slower
 
 
@@ -65,10 +71,10 @@ def _wait_for(port: int) -> None:
     raise SystemExit(f"no broker on port {port} after {START_TIMEOUT_S} s")
 
 
-def _batch() -> bytes:
+def _batch(records: int = RECORDS_PER_BATCH, value_bytes: int = VALUE_BYTES) -> bytes:
     from protocol.batch import encode_batch
 
-    values = [bytes([i % 251]) * VALUE_BYTES for i in range(RECORDS_PER_BATCH)]
+    values = [bytes([i % 251]) * value_bytes for i in range(records)]
     return encode_batch([(None, v, (), None) for v in values], now_ms=int(time.time() * 1000))
 
 
@@ -152,15 +158,18 @@ def _kafka_call(sock: socket.socket) -> bytes:
     return _recv_exactly(sock, int.from_bytes(_recv_exactly(sock, 4), "big"))
 
 
-def kafka_edge(bootstrap: str, n: int) -> None:
+def kafka_edge(bootstrap: str, n: int, *, small: bool = False) -> None:
     """`n` Kafka produce requests of one 1,000-record batch (4 in flight), then Kafka
-    fetches until every record is back."""
+    fetches until every record is back. `small`: batches of 16 x 1 KiB records (the
+    Java producer's default 16 KiB batch) fetched one per request."""
     from protocol.kafka.codec import RequestHeader, decode_response, encode_request
     from protocol.kafka.convert import tidelog_to_kafka_all
     from protocol.kafka.messages import FETCH, PRODUCE
     from protocol.kafka.records import read_batch_header
 
-    records = tidelog_to_kafka_all(_batch())
+    per_batch = SMALL_RECORDS_PER_BATCH if small else RECORDS_PER_BATCH
+    fetch_bytes = SMALL_FETCH_BYTES if small else 1 << 20
+    records = tidelog_to_kafka_all(_batch(*(per_batch, SMALL_VALUE_BYTES) if small else ()))
     produce = encode_request(
         RequestHeader(PRODUCE.key, 7, 1, "instr-probe"),
         {
@@ -183,7 +192,7 @@ def kafka_edge(bootstrap: str, n: int) -> None:
                 raise SystemExit(f"Kafka produce failed: {part}")
             done += 1
         offset = 0
-        while offset < n * RECORDS_PER_BATCH:
+        while offset < n * per_batch:
             fetch = encode_request(
                 RequestHeader(FETCH.key, 11, 2, "instr-probe"),
                 {
@@ -191,7 +200,7 @@ def kafka_edge(bootstrap: str, n: int) -> None:
                     "isolation_level": 0, "session_id": 0, "session_epoch": -1,
                     "topics": [{"topic": "t", "partitions": [{
                         "partition": 0, "current_leader_epoch": -1, "fetch_offset": offset,
-                        "log_start_offset": -1, "partition_max_bytes": 1 << 20}]}],
+                        "log_start_offset": -1, "partition_max_bytes": fetch_bytes}]}],
                     "forgotten_topics_data": [], "rack_id": "",
                 },
             )  # fmt: skip
@@ -223,7 +232,7 @@ def probe_servers(tree: Path, n: int, what: str, out_file: str) -> None:
             "--metrics-listen",
             f"127.0.0.1:{_free_port()}",
         ]
-        if what in ("broker", "broker-producer", "kafka-edge"):
+        if what in ("broker", "broker-producer", "kafka-edge", "kafka-small"):
             serve = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out_file}", *serve]
         broker = subprocess.Popen(
             serve, cwd=data_dir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
@@ -231,14 +240,14 @@ def probe_servers(tree: Path, n: int, what: str, out_file: str) -> None:
         try:
             _wait_for(port)
             bootstrap = f"127.0.0.1:{port}"
-            if what in ("produce", "broker-producer", "kafka-edge"):
+            if what in ("produce", "broker-producer", "kafka-edge", "kafka-small"):
                 with _client_class()(bootstrap) as client:
                     client.create_topic("t", 1)
                 if what == "broker-producer":
                     produce_client(bootstrap, n)
                     return
-                if what == "kafka-edge":
-                    kafka_edge(bootstrap, n)
+                if what in ("kafka-edge", "kafka-small"):
+                    kafka_edge(bootstrap, n, small=what == "kafka-small")
                     return
             else:
                 _produce(bootstrap, n)

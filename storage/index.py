@@ -162,8 +162,14 @@ class Index:
         self.resize(self._entries * self.entry_size)
         self.release_writer()
 
+    @property
+    def unsynced(self) -> bool:
+        """Entries were written since the last fsync."""
+        return self._dirty
+
     def flush(self) -> None:
-        """fsync the entries appended since the last flush (part of a log flush)."""
+        """fsync the entries appended since the last flush: at a roll's flush and at
+        close, not every acks=-1 round (docs/storage.md "Flush and the recovery point")."""
         if self._dirty:
             self._dirty = False
             try:

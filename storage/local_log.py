@@ -264,17 +264,22 @@ class LocalLog:
         return now_ms - self.last_flush_ms >= self.config.flush_ms
 
     def unflushed(self, target: int) -> list[Segment]:
-        """The segments holding offsets in [recovery point, target)."""
-        point = self.recovery_point
-        return [s for s in self.segments if s.next_offset > point and s.base_offset < target]
+        """The segments holding offsets in [recovery point, target), and the rolled ones
+        whose indexes are not fsynced yet (recovery rescans them until then)."""
+        point, active = self.recovery_point, self.segments[-1]
+        due = [s for s in self.segments if s.base_offset < target]
+        return [s for s in due if s.next_offset > point or (s is not active and s.indexes_unsynced)]
 
     def fsync(self, segments: list[Segment], *, dir_dirty: bool, also: Callable[[], None]) -> None:
-        """fsync `segments`, then run `also` (a snapshot's fsync), then the directory
-        when `dir_dirty`. A failure poisons the log (StorageError)."""
+        """fsync the `.log` of `segments`, the indexes of all but the active one (recovery
+        rebuilds those), then run `also` (a snapshot's fsync), then the directory when
+        `dir_dirty`. A failure poisons the log (StorageError)."""
         try:
             failpoints.hit("log.flush.before_fsync")
             for segment in segments:
                 segment.flush()
+                if segment is not self.segments[-1]:  # rolled, maybe during this flush
+                    segment.flush_indexes()
             also()
             if dir_dirty:
                 self.io.fsync_dir(self.directory)

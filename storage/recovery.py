@@ -10,7 +10,7 @@ Rules (docs/design.md "Durability", docs/compaction.md §4 and docs/storage.md "
 2. Index files without a `.log` are orphans and are removed. A segment whose
    index is missing or fails its sanity check is rescanned (index rebuilt).
 3. After an unclean stop (no clean-shutdown marker), every segment from the one
-   holding the recovery point to the end is rescanned: length, CRC-32C and
+   holding the offset before the recovery point to the end is rescanned: length, CRC-32C and
    offsets of each batch. The first bad byte at or past the recovery point
    ends the log: the file is truncated there and later segments are removed.
    So does a rescanned segment of a non-compacted log that ends below the next
@@ -306,7 +306,10 @@ def _rescan_tail(
     fence_below = ALL_FLUSHED if clean else checkpoint_rp
     tail_from = len(segments)
     if not clean and segments:
-        holding = [i for i, s in enumerate(segments) if s.base_offset <= checkpoint_rp]
+        # The segment holding the last flushed offset (rp - 1): one that rolled at the
+        # recovery point may not have fsynced its indexes yet (LocalLog.unflushed).
+        last_flushed = max(checkpoint_rp - 1, 0)
+        holding = [i for i, s in enumerate(segments) if s.base_offset <= last_flushed]
         tail_from = holding[-1] if holding else 0
     for i, segment in enumerate(segments):
         if i < tail_from and not rebuild[i]:

@@ -253,11 +253,19 @@ class Segment:
         self.time_index.resize(size_bytes)
 
     def flush(self) -> None:
-        """fsync the log and the indexes."""
+        """fsync the `.log` only: an acks=-1 round. The indexes wait for the roll
+        (`flush_indexes`); recovery rebuilds those of the segments it rescans."""
         file = self._file.get()
         self._io.fsync(file.fd)
+
+    def flush_indexes(self) -> None:
+        """fsync the index entries written since the last time (a rolled segment)."""
         self.offset_index.flush()
         self.time_index.flush()
+
+    @property
+    def indexes_unsynced(self) -> bool:
+        return self.offset_index.unsynced or self.time_index.unsynced
 
     def truncate_to(self, offset: int) -> int:
         """Remove every batch whose last offset is >= `offset`; returns bytes removed."""

@@ -40,7 +40,12 @@ class KafkaCall:
         """The authorizer's answer for one of the row's declared rights on `name` (True
         without an authorizer); a denial is audited and counted. A right the row does
         not declare is a programming error: an adapter checks only what it declares."""
-        if right not in self.requires.rights:
+        requires = self.requires  # `rights` builds a tuple: the identities come first
+        if (
+            right is not requires.each
+            and right is not requires.whole
+            and right not in requires.rights
+        ):
             raise RuntimeError(f"{self.request.api.name}: {right} is not declared by its row")
         return permits(self.ctx, self.request.api.name, right, name)
 

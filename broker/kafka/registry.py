@@ -19,7 +19,6 @@ row that declares nothing is refused to all but super users
 
 from __future__ import annotations
 
-from dataclasses import replace
 from types import ModuleType
 
 from broker import dispatch
@@ -72,7 +71,7 @@ def gated(api: KafkaApi) -> KafkaHandler:
                 if api.refused is None:
                     raise  # the connection answers its top-level error code
                 return api.refused(call, for_tidelog_code(refusal.code), refusal.message)
-        return await handler(replace(call, requires=requires))
+        return await handler(KafkaCall(call.ctx, call.conn, call.request, requires))
 
     return run
 

@@ -25,6 +25,7 @@ takes the fields of its version and ignores the rest.
 
 from __future__ import annotations
 
+import functools
 import re
 import struct
 from collections.abc import Callable, Mapping
@@ -94,6 +95,7 @@ class VersionRange:
 _RANGE = re.compile(r"^(\d+)(\+|-(\d+))?$")
 
 
+@functools.cache  # a few dozen specs; every request's header and body asked them again
 def version_range(spec: str) -> VersionRange:
     """Parse Kafka's version-range strings: "none", "3", "3+", "0-4"."""
     if spec == "none":

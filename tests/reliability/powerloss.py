@@ -4,9 +4,9 @@ After a SIGKILL the page cache still holds every write; a power cut would not. `
 brings the data directory back to what was fsynced: each file is truncated to its
 last fsynced length (or its length at the previous power cut when it was not synced
 since), garbage is appended to segment logs past that point (torn sectors, as
-SQLite's crash VFS writes), and, with `drop_unsynced_entries`, files whose directory
-entry was never fsynced disappear. Then `Baseline.take` makes the result the new
-durable state for the next cycle.
+SQLite's crash VFS writes), indexes never fsynced lose their pages, and, with
+`drop_unsynced_entries`, files whose directory entry was never fsynced disappear.
+Then `Baseline.take` makes the result the new durable state for the next cycle.
 """
 
 from __future__ import annotations
@@ -16,12 +16,13 @@ import random
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from storage.files import LOG_SUFFIX
+from storage.files import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX
 
 SITE_DIR = Path(__file__).resolve().parent / "powerloss_site"
 JOURNAL_ENV = "TIDELOG_TEST_FSYNC_JOURNAL"
 # Most garbage bytes appended after a cut log (a torn sector is at most a few KiB).
 MAX_GARBAGE_BYTES = 300
+INDEX_SUFFIXES = (INDEX_SUFFIX, TIME_INDEX_SUFFIX)
 
 
 def journal_env(journal: Path) -> dict[str, str]:
@@ -87,7 +88,7 @@ def cut_power(
     """Reduce `data_dir` to its durable state; returns counts of what was done."""
     synced, entries = read_journal(journal)
     entries |= baseline.entries
-    done = {"truncated": 0, "garbage": 0, "dropped": 0}
+    done = {"truncated": 0, "garbage": 0, "dropped": 0, "indexes_lost": 0}
     for path in _files(data_dir):
         st = path.stat()
         if drop_unsynced_entries and (str(path.parent), path.name, st.st_ino) not in entries:
@@ -97,8 +98,17 @@ def cut_power(
         durable = synced.get(st.st_ino, baseline.sizes.get(st.st_ino))
         if durable is None:
             # Never fsynced, not there at the last cut: nothing of it is durable.
-            if not path.name.endswith(LOG_SUFFIX) and st.st_ino not in synced:
-                continue  # mmap'd indexes and markers: msync'd or rebuilt; left as they are
+            if path.name.endswith(INDEX_SUFFIXES):
+                # An active segment's index (a round fsyncs only the `.log`): its pages
+                # are lost, its preallocated length kept or not. Recovery rebuilds it.
+                if rng.random() < 0.5:
+                    path.write_bytes(bytes(st.st_size))
+                else:
+                    path.write_bytes(b"")
+                done["indexes_lost"] += 1
+                continue
+            if not path.name.endswith(LOG_SUFFIX):
+                continue  # markers: written atomically or rebuilt; left as they are
             durable = 0
         if durable < st.st_size:
             with open(path, "r+b") as f:

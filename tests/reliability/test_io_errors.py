@@ -140,8 +140,8 @@ def test_fsync_error_poisons_the_partition_until_restart(
         except StorageError:
             failures += 1
             continue
-        # Acknowledged only while every fsync so far succeeded (a flush may fsync the
-        # segment and, when it gained entries, an index: one or more per append).
+        # Acknowledged only while every fsync so far succeeded (a flush fsyncs the active
+        # `.log`, and after a roll the rolled segment's indexes: one or more per append).
         assert fault.seen < nth
         acked[info.base_offset] = record_id
     # The failing fsync was reached, and never retry-then-acknowledge: after it no
