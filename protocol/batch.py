@@ -150,6 +150,80 @@ HEADER = LAYOUT.header
 HEADER_SIZE = LAYOUT.size  # 57
 assert HEADER_SIZE == 57
 
+# Kafka's RecordBatch v2 (magic 2): its own head (the partition leader epoch before
+# the magic), then Tidelog's fields from `attributes` on, byte for byte.
+# protocol/kafka/records.py documents it and works with it as `records.LAYOUT`.
+KAFKA_MAGIC = 2
+KAFKA_LAYOUT = BatchLayout.declare(
+    (
+        ("base_offset", "q"),
+        ("batch_length", "i"),
+        ("partition_leader_epoch", "i"),
+        ("magic", "b"),
+        ("crc", "I"),
+        *LAYOUT.fields_from("attributes"),
+    ),
+    magic=KAFKA_MAGIC,
+    crc_from="attributes",
+)
+assert KAFKA_LAYOUT.log_overhead == LAYOUT.log_overhead
+
+
+class AnyLayout(BatchLayout):
+    """The pseudo-layout of a log holding both layouts (docs/storage.md "Both
+    layouts in one log"): `BatchWalk(..., layout=ANY_LAYOUT)` yields Tidelog's raw
+    header tuple for either, so every `F_*` position names the same field; a Kafka
+    v2 header is read with a struct that skips its partition leader epoch, and
+    `fields[F_MAGIC]` (1 or 2) says which layout the batch is (`layout_of`).
+
+    Byte 12 tells them apart: Tidelog's magic (1) there, and in a Kafka batch the top
+    byte of the leader epoch, which the broker stores as 0 (a producer's is -1 or a
+    small epoch). Its own `header`, `offset`, `size` and `crc_start` are Tidelog's;
+    `max_size` is the larger header (a reader that must hold a whole header reads
+    that many bytes), and `kafka_header` reads a Kafka header as Tidelog's tuple.
+    """
+
+    __slots__ = ("kafka_header", "max_size")
+
+    def __init__(self) -> None:
+        fmt, names = LAYOUT.header.format, tuple(LAYOUT.index)
+        super().__init__(fmt, names, magic=MAGIC, crc_from="attributes")
+        codes = "".join(code for _, code in KAFKA_LAYOUT.declaration)
+        # The leader epoch becomes a pad byte run: the tuple keeps Tidelog's positions.
+        epoch = KAFKA_LAYOUT.index["partition_leader_epoch"]
+        skipped = codes[:epoch] + "4x" + codes[epoch + 1 :]
+        self.kafka_header = struct.Struct(">" + skipped)
+        self.max_size = KAFKA_LAYOUT.size
+
+    def header_problem(self, magic: int, size: int) -> str | None:
+        """Why a header with this magic and batch `size` cannot start a batch of
+        either layout, or None."""
+        if magic == MAGIC:
+            return LAYOUT.header_problem(magic, size)
+        if magic == KAFKA_MAGIC:
+            return KAFKA_LAYOUT.header_problem(magic, size)
+        return f"a batch header has magic {magic}, expected {MAGIC} or {KAFKA_MAGIC}"
+
+    def unpack_from(self, buf: bytes | bytearray | memoryview, pos: int = 0) -> tuple[int, ...]:
+        """The raw header at `pos` as Tidelog's tuple, whichever layout it is; a
+        header that is neither is returned as Tidelog's struct reads it (its magic
+        then fails `header_problem`). Needs `max_size` bytes for a Kafka header."""
+        fields = LAYOUT.header.unpack_from(buf, pos)
+        if fields[F_MAGIC] != MAGIC and buf[pos + KAFKA_LAYOUT.offset["magic"]] == KAFKA_MAGIC:
+            return cast("tuple[int, ...]", self.kafka_header.unpack_from(buf, pos))
+        return cast("tuple[int, ...]", fields)
+
+
+def layout_of(magic: int) -> BatchLayout:
+    """The layout of a batch whose raw header (an ANY_LAYOUT walk's) has this magic:
+    its header size (57 or 61) and CRC start."""
+    if magic == MAGIC:
+        return LAYOUT
+    if magic == KAFKA_MAGIC:
+        return KAFKA_LAYOUT
+    raise CorruptMessage(f"a batch has magic {magic}, expected {MAGIC} or {KAFKA_MAGIC}")
+
+
 # Byte offsets of the header fields writers patch in place (derived from LAYOUT).
 BASE_OFFSET_OFFSET = LAYOUT.offset["base_offset"]
 BATCH_LENGTH_OFFSET = LAYOUT.offset["batch_length"]
@@ -172,6 +246,8 @@ F_ATTRIBUTES = LAYOUT.index["attributes"]
 F_LAST_OFFSET_DELTA = LAYOUT.index["last_offset_delta"]
 F_MAX_TIMESTAMP = LAYOUT.index["max_timestamp"]
 F_RECORD_COUNT = LAYOUT.index["record_count"]
+
+ANY_LAYOUT = AnyLayout()
 
 
 COMPRESSION_MASK = 0x07
@@ -223,13 +299,17 @@ def encode_payload_into(records: Sequence[Sequence[Any]], out: bytearray, offset
 
 
 __all__ = [
+    "ANY_LAYOUT",
     "HEADER",
     "HEADER_SIZE",
+    "KAFKA_LAYOUT",
+    "KAFKA_MAGIC",
     "LAYOUT",
     "LOG_OVERHEAD",
     "MAGIC",
     "PRICED_BATCHES_MAX",
     "UNPRICED_NS",
+    "AnyLayout",
     "BatchHeader",
     "BatchLayout",
     "BatchWalk",
@@ -251,6 +331,7 @@ __all__ = [
     "encode_payload_into",
     "iter_headers",
     "iter_records",
+    "layout_of",
     "max_decompressed_bytes",
     "read_header",
     "set_base_offset",
@@ -627,6 +708,11 @@ class BatchWalk:
         self.problem: str | None = None
 
     def __iter__(self) -> Iterator[tuple[int, tuple[int, ...]]]:
+        if self._layout is ANY_LAYOUT:
+            return self._iter_any()
+        return self._iter_one()
+
+    def _iter_one(self) -> Iterator[tuple[int, tuple[int, ...]]]:
         layout, buf, end = self._layout, self._buf, self._end
         unpack, size_min = layout.header.unpack_from, layout.size
         length_at, magic_at = layout.index["batch_length"], layout.index["magic"]
@@ -639,6 +725,44 @@ class BatchWalk:
             if fields[magic_at] != magic or size < size_min:
                 self.position, self.problem = pos, layout.header_problem(fields[magic_at], size)
                 return
+            if pos + size > end:
+                if self._whole:
+                    self.problem = f"a batch header's length ({size} bytes) runs past the end"
+                self.position = pos
+                return
+            self.position = pos
+            yield pos, fields
+            pos += size
+        self.position = pos
+        if self._whole and pos < end:
+            self.problem = "a batch header is cut by the end of the bytes"
+
+    def _iter_any(self) -> Iterator[tuple[int, tuple[int, ...]]]:
+        """Both layouts: a Tidelog batch costs what `_iter_one` spends on it (one
+        struct read, the same checks); only a header whose byte 12 is not Tidelog's
+        magic is read again as Kafka's."""
+        buf, end = self._buf, self._end
+        unpack, unpack_kafka = HEADER.unpack_from, ANY_LAYOUT.kafka_header.unpack_from
+        length_at, magic_at, overhead = F_BATCH_LENGTH, F_MAGIC, LOG_OVERHEAD
+        magic, kafka_magic, kafka_magic_at = MAGIC, KAFKA_MAGIC, KAFKA_LAYOUT.offset["magic"]
+        size_min, kafka_size_min = HEADER_SIZE, KAFKA_LAYOUT.size
+        pos = self.position
+        last_header = end - size_min
+        while pos <= last_header:
+            fields = unpack(buf, pos)
+            size = fields[length_at] + overhead
+            if fields[magic_at] != magic or size < size_min:
+                if fields[magic_at] == magic or buf[pos + kafka_magic_at] != kafka_magic:
+                    self.position = pos
+                    self.problem = ANY_LAYOUT.header_problem(fields[magic_at], size)
+                    return
+                if pos + kafka_size_min > end:
+                    break  # a Kafka header cut by the end
+                fields = unpack_kafka(buf, pos)
+                if size < kafka_size_min:
+                    self.position = pos
+                    self.problem = KAFKA_LAYOUT.header_problem(kafka_magic, size)
+                    return
             if pos + size > end:
                 if self._whole:
                     self.problem = f"a batch header's length ({size} bytes) runs past the end"
