@@ -5,6 +5,7 @@ the segment file by sendfile; a msgpack fetch gets §3 batches unless it says
 
 from __future__ import annotations
 
+import signal
 import struct
 import warnings
 from collections.abc import Iterator
@@ -17,7 +18,7 @@ from protocol import batch as tidelog_batch
 from protocol.batch import ANY_LAYOUT, F_MAGIC, KAFKA_MAGIC, MAGIC, BatchWalk, encode_batch
 from protocol.kafka import records as kafka_records
 from protocol.kafka.messages import FETCH, PRODUCE
-from tests.conftest import BrokerProcess, start_broker
+from tests.conftest import BrokerFactory, BrokerProcess, start_broker
 from tests.integration.kafka_helpers import KafkaSocket
 
 with warnings.catch_warnings():
@@ -58,9 +59,9 @@ def _create(broker: BrokerProcess, topic: str) -> None:
         client.close()
 
 
-def _produce(sock: KafkaSocket, topic: str, records: bytes) -> dict:
+def _produce(sock: KafkaSocket, topic: str, records: bytes, acks: int = 1) -> dict:
     body = {
-        "transactional_id": None, "acks": 1, "timeout_ms": 5000,
+        "transactional_id": None, "acks": acks, "timeout_ms": 5000,
         "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": records}]}],
     }  # fmt: skip
     return sock.call(PRODUCE, 7, body)["responses"][0]["partition_responses"][0]
@@ -165,3 +166,36 @@ def _read_both_ways(broker: BrokerProcess, client: tidelog.Client, topic: str) -
     stored = answer["topics"][0]["partitions"][0]["records"]
     assert [magic for magic, _ in _split(stored)] == [MAGIC, KAFKA_MAGIC, MAGIC]
     assert _as_sent(_split(stored)[1][1], 1, kafka_sent) == kafka_sent
+
+
+def test_a_mixed_segment_survives_kill_9(broker_factory: BrokerFactory) -> None:
+    """Acknowledged (acks=all) batches of both layouts in one segment, then kill -9: the
+    restarted broker recovers the segment and serves every batch through both protocols."""
+    first = broker_factory()
+    topic = "mixed-kill"
+    _create(first, topic)
+    kafka_sent = []
+    client = tidelog.Client(first.bootstrap)
+    try:
+        with KafkaSocket(first.address) as sock:
+            for round_ in range(4):
+                msgpack = encode_batch([(None, b"m%d" % round_, None, 1_700_000_000_000)])
+                client.produce(topic, 0, msgpack, acks=-1)
+                kafka_sent.append(_kafka_python_batch(3, value=b"k%d" % round_))
+                assert _produce(sock, topic, kafka_sent[-1], acks=-1)["error_code"] == 0
+    finally:
+        client.close()
+    first.stop(signal.SIGKILL)
+    again = broker_factory(data_dir=first.data_dir)
+    with KafkaSocket(again.address) as sock:
+        kafka_view = _split(_fetch(sock, topic, 0))
+    assert [magic for magic, _ in kafka_view] == [KAFKA_MAGIC] * 8
+    for i, sent in enumerate(kafka_sent):
+        assert _as_sent(kafka_view[2 * i + 1][1], 4 * i + 1, sent) == sent
+    client = tidelog.Client(again.bootstrap)
+    try:
+        plain = client.fetch(topic, 0, 0).records
+    finally:
+        client.close()
+    values = [r.value for r in tidelog_batch.iter_records(plain)]
+    assert values == [v for i in range(4) for v in [b"m%d" % i] + [b"k%d" % i] * 3]
