@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: install run test lint format bench bench-quick bench-kafka clean soak interop
+.PHONY: install ext run test lint format bench bench-quick bench-kafka clean soak interop
 
 install: $(STAMP)
 
@@ -18,13 +18,18 @@ install: $(STAMP)
 # `pyspark_tidelog`, and new modules are picked up with no reinstall. (setuptools' `compat`
 # mode writes the same line but is deprecated; `strict` mode links files one by one and
 # misses modules added later.)
-$(STAMP): pyproject.toml Makefile
+$(STAMP): pyproject.toml setup.py protocol/kafka/_recordwalk.c Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[spark,dev,bench,kafka]'
 	$(BIN)/python -c 'import pathlib, sysconfig; \
 		pathlib.Path(sysconfig.get_path("purelib"), "tidelog-repository.pth").write_text("$(CURDIR)\n")'
 	touch $(STAMP)
+
+# The C record walk built in place, as `make install` builds it: for a second checkout
+# (a git worktree) run by an environment installed from the first.
+ext:
+	$(BIN)/python -c 'import setup; setup.build_in_place()'
 
 run: install
 	$(BIN)/tidelog serve --data-dir ./data --listen 127.0.0.1:9092 --metrics-listen 127.0.0.1:9644

@@ -172,15 +172,19 @@ def module_graph(root: Path, packages: set[str]) -> dict[str, set[str]]:
     a package's `__init__` re-exporting its submodules is not a cycle.
     """
     sources = dict(package_sources(root, packages))
+    # A compiled module (its .pyi stub) is a module too, one that imports nothing.
+    modules = sources.keys() | {
+        module_name(root, stub) for package in packages for stub in (root / package).rglob("*.pyi")
+    }
     graph: dict[str, set[str]] = {}
     for module, path in sources.items():
         targets: set[str] = set()
         for imp in imports_of(parse(path), module, path.name == "__init__.py"):
             if imp.module.split(".")[0] not in packages:
                 continue
-            submodules = {f"{imp.module}.{name}" for name in imp.names} & sources.keys()
+            submodules = {f"{imp.module}.{name}" for name in imp.names} & modules
             if len(submodules) < len(imp.names) or not imp.names:
-                targets.add(_existing_prefix(imp.module, sources.keys()))
+                targets.add(_existing_prefix(imp.module, modules))
             targets |= submodules
         graph[module] = targets - {module}
     return graph

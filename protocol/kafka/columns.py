@@ -1,16 +1,13 @@
-"""Kafka varint records decoded and encoded column-wise with numpy: the bulk path of
+"""Kafka varint records decoded and encoded column-wise: the bulk path of
 `decode_records` and `encode_records`.
 
 A record's fields sit one after another, each starting where the previous one's
 varint or bytes end, so a per-record parser walks every field in Python (about
-2 µs a record). Here every field is read for all records at once: a varint
-column is gathered as an (n, width) byte matrix at the records' current
-positions and decoded with a few array operations, then every position moves on
-by the sizes just read. Keys and values become `bytes` through C-level `map`s
-over slices. Only two things stay per record in Python: finding where each
-record starts (a record's length says where the next begins, so this is a chain;
-one tight loop over the length prefixes), and the headers of records that have
-any (rare; parsed by the per-record code).
+2 µs a record). Decoding, the walk runs in C instead (protocol/kafka/recordwalk.py):
+one call gives every record's field positions as an int64 array, and keys and
+values become `bytes` through C-level `map`s over slices. Only the headers of
+records that have any stay per record in Python (rare; parsed by the per-record
+code). Encoding, every field is written for all records at once with numpy.
 
 Arrays carry fixed overhead per call, so small batches take the per-record path
 (see `records.DECODE_COLUMNS_MIN_RECORDS` and `ENCODE_COLUMNS_MIN_RECORDS`).
@@ -26,8 +23,9 @@ from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 import numpy as np
 
+from protocol.kafka import recordwalk
 from protocol.kafka.errors import KafkaCodecError, KafkaError
-from protocol.kafka.varint import VARINT_MAX_BYTES, VARLONG_MAX_BYTES, read_uvarint, varint
+from protocol.kafka.varint import varint
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -39,66 +37,6 @@ __all__ = ["RecordColumns", "decode_columns", "encode_columns", "scan_columns"]
 
 def _corrupt(message: str) -> KafkaCodecError:
     return KafkaCodecError(KafkaError.CORRUPT_MESSAGE, message)
-
-
-def _record_starts(data: bytes, count: int) -> tuple[np.ndarray, np.ndarray]:
-    """(start, end) of each record's body, walking the length prefixes.
-
-    Lengths of up to 2 bytes (records under 8 KiB) are read inline: this loop is
-    the one per-record Python step of the path.
-    """
-    starts = [0] * count
-    ends = [0] * count
-    pos = 0
-    try:
-        for i in range(count):
-            raw = data[pos]
-            if raw < 0x80:
-                pos += 1
-            else:
-                second = data[pos + 1]
-                if second < 0x80:
-                    raw = (raw & 0x7F) | (second << 7)
-                    pos += 2
-                else:
-                    raw, pos = read_uvarint(data, pos, VARINT_MAX_BYTES)
-            if raw & 1:
-                raise _corrupt(f"record {i} has a negative length")
-            starts[i] = pos
-            pos += raw >> 1
-            ends[i] = pos
-    except (IndexError, ValueError) as exc:
-        raise _corrupt(f"record length prefixes run past the records: {exc}") from exc
-    if pos != len(data):
-        raise _corrupt(f"records end at byte {pos} of {len(data)}")
-    return np.array(starts, dtype=np.int64), np.array(ends, dtype=np.int64)
-
-
-def _varints(padded: np.ndarray, pos: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
-    """Zigzag varints starting at every position: (values, sizes in bytes).
-
-    Reads one byte for every record, then only for the records whose varint goes
-    on: the work follows the bytes actually there (timestamp deltas are often 2).
-    """
-    byte = padded[pos]
-    raw = (byte & 0x7F).astype(np.uint64)
-    sizes = np.ones(len(pos), dtype=np.int64)
-    going = np.flatnonzero(byte >= 0x80)
-    shift = 0
-    while len(going):
-        shift += 7
-        if shift >= 7 * width:
-            raise _corrupt(f"varint longer than {width} bytes")
-        byte = padded[pos[going] + sizes[going]]
-        if shift == 63 and (byte > 1).any():  # a 10th byte may carry only bit 63
-            raise _corrupt("varlong overflows 64 bits")
-        raw[going] |= (byte & 0x7F).astype(np.uint64) << np.uint64(shift)
-        sizes[going] += 1
-        going = going[byte >= 0x80]
-    if width == VARINT_MAX_BYTES and (raw >> np.uint64(32)).any():
-        raise _corrupt("varint overflows 32 bits")
-    values = (raw >> np.uint64(1)).astype(np.int64) ^ -(raw & np.uint64(1)).astype(np.int64)
-    return values, sizes
 
 
 def _blobs(data: bytes, starts: np.ndarray, lengths: np.ndarray) -> list[bytes | None]:
@@ -141,48 +79,27 @@ def scan_columns(
     headers (the per-record code's), for the records that have any. No key or
     value is copied: a produce-side check needs only the deltas.
     """
-    starts, ends = _record_starts(data, count)
-    # Padding lets every varint window be gathered without a bounds check; a field
-    # read into the padding is caught by the end-of-record check below.
-    # Positions only grow, so a record whose fields overrun it ends past its end.
-    padded = np.frombuffer(data + bytes(VARLONG_MAX_BYTES), dtype=np.uint8)
-    end = len(data)
-    pos = starts + 1  # skip the record attributes byte
-    timestamp_deltas, size = _varints(padded, np.minimum(pos, end), VARLONG_MAX_BYTES)
-    pos += size
-    offset_deltas, size = _varints(padded, np.minimum(pos, end), VARINT_MAX_BYTES)
-    pos += size
-    key_lengths, size = _varints(padded, np.minimum(pos, end), VARINT_MAX_BYTES)
-    key_starts = pos + size
-    pos = key_starts + np.maximum(key_lengths, 0)
-    value_lengths, size = _varints(padded, np.minimum(pos, end), VARINT_MAX_BYTES)
-    value_starts = pos + size
-    pos = value_starts + np.maximum(value_lengths, 0)
-    header_counts, size = _varints(padded, np.minimum(pos, end), VARINT_MAX_BYTES)
-    pos += size
-    if (key_lengths < -1).any() or (value_lengths < -1).any():
-        raise _corrupt("record key or value length below -1")
+    try:
+        rows = recordwalk.columns(data, count)
+    except ValueError as exc:
+        raise _corrupt(f"malformed records: {exc}") from exc
     headers: list[RecordHeaders] | repeat[RecordHeaders] = repeat((), count)
+    header_counts = rows[:, recordwalk.HEADER_COUNT]
     with_headers = np.flatnonzero(header_counts)
-    if (pos > ends).any():
-        bad = int(np.flatnonzero(pos > ends)[0])
-        raise _corrupt(f"record {bad}'s fields run past its end")
-    if len(with_headers):
+    if len(with_headers):  # only records that carry headers: parsed per record (rare)
         headers = [()] * count
-        for i in with_headers.tolist():  # only records that carry headers
-            headers[i], pos[i] = decode_headers(
-                data, int(pos[i]), int(header_counts[i]), int(ends[i])
+        starts, ends = rows[:, recordwalk.HEADERS_START], rows[:, recordwalk.RECORD_END]
+        for i in with_headers.tolist():
+            headers[i], _ = decode_headers(
+                data, int(starts[i]), int(header_counts[i]), int(ends[i])
             )
-    if not np.array_equal(pos, ends):
-        bad = int(np.flatnonzero(pos != ends)[0])
-        raise _corrupt(f"record {bad} ends at byte {int(pos[bad])}, declared {int(ends[bad])}")
     return RecordColumns(
-        offset_deltas,
-        timestamp_deltas,
-        key_starts,
-        key_lengths,
-        value_starts,
-        value_lengths,
+        rows[:, recordwalk.OFFSET_DELTA],
+        rows[:, recordwalk.TIMESTAMP_DELTA],
+        rows[:, recordwalk.KEY_START],
+        rows[:, recordwalk.KEY_LENGTH],
+        rows[:, recordwalk.VALUE_START],
+        rows[:, recordwalk.VALUE_LENGTH],
         headers,
     )
 

@@ -26,8 +26,9 @@ from protocol.batch import TimestampType
 from protocol.compression import Compression
 from protocol.errors import CorruptMessage, InvalidRecord, InvalidTimestamp
 from protocol.kafka import records as kafka
-from protocol.kafka.columns import scan_columns
+from protocol.kafka import recordwalk
 from protocol.kafka.errors import KafkaCodecError
+from protocol.kafka.recordwalk import RecordSummary
 from protocol.kafka.validate import inflate
 
 __all__ = ["ProducedBatch", "check_produced"]
@@ -75,15 +76,6 @@ class ProducedBatch(NamedTuple):
     size: int  # bytes of the whole batch, header included
 
 
-class RecordSummary(NamedTuple):
-    """One walk over a batch's records: what the batch checks need from them."""
-
-    min_timestamp_delta: int
-    max_timestamp_delta: int
-    first_null_key: int  # index of the first record without a key, -1 if none
-    first_misplaced: int  # index of the first record whose offset delta is not its index, or -1
-
-
 def check_produced(
     buf: bytes | bytearray | memoryview,
     pos: int,
@@ -104,7 +96,8 @@ def check_produced(
     where = f"Kafka batch at byte {pos}"
     _check_header(buf, pos, fields, size, where)
     attributes, count = fields[_ATTRIBUTES], fields[_RECORD_COUNT]
-    summary = _walk(_records(buf, pos, size, attributes, max_decompressed), count, where)
+    data = _records(buf, pos, size, attributes, max_decompressed)
+    summary = _walk(data, count, where)
     if summary.first_misplaced >= 0:
         raise CorruptMessage(
             f"{where}: record {summary.first_misplaced} has the wrong offset delta "
@@ -122,7 +115,7 @@ def check_produced(
         low, high = timestamp_bounds
         undated = smallest == largest == NO_TIMESTAMP  # no record has a timestamp
         if not undated and (smallest < low or largest > high):
-            _check_each_timestamp(buf, pos, size, fields, max_decompressed, low, high)
+            _check_each_timestamp(data, count, base, low, high)
     return ProducedBatch(
         count,
         fields[_LAST_OFFSET_DELTA],
@@ -198,52 +191,28 @@ def _records(
 
 
 def _walk(data: bytes | memoryview, count: int, where: str) -> RecordSummary:
-    """One pass over the records, every bound checked; damage is CorruptMessage."""
-    raw = bytes(data)
+    """One pass over the records in C, every bound checked; damage is CorruptMessage."""
     try:
-        if count >= kafka.DECODE_COLUMNS_MIN_RECORDS:
-            columns = scan_columns(raw, count, kafka.decode_headers)
-            deltas, keys = columns.timestamp_deltas, columns.key_lengths
-            misplaced = np.flatnonzero(columns.offset_deltas != np.arange(count))
-            nulls = np.flatnonzero(keys < 0)
-            return RecordSummary(
-                int(deltas.min()),
-                int(deltas.max()),
-                int(nulls[0]) if len(nulls) else -1,
-                int(misplaced[0]) if len(misplaced) else -1,
-            )
-        records = kafka.decode_each(raw, count)
-    except KafkaCodecError as exc:
-        raise CorruptMessage(f"{where}: {exc.message}") from exc
-    timestamps = [r[1] for r in records]
-    misplaced_at = [i for i, r in enumerate(records) if r[0] != i]
-    null_at = [i for i, r in enumerate(records) if r[2] is None]
-    return RecordSummary(
-        min(timestamps),
-        max(timestamps),
-        null_at[0] if null_at else -1,
-        misplaced_at[0] if misplaced_at else -1,
-    )
+        return recordwalk.summarize(data, count)
+    except ValueError as exc:
+        raise CorruptMessage(f"{where}: {exc}") from exc
 
 
 def _check_each_timestamp(
-    buf: bytes | bytearray | memoryview,
-    pos: int,
-    size: int,
-    fields: tuple[int, ...],
-    cap: int,
-    low: int,
-    high: int,
+    data: bytes | memoryview, count: int, base: int, low: int, high: int
 ) -> None:
     """Raise InvalidTimestamp for the first record outside [low, high] that has a
     timestamp (Kafka's message). Reached only when the smallest or largest is out of
     bounds: a refusal, or records without a timestamp among dated ones."""
-    data = bytes(_records(buf, pos, size, fields[_ATTRIBUTES], cap))
-    base = fields[_BASE_TIMESTAMP]
-    for index, record in enumerate(kafka.decode_each(data, fields[_RECORD_COUNT])):
-        timestamp = base + record[1]
-        if timestamp != NO_TIMESTAMP and not low <= timestamp <= high:
-            raise InvalidTimestamp(
-                f"Timestamp {timestamp} of message with offset {index} is out of range. "
-                f"The timestamp should be within [{low}, {high}]"
-            )
+    deltas = recordwalk.columns(data, count)[:, recordwalk.TIMESTAMP_DELTA]
+    timestamps = deltas + base  # no overflow: the smallest and largest were checked
+    low, high = max(low, _INT64_MIN), min(high, _INT64_MAX)
+    outside = np.flatnonzero(
+        (timestamps != NO_TIMESTAMP) & ((timestamps < low) | (timestamps > high))
+    )
+    if len(outside):
+        index = int(outside[0])
+        raise InvalidTimestamp(
+            f"Timestamp {int(timestamps[index])} of message with offset {index} is out of "
+            f"range. The timestamp should be within [{low}, {high}]"
+        )

@@ -1,7 +1,8 @@
 """check_produced: Kafka's LogValidator rules on produced v2 batches, stored as sent.
 
 Good batches come from kafka-python's pure-Python and aiokafka's Cython record
-builders (every codec); each refusal is one field or byte changed in such a batch,
+builders and from librdkafka (confluent-kafka, caught on a loopback listener), every
+codec; each refusal is one field or byte changed in such a batch,
 with its CRC made right again so only the rule under test can refuse it.
 """
 
@@ -19,6 +20,7 @@ from protocol.compression import Compression
 from protocol.errors import CorruptMessage, InvalidRecord, InvalidTimestamp
 from protocol.kafka import records as kafka
 from protocol.kafka.produce_check import NO_TIMESTAMP, ProducedBatch, check_produced
+from tests.protocol.kafka.librdkafka_capture import librdkafka_batches
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
@@ -237,3 +239,33 @@ def test_a_batch_past_the_buffer_is_corrupt():
             timestamp_bounds=None,
             compacted=False,
         )
+
+
+# --- batches librdkafka built (confluent-kafka), caught on a loopback listener -------------
+
+LIBRDKAFKA_CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
+
+
+@pytest.mark.parametrize("codec", LIBRDKAFKA_CODECS)
+def test_librdkafka_batches_pass(codec):
+    rows = [
+        (
+            b"k%d" % i if i % 3 else None,
+            b"abcdefgh" * (i % 40),
+            [("h", b"x")] * (i % 2),
+            NOW + i % 9,
+        )
+        for i in range(300)
+    ]
+    batches = librdkafka_batches(codec, rows)
+    assert sum(kafka.read_batch_header(b).record_count for b in batches) == len(rows)
+    for data in batches:
+        header = kafka.read_batch_header(data)
+        assert (header.magic, header.compression) == (2, LIBRDKAFKA_CODECS.index(codec))
+        got = _check(data, bounds=(NOW - 1000, NOW + 1000))
+        assert got.record_count == header.record_count
+        assert got.max_timestamp == header.max_timestamp  # librdkafka writes the true one
+        with pytest.raises(InvalidRecord, match="without key"):
+            _check(data, compacted=True)
+        with pytest.raises(InvalidTimestamp, match="out of range"):
+            _check(data, bounds=(NOW + 5, NOW + 1000))
