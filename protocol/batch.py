@@ -866,11 +866,11 @@ UNPRICED_NS = 1 << 62
 VALIDATE_NS_PER_RECORD = 300
 VALIDATE_NS_PER_BYTE = 15
 # Checking a produced Kafka v2 batch (protocol.kafka.produce_check) walks every
-# record's bounds without building it: 0.2-0.6 µs a record for 100 B records on the
-# numpy walk, 1.5 µs for 1 KiB ones in 16 KiB batches (bench.produce_check_bench),
-# mostly the batch's fixed cost, which the per-batch price covers.
-KAFKA_CHECK_NS_PER_RECORD = 600
-KAFKA_CHECK_NS_PER_BATCH = 20_000
+# record's bounds in C without building it: ~15-50 ns a 100 B record, ~200 ns a 1 KiB
+# one in 16 KiB batches (docs/kafka.md "Validating a Kafka produce"), most of that the
+# ~3 µs of Python around each batch's walk, which the per-batch price covers.
+KAFKA_CHECK_NS_PER_RECORD = 100
+KAFKA_CHECK_NS_PER_BATCH = 10_000
 # Its bytes are checksummed and copied once, never decoded: ~0.5 ns a byte, priced at 2.
 KAFKA_CHECK_NS_PER_BYTE = 2
 

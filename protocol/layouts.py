@@ -8,7 +8,7 @@ msgpack consumer (without `kafka_batches`) of Kafka-produced ones. Batches alrea
 in the wanted layout are copied as they are, in runs.
 
 One `protocol.batch.ANY_LAYOUT` walk finds both; the per-record work is
-protocol/kafka/convert.py's (column-wise from 96 records a batch). Errors are
+protocol/kafka/convert.py's (column-wise for all but small batches). Errors are
 CorruptMessage, whichever side found them. Stateless; thread-safe.
 """
 
