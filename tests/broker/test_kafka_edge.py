@@ -4,17 +4,26 @@ Kafka batches goes out as it is, Tidelog batches in it are converted."""
 
 from __future__ import annotations
 
+import os
 import warnings
+from pathlib import Path
 
 import pytest
 
 from broker import offload
 from broker.kafka.edge import check_batch_sizes, to_kafka
 from protocol import batch as tidelog_batch
-from protocol.batch import KAFKA_LAYOUT, append_cost_ns, encode_batch
+from protocol.batch import (
+    BOTH_LAYOUTS,
+    KAFKA_BATCHES,
+    KAFKA_LAYOUT,
+    append_cost_ns,
+    encode_batch,
+)
 from protocol.errors import CorruptMessage
 from protocol.kafka import records as kafka
 from protocol.kafka.errors import KafkaCodecError, KafkaError
+from storage.record_source import FileSpan
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
@@ -86,3 +95,26 @@ async def test_a_damaged_batch_after_good_ones_is_corrupt_message() -> None:
     bad[tidelog_batch.MAGIC_OFFSET] = 7
     with pytest.raises(CorruptMessage, match="magic"):
         await to_kafka(_batch(1) + good + bytes(bad))
+
+
+async def test_a_span_of_kafka_batches_stays_a_span(tmp_path: Path) -> None:
+    """Sent with sendfile by the connection; a span holding Tidelog batches is read
+    and converted instead."""
+    kafka_only = _batch(3) + _batch(2, base=3)
+    tidelog = encode_batch([(None, b"v", None, 1)], base_offset=5)
+    path = tmp_path / "segment.log"
+    path.write_bytes(kafka_only + tidelog)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        span = FileSpan.of(fd, 0, len(kafka_only), 5, str(path), KAFKA_BATCHES)
+        assert span is not None
+        assert await to_kafka(span) is span
+        span.close()
+        mixed = FileSpan.of(fd, 0, len(kafka_only + tidelog), 6, str(path), BOTH_LAYOUTS)
+        assert mixed is not None
+        sent = await to_kafka(mixed)
+        assert isinstance(sent, bytes) and sent[: len(kafka_only)] == kafka_only
+        walk = tidelog_batch.BatchWalk(sent, layout=kafka.LAYOUT)
+        assert len(list(walk)) == 3 and walk.problem is None
+    finally:
+        os.close(fd)

@@ -51,10 +51,10 @@ def _kafka_python_batch(count: int, value: bytes = b"v" * 100, codec: int = 0) -
     return bytes(builder.build())
 
 
-def _create(broker: BrokerProcess, topic: str) -> None:
+def _create(broker: BrokerProcess, topic: str, configs: dict[str, str] | None = None) -> None:
     client = tidelog.Client(broker.bootstrap)
     try:
-        client.create_topic(topic, 1)
+        client.create_topic(topic, 1, configs)
     finally:
         client.close()
 
@@ -199,3 +199,20 @@ def test_a_mixed_segment_survives_kill_9(broker_factory: BrokerFactory) -> None:
         client.close()
     values = [r.value for r in tidelog_batch.iter_records(plain)]
     assert values == [v for i in range(4) for v in [b"m%d" % i] + [b"k%d" % i] * 3]
+
+
+def test_a_log_append_time_topic_stamps_the_kafka_batch(broker: BrokerProcess) -> None:
+    """The timestamp type bit and max_timestamp rewritten, the CRC recomputed; the rest
+    of the batch as sent. Kafka's clients then read the broker's time."""
+    topic = "log-append-time"
+    _create(broker, topic, {"message.timestamp.type": "LogAppendTime"})
+    sent = _kafka_python_batch(3)
+    with KafkaSocket(broker.address) as sock:
+        answer = _produce(sock, topic, sent)
+        ((magic, stored),) = _split(_fetch(sock, topic, 0))
+    assert magic == KAFKA_MAGIC
+    assert answer["error_code"] == 0 and answer["log_append_time_ms"] > 0
+    header = kafka_records.read_batch_header(stored)  # checks the CRC
+    assert header.timestamp_type == tidelog_batch.TimestampType.LOG_APPEND_TIME
+    assert header.max_timestamp == answer["log_append_time_ms"]
+    assert stored[kafka_records.HEADER_SIZE :] == sent[kafka_records.HEADER_SIZE :]
