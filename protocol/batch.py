@@ -116,6 +116,18 @@ class BatchLayout:
         codes = "".join(code for _, code in self.declaration[: self.index[name]])
         return struct.Struct(self.header.format[0] + codes)
 
+    def unpack_from(self, buf: bytes | bytearray | memoryview, pos: int = 0) -> tuple[int, ...]:
+        """The raw header at `pos` (`header_bytes` of it must be there)."""
+        return cast("tuple[int, ...]", self.header.unpack_from(buf, pos))
+
+    def header_bytes(self, buf: bytes | bytearray | memoryview, pos: int = 0) -> int:
+        """How many bytes the header at `pos` takes (`buf` holds at least `size`)."""
+        return self.size
+
+    def crc_start_of(self, magic: int) -> int:
+        """Where the CRC of a batch with this magic starts."""
+        return self.crc_start
+
     def header_problem(self, magic: int, size: int) -> str | None:
         """Why a header with this magic and total batch `size` cannot start a batch,
         or None (what `BatchWalk` checks before it trusts a length)."""
@@ -150,6 +162,99 @@ HEADER = LAYOUT.header
 HEADER_SIZE = LAYOUT.size  # 57
 assert HEADER_SIZE == 57
 
+# Kafka's RecordBatch v2 (magic 2): its own head (the partition leader epoch before
+# the magic), then Tidelog's fields from `attributes` on, byte for byte.
+# protocol/kafka/records.py documents it and works with it as `records.LAYOUT`.
+KAFKA_MAGIC = 2
+KAFKA_LAYOUT = BatchLayout.declare(
+    (
+        ("base_offset", "q"),
+        ("batch_length", "i"),
+        ("partition_leader_epoch", "i"),
+        ("magic", "b"),
+        ("crc", "I"),
+        *LAYOUT.fields_from("attributes"),
+    ),
+    magic=KAFKA_MAGIC,
+    crc_from="attributes",
+)
+assert KAFKA_LAYOUT.log_overhead == LAYOUT.log_overhead
+
+
+class AnyLayout(BatchLayout):
+    """The pseudo-layout of a log holding both layouts (docs/storage.md "Both
+    layouts in one log"): `BatchWalk(..., layout=ANY_LAYOUT)` yields Tidelog's raw
+    header tuple for either, so every `F_*` position names the same field; a Kafka
+    v2 header is read with a struct that skips its partition leader epoch, and
+    `fields[F_MAGIC]` (1 or 2) says which layout the batch is (`layout_of`).
+
+    Byte 12 tells them apart: Tidelog's magic (1) there, and in a Kafka batch the top
+    byte of the leader epoch, which the broker stores as 0 (a producer's is -1 or a
+    small epoch). Its own `header`, `offset`, `size` and `crc_start` are Tidelog's;
+    `max_size` is the larger header (a reader that must hold a whole header reads
+    that many bytes), and `kafka_header` reads a Kafka header as Tidelog's tuple.
+    """
+
+    __slots__ = ("kafka_header", "max_size")
+
+    def __init__(self) -> None:
+        fmt, names = LAYOUT.header.format, tuple(LAYOUT.index)
+        super().__init__(fmt, names, magic=MAGIC, crc_from="attributes")
+        codes = "".join(code for _, code in KAFKA_LAYOUT.declaration)
+        # The leader epoch becomes a pad byte run: the tuple keeps Tidelog's positions.
+        epoch = KAFKA_LAYOUT.index["partition_leader_epoch"]
+        skipped = codes[:epoch] + "4x" + codes[epoch + 1 :]
+        self.kafka_header = struct.Struct(">" + skipped)
+        self.max_size = KAFKA_LAYOUT.size
+
+    def header_problem(self, magic: int, size: int) -> str | None:
+        """Why a header with this magic and batch `size` cannot start a batch of
+        either layout, or None."""
+        if magic == MAGIC:
+            return LAYOUT.header_problem(magic, size)
+        if magic == KAFKA_MAGIC:
+            return KAFKA_LAYOUT.header_problem(magic, size)
+        return f"a batch header has magic {magic}, expected {MAGIC} or {KAFKA_MAGIC}"
+
+    def _is_kafka(self, buf: bytes | bytearray | memoryview, pos: int) -> bool:
+        return bool(
+            buf[pos + LAYOUT.offset["magic"]] != MAGIC
+            and buf[pos + KAFKA_LAYOUT.offset["magic"]] == KAFKA_MAGIC
+        )
+
+    def unpack_from(self, buf: bytes | bytearray | memoryview, pos: int = 0) -> tuple[int, ...]:
+        """The raw header at `pos` as Tidelog's tuple, whichever layout it is; a
+        header that is neither is returned as Tidelog's struct reads it (its magic
+        then fails `header_problem`). Needs `header_bytes` bytes."""
+        if self._is_kafka(buf, pos):
+            return cast("tuple[int, ...]", self.kafka_header.unpack_from(buf, pos))
+        return cast("tuple[int, ...]", LAYOUT.header.unpack_from(buf, pos))
+
+    def header_bytes(self, buf: bytes | bytearray | memoryview, pos: int = 0) -> int:
+        """57 for a Tidelog header (or bytes that are neither), 61 for Kafka's."""
+        return KAFKA_LAYOUT.size if self._is_kafka(buf, pos) else LAYOUT.size
+
+    def crc_start_of(self, magic: int) -> int:
+        return KAFKA_LAYOUT.crc_start if magic == KAFKA_MAGIC else LAYOUT.crc_start
+
+
+# Which layouts some batches are in, as a bitmask of `1 << magic` (a read's answer
+# says it, so a reader converts only when the layout it reads is not all there is).
+TIDELOG_BATCHES = 1 << MAGIC
+KAFKA_BATCHES = 1 << KAFKA_MAGIC
+BOTH_LAYOUTS = TIDELOG_BATCHES | KAFKA_BATCHES
+
+
+def layout_of(magic: int) -> BatchLayout:
+    """The layout of a batch whose raw header (an ANY_LAYOUT walk's) has this magic:
+    its header size (57 or 61) and CRC start."""
+    if magic == MAGIC:
+        return LAYOUT
+    if magic == KAFKA_MAGIC:
+        return KAFKA_LAYOUT
+    raise CorruptMessage(f"a batch has magic {magic}, expected {MAGIC} or {KAFKA_MAGIC}")
+
+
 # Byte offsets of the header fields writers patch in place (derived from LAYOUT).
 BASE_OFFSET_OFFSET = LAYOUT.offset["base_offset"]
 BATCH_LENGTH_OFFSET = LAYOUT.offset["batch_length"]
@@ -161,6 +266,9 @@ MAX_TIMESTAMP_OFFSET = LAYOUT.offset["max_timestamp"]
 PRODUCER_ID_OFFSET = LAYOUT.offset["producer_id"]
 CRC_START = LAYOUT.crc_start
 LOG_OVERHEAD = LAYOUT.log_overhead
+# Kafka v2's: the fields a broker rewrites in a stored Kafka batch.
+KAFKA_MAGIC_OFFSET = KAFKA_LAYOUT.offset["magic"]
+KAFKA_LEADER_EPOCH_OFFSET = KAFKA_LAYOUT.offset["partition_leader_epoch"]
 MIN_BATCH_LENGTH = LAYOUT.min_batch_length
 
 # Positions in a raw HEADER tuple, for readers that skip building a BatchHeader.
@@ -172,6 +280,8 @@ F_ATTRIBUTES = LAYOUT.index["attributes"]
 F_LAST_OFFSET_DELTA = LAYOUT.index["last_offset_delta"]
 F_MAX_TIMESTAMP = LAYOUT.index["max_timestamp"]
 F_RECORD_COUNT = LAYOUT.index["record_count"]
+
+ANY_LAYOUT = AnyLayout()
 
 
 COMPRESSION_MASK = 0x07
@@ -223,13 +333,20 @@ def encode_payload_into(records: Sequence[Sequence[Any]], out: bytearray, offset
 
 
 __all__ = [
+    "ANY_LAYOUT",
+    "BOTH_LAYOUTS",
     "HEADER",
     "HEADER_SIZE",
+    "KAFKA_BATCHES",
+    "KAFKA_LAYOUT",
+    "KAFKA_MAGIC",
     "LAYOUT",
     "LOG_OVERHEAD",
     "MAGIC",
     "PRICED_BATCHES_MAX",
+    "TIDELOG_BATCHES",
     "UNPRICED_NS",
+    "AnyLayout",
     "BatchHeader",
     "BatchLayout",
     "BatchWalk",
@@ -251,10 +368,14 @@ __all__ = [
     "encode_payload_into",
     "iter_headers",
     "iter_records",
+    "layout_of",
     "max_decompressed_bytes",
+    "read_any_header",
     "read_header",
     "set_base_offset",
+    "set_leader_epoch",
     "set_log_append_time",
+    "set_max_timestamp",
     "set_producer_fields",
     "tally",
     "validate_batch",
@@ -381,19 +502,55 @@ def _whole_batch(buf: bytes | bytearray | memoryview, pos: int) -> BatchHeader:
     return header
 
 
+def read_any_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeader:
+    """`read_header` for a batch of either layout (the ANY_LAYOUT tuple, parsed:
+    `magic` says which); checks presence, magic and a sane length."""
+    left = len(buf) - pos
+    if pos < 0 or left < HEADER_SIZE:
+        raise CorruptMessage(
+            f"batch header at byte {pos} needs {HEADER_SIZE} bytes, {max(left, 0)} left"
+        )
+    kafka = buf[pos + MAGIC_OFFSET] != MAGIC and buf[pos + KAFKA_MAGIC_OFFSET] == KAFKA_MAGIC
+    if kafka and left < KAFKA_LAYOUT.size:
+        raise CorruptMessage(
+            f"Kafka batch header at byte {pos} needs {KAFKA_LAYOUT.size} bytes, {left} left"
+        )
+    header = BatchHeader(*ANY_LAYOUT.unpack_from(buf, pos))
+    problem = ANY_LAYOUT.header_problem(header.magic, header.size)
+    if problem is not None:
+        raise CorruptMessage(f"batch at byte {pos}: {problem}")
+    if left < header.size:
+        raise CorruptMessage(
+            f"batch at byte {pos} is truncated: {left} of {header.size} bytes present"
+        )
+    return header
+
+
 def _crc_of(buf: bytes | bytearray | memoryview, pos: int, size: int) -> int:
     return crc32c.crc32c(memoryview(buf)[pos + CRC_START : pos + size])
 
 
 def check_crc(
-    buf: bytes | bytearray | memoryview, pos: int = 0, *, fields: tuple[int, ...] | None = None
+    buf: bytes | bytearray | memoryview,
+    pos: int = 0,
+    *,
+    fields: tuple[int, ...] | None = None,
+    layout: BatchLayout = LAYOUT,
 ) -> BatchHeader:
     """Header and CRC-32C only: what a recovery scan needs, without decoding records.
 
-    `fields`: the raw header a `BatchWalk` already read (and found whole) at `pos`.
+    `fields`: the raw header a `BatchWalk` already read (and found whole) at `pos`
+    (either layout's, as an ANY_LAYOUT walk yields them). `layout=ANY_LAYOUT`: the
+    batch at `pos` may be Kafka's.
     """
-    header = _whole_batch(buf, pos) if fields is None else BatchHeader(*fields)
-    actual = _crc_of(buf, pos, header.size)
+    if fields is not None:
+        header = BatchHeader(*fields)
+    elif layout is ANY_LAYOUT:
+        header = read_any_header(buf, pos)
+    else:
+        header = _whole_batch(buf, pos)
+    start = KAFKA_LAYOUT.crc_start if header.magic == KAFKA_MAGIC else CRC_START
+    actual = crc32c.crc32c(memoryview(buf)[pos + start : pos + header.size])
     if actual != header.crc:
         raise CorruptMessage(
             f"batch at offset {header.base_offset} (byte {pos}) has CRC {header.crc:#010x}, "
@@ -627,6 +784,11 @@ class BatchWalk:
         self.problem: str | None = None
 
     def __iter__(self) -> Iterator[tuple[int, tuple[int, ...]]]:
+        if self._layout is ANY_LAYOUT:
+            return self._iter_any()
+        return self._iter_one()
+
+    def _iter_one(self) -> Iterator[tuple[int, tuple[int, ...]]]:
         layout, buf, end = self._layout, self._buf, self._end
         unpack, size_min = layout.header.unpack_from, layout.size
         length_at, magic_at = layout.index["batch_length"], layout.index["magic"]
@@ -639,6 +801,44 @@ class BatchWalk:
             if fields[magic_at] != magic or size < size_min:
                 self.position, self.problem = pos, layout.header_problem(fields[magic_at], size)
                 return
+            if pos + size > end:
+                if self._whole:
+                    self.problem = f"a batch header's length ({size} bytes) runs past the end"
+                self.position = pos
+                return
+            self.position = pos
+            yield pos, fields
+            pos += size
+        self.position = pos
+        if self._whole and pos < end:
+            self.problem = "a batch header is cut by the end of the bytes"
+
+    def _iter_any(self) -> Iterator[tuple[int, tuple[int, ...]]]:
+        """Both layouts: a Tidelog batch costs what `_iter_one` spends on it (one
+        struct read, the same checks); only a header whose byte 12 is not Tidelog's
+        magic is read again as Kafka's."""
+        buf, end = self._buf, self._end
+        unpack, unpack_kafka = HEADER.unpack_from, ANY_LAYOUT.kafka_header.unpack_from
+        length_at, magic_at, overhead = F_BATCH_LENGTH, F_MAGIC, LOG_OVERHEAD
+        magic, kafka_magic, kafka_magic_at = MAGIC, KAFKA_MAGIC, KAFKA_LAYOUT.offset["magic"]
+        size_min, kafka_size_min = HEADER_SIZE, KAFKA_LAYOUT.size
+        pos = self.position
+        last_header = end - size_min
+        while pos <= last_header:
+            fields = unpack(buf, pos)
+            size = fields[length_at] + overhead
+            if fields[magic_at] != magic or size < size_min:
+                if fields[magic_at] == magic or buf[pos + kafka_magic_at] != kafka_magic:
+                    self.position = pos
+                    self.problem = ANY_LAYOUT.header_problem(fields[magic_at], size)
+                    return
+                if pos + kafka_size_min > end:
+                    break  # a Kafka header cut by the end
+                fields = unpack_kafka(buf, pos)
+                if size < kafka_size_min:
+                    self.position = pos
+                    self.problem = KAFKA_LAYOUT.header_problem(kafka_magic, size)
+                    return
             if pos + size > end:
                 if self._whole:
                     self.problem = f"a batch header's length ({size} bytes) runs past the end"
@@ -665,6 +865,14 @@ UNPRICED_NS = 1 << 62
 # per-byte price understates by 4x at most (~60 ms for 1 MiB, as accepted before).
 VALIDATE_NS_PER_RECORD = 300
 VALIDATE_NS_PER_BYTE = 15
+# Checking a produced Kafka v2 batch (protocol.kafka.produce_check) walks every
+# record's bounds in C without building it: ~15-50 ns a 100 B record, ~200 ns a 1 KiB
+# one in 16 KiB batches (docs/kafka.md "Validating a Kafka produce"), most of that the
+# ~3 µs of Python around each batch's walk, which the per-batch price covers.
+KAFKA_CHECK_NS_PER_RECORD = 100
+KAFKA_CHECK_NS_PER_BATCH = 10_000
+# Its bytes are checksummed and copied once, never decoded: ~0.5 ns a byte, priced at 2.
+KAFKA_CHECK_NS_PER_BYTE = 2
 
 
 class BlockTally(NamedTuple):
@@ -703,13 +911,21 @@ def tally(
     return BlockTally(headers, records, compressed, walk.position, True, walk.problem)
 
 
-def append_cost_ns(buf: bytes | bytearray | memoryview) -> int:
+def append_cost_ns(buf: bytes | bytearray | memoryview, *, layout: BatchLayout = LAYOUT) -> int:
     """What validating produced batches (an append of `buf`) costs at most, in
     nanoseconds, priced from their headers alone; `UNPRICED_NS` when compressed, when
     they are too many, or when a header's record_count differs from the count its
     payload's msgpack array announces (a lying header would let the decoder build
     whatever the array says). Bytes that are no batch are refused before anything is
-    decoded: only the whole batches before them count."""
+    decoded: only the whole batches before them count. `layout=KAFKA_LAYOUT`: Kafka
+    v2 batches, stored as sent (their records walked, never built)."""
+    if layout is KAFKA_LAYOUT:
+        block = tally(buf, layout=ANY_LAYOUT)
+        if block.compressed or not block.priced:
+            return UNPRICED_NS
+        walk_ns = block.records * KAFKA_CHECK_NS_PER_RECORD
+        walk_ns += len(block.headers) * KAFKA_CHECK_NS_PER_BATCH
+        return max(walk_ns, block.end * KAFKA_CHECK_NS_PER_BYTE)
     block = tally(buf)
     if block.compressed or not block.priced:
         return UNPRICED_NS
@@ -919,10 +1135,29 @@ def set_producer_fields(
     _UINT32.pack_into(buf, pos + CRC_OFFSET, _crc_of(buf, pos, size))
 
 
-def set_log_append_time(buf: bytearray | memoryview, pos: int, timestamp_ms: int) -> None:
-    """Stamp a batch with the broker's time (LogAppendTime) and recompute its CRC."""
-    size = _INT32.unpack_from(buf, pos + BATCH_LENGTH_OFFSET)[0] + LOG_OVERHEAD
-    attributes = _INT16.unpack_from(buf, pos + ATTRIBUTES_OFFSET)[0] | TIMESTAMP_TYPE_MASK
-    _INT16.pack_into(buf, pos + ATTRIBUTES_OFFSET, attributes)
-    _INT64.pack_into(buf, pos + MAX_TIMESTAMP_OFFSET, timestamp_ms)
-    _UINT32.pack_into(buf, pos + CRC_OFFSET, _crc_of(buf, pos, size))
+def set_log_append_time(
+    buf: bytearray | memoryview, pos: int, timestamp_ms: int, *, layout: BatchLayout = LAYOUT
+) -> None:
+    """Stamp a batch of `layout` with the broker's time (LogAppendTime: max_timestamp
+    and the timestamp-type bit, as Kafka does) and recompute its CRC."""
+    at = layout.offset["attributes"]
+    attributes = _INT16.unpack_from(buf, pos + at)[0] | TIMESTAMP_TYPE_MASK
+    _INT16.pack_into(buf, pos + at, attributes)
+    set_max_timestamp(buf, pos, timestamp_ms, layout=layout)
+
+
+def set_max_timestamp(
+    buf: bytearray | memoryview, pos: int, timestamp_ms: int, *, layout: BatchLayout = LAYOUT
+) -> None:
+    """Write a batch's max_timestamp and recompute its CRC (Kafka writes the largest
+    record timestamp it found when the producer's header says otherwise)."""
+    size = _INT32.unpack_from(buf, pos + layout.offset["batch_length"])[0] + LOG_OVERHEAD
+    _INT64.pack_into(buf, pos + layout.offset["max_timestamp"], timestamp_ms)
+    crc = crc32c.crc32c(memoryview(buf)[pos + layout.crc_start : pos + size])
+    _UINT32.pack_into(buf, pos + layout.offset["crc"], crc)
+
+
+def set_leader_epoch(buf: bytearray | memoryview, pos: int, epoch: int) -> None:
+    """A stored Kafka batch's partition leader epoch (outside its CRC: nothing else
+    changes). The broker writes 0, so byte 12 of every stored Kafka batch is 0."""
+    _INT32.pack_into(buf, pos + KAFKA_LEADER_EPOCH_OFFSET, epoch)

@@ -1,7 +1,8 @@
 """Kafka's RecordBatch v2 (magic 2): the header layout, its CRC, and its varint records.
 
-The header is a second `protocol.batch.BatchLayout` (`LAYOUT`, declared once below:
-every offset, `BatchWalk` and `tally` work on it as on Tidelog's). Big-endian:
+The header is a second `protocol.batch.BatchLayout` (`LAYOUT`, declared in
+protocol/batch.py as `KAFKA_LAYOUT`: every offset, `BatchWalk` and `tally` work on it
+as on Tidelog's). Big-endian:
 
     offset  type    field
     0       int64   base_offset
@@ -55,7 +56,6 @@ from protocol.batch import (
     DELETE_HORIZON_MASK,
     TIMESTAMP_TYPE_MASK,
     TRANSACTIONAL_MASK,
-    BatchLayout,
     HeaderFields,
 )
 from protocol.kafka import recordwalk
@@ -89,22 +89,12 @@ __all__ = [
     "read_batch_header",
 ]
 
-MAGIC = 2
+MAGIC = tidelog.KAFKA_MAGIC
 
 # Kafka's own head, then Tidelog's header from `attributes` on, byte for byte: the
-# one declaration every offset and tuple position below derives from.
-LAYOUT = BatchLayout.declare(
-    (
-        ("base_offset", "q"),
-        ("batch_length", "i"),
-        ("partition_leader_epoch", "i"),
-        ("magic", "b"),
-        ("crc", "I"),
-        *tidelog.LAYOUT.fields_from("attributes"),
-    ),
-    magic=MAGIC,
-    crc_from="attributes",
-)
+# one declaration every offset and tuple position below derives from (in
+# protocol/batch.py, whose ANY_LAYOUT walk reads both layouts).
+LAYOUT = tidelog.KAFKA_LAYOUT
 HEADER = LAYOUT.header
 HEADER_SIZE = LAYOUT.size  # 61
 assert HEADER_SIZE == 61
