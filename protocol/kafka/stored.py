@@ -17,13 +17,19 @@ error Tidelog's readers already handle for their own layout.
 from __future__ import annotations
 
 import struct
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from operator import add, itemgetter
 from typing import Any
 
 import crc32c
 
-from protocol.batch import DEFAULT_MAX_DECOMPRESSED_BYTES, HeaderFields
+from protocol.batch import (
+    ANY_LAYOUT,
+    DEFAULT_MAX_DECOMPRESSED_BYTES,
+    BatchHeader,
+    BatchWalk,
+    HeaderFields,
+)
 from protocol.compression import Compression, compress
 from protocol.errors import CorruptMessage
 from protocol.kafka import records as kafka
@@ -37,6 +43,7 @@ __all__ = [
     "check_stored_crc",
     "decode_stored",
     "is_kafka",
+    "iter_any_headers",
     "keys_of_stored",
     "leader_epoch_of",
     "stored_payload",
@@ -178,3 +185,14 @@ def check_stored_crc(buf: bytes | bytearray | memoryview, pos: int, header: Head
             f"Kafka batch at offset {header.base_offset} (byte {pos}) has CRC "
             f"{header.crc:#010x}, computed {actual:#010x}"
         )
+
+
+def iter_any_headers(buf: bytes | bytearray | memoryview) -> Iterator[tuple[int, BatchHeader]]:
+    """(position, header) of each whole batch of back-to-back batches of either layout
+    (a fetch answer: a trailing partial batch ends the walk); bytes that are no batch
+    raise CorruptMessage."""
+    walk = BatchWalk(buf, whole=False, layout=ANY_LAYOUT)
+    for pos, fields in walk:
+        yield pos, BatchHeader(*fields)
+    if walk.problem is not None:
+        raise CorruptMessage(f"batch at byte {walk.position}: {walk.problem}")
