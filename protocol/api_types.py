@@ -187,6 +187,7 @@ class FetchRequest(TypedDict):
     max_bytes: int
     topics: list[FetchTopic]
     local_read: bool
+    kafka_batches: bool
 
 
 class LocalRecords(TypedDict):

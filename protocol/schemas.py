@@ -235,6 +235,8 @@ _SCHEMAS = (
             max_bytes=NON_NEGATIVE_INT32,
             topics=_topics(Struct(partition=INT32, offset=INT64, max_bytes=NON_NEGATIVE_INT32)),
             local_read=opt(Bool(), False),  # docs/protocol.md §9: local reads
+            # docs/protocol.md §4 (extension): the client reads Kafka v2 batches too.
+            kafka_batches=opt(Bool(), False),
         ),
         Struct(topics=_topics(FETCH_PARTITION_ANSWER)),
     ),

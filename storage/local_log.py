@@ -46,6 +46,8 @@ log = structlog.get_logger("tidelog.storage")
 
 # Where a read lies: (segment, position, stop, whole) as `Segment.extent` says.
 Found = tuple[Segment, int, int, bool]
+# What a read found: its records, and the layouts of their batches (a bitmask).
+Read = tuple[bytes | RecordSource, int]
 
 
 class SegmentView(NamedTuple):
@@ -178,9 +180,15 @@ class LocalLog:
         return self.roll(reason, now_ms)
 
     def append(
-        self, chunk: bytearray, *, last_offset: int, max_timestamp: int, offset_of_max: int
+        self,
+        chunk: bytearray,
+        *,
+        last_offset: int,
+        max_timestamp: int,
+        offset_of_max: int,
+        layouts: int,
     ) -> None:
-        """Write whole batches at the end of the active segment, with one write."""
+        """Write whole batches (`layouts`: theirs) at the end of the active segment."""
         segment = self.segments[-1]
         try:
             segment.append(
@@ -189,6 +197,7 @@ class LocalLog:
                 max_timestamp=max_timestamp,
                 offset_of_max_timestamp=offset_of_max,
                 index_interval_bytes=self.config.index_interval_bytes,
+                layouts=layouts,
             )
         except TornAppendError as exc:
             self.poisoned = f"a failed write could not be cut back: {exc}"
@@ -315,13 +324,14 @@ class LocalLog:
             )
         return None
 
-    def read_bytes(self, found: Found) -> bytes:
+    def read_bytes(self, found: Found) -> tuple[bytes, int]:
+        """The whole batches of a found read, and their layouts (a bitmask)."""
         try:
             return read_bytes(*found)
         except OSError as exc:
             raise self.read_error(exc) from exc
 
-    def read_records(self, found: Found, max_batches: int | None) -> bytes | RecordSource:
+    def read_records(self, found: Found, max_batches: int | None) -> Read:
         try:
             return read_records(*found, max_batches=max_batches)
         except OSError as exc:

@@ -36,7 +36,19 @@ from typing import Any
 
 import structlog
 
-from protocol.batch import set_base_offset, set_log_append_time
+from protocol.batch import (
+    BOTH_LAYOUTS,
+    KAFKA_BATCHES,
+    KAFKA_LAYOUT,
+    KAFKA_MAGIC,
+    LAYOUT,
+    TIDELOG_BATCHES,
+    BatchLayout,
+    set_base_offset,
+    set_leader_epoch,
+    set_log_append_time,
+    set_max_timestamp,
+)
 from protocol.errors import (
     DuplicateSequenceNumber,
     MessageTooLarge,
@@ -77,9 +89,14 @@ class AppendInfo:
 
 @dataclass(frozen=True, slots=True)
 class FetchData:
+    """`Log.read`'s answer. `layouts`: which batch layouts `records` holds, a bitmask
+    of `protocol.batch.TIDELOG_BATCHES` and `KAFKA_BATCHES` (a bit may be set for a
+    layout that is not there, never missing for one that is; 0 when empty)."""
+
     records: bytes
     high_watermark: int
     log_start_offset: int
+    layouts: int = BOTH_LAYOUTS
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +107,7 @@ class Location:
     records: bytes | RecordSource
     high_watermark: int
     log_start_offset: int
+    layouts: int = BOTH_LAYOUTS
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,10 +134,14 @@ def _assign_offsets(
 ) -> _Stamped | Duplicate:
     """Give each validated batch of `buf` its base offset (and the append time, on a
     LogAppendTime topic), checking idempotent producers' sequences before anything is
-    written; a retried batch's Duplicate instead (it must come alone)."""
+    written; a retried batch's Duplicate instead (it must come alone).
+
+    A Kafka v2 batch is stamped as Kafka stamps it: base offset and partition leader
+    epoch (0) outside its CRC; LogAppendTime, or a max_timestamp its records
+    contradict, rewritten with a fresh CRC."""
     max_ts, offset_of_max_ts = -1, -1
     pending = None
-    for pos, count, batch_max_ts, producer_id, epoch, sequence in batches:
+    for pos, count, batch_max_ts, producer_id, epoch, sequence, magic, restamp in batches:
         if log_append_time >= 0:
             batch_max_ts = log_append_time
         if producer_id >= 0:  # idempotent: checked before anything is written
@@ -135,12 +157,24 @@ def _assign_offsets(
                     )
                 return outcome
         set_base_offset(buf, pos, offset)
-        if log_append_time >= 0:
+        if magic == KAFKA_MAGIC:
+            _stamp_kafka(buf, pos, log_append_time, batch_max_ts if restamp else None)
+        elif log_append_time >= 0:
             set_log_append_time(buf, pos, log_append_time)
         offset += count
         if batch_max_ts > max_ts:
             max_ts, offset_of_max_ts = batch_max_ts, offset - 1
     return offset, max_ts, offset_of_max_ts, pending
+
+
+def _stamp_kafka(buf: bytearray, pos: int, log_append_time: int, max_timestamp: int | None) -> None:
+    """The rest of a Kafka batch's stamp: leader epoch 0, then the append time (a
+    LogAppendTime topic) or the records' own max timestamp (the header's was wrong)."""
+    set_leader_epoch(buf, pos, 0)
+    if log_append_time >= 0:
+        set_log_append_time(buf, pos, log_append_time, layout=KAFKA_LAYOUT)
+    elif max_timestamp is not None:
+        set_max_timestamp(buf, pos, max_timestamp, layout=KAFKA_LAYOUT)
 
 
 def _duplicate(
@@ -291,15 +325,19 @@ class Log:
 
     # ---- append ----------------------------------------------------------
 
-    def append(self, records: bytes | bytearray | memoryview) -> AppendInfo:
+    def append(
+        self, records: bytes | bytearray | memoryview, *, layout: BatchLayout = LAYOUT
+    ) -> AppendInfo:
         """Validate, assign offsets and write all batches with one write (all or nothing).
+        `layout`: Tidelog batches (docs/protocol.md §3), or Kafka v2 batches stored as
+        the producer sent them (`KAFKA_LAYOUT`, a Kafka Produce's).
         CorruptMessage / InvalidRecord / InvalidTimestamp / MessageTooLarge for bad input
         (nothing written), StorageError when the disk fails."""
         self._check_writable()
         buf = bytearray(records)
         now_ms = self._clock_ms()
         config = self._local.config
-        batches = self._validator.validate(buf, config, now_ms)
+        batches = self._validator.validate(buf, config, now_ms, layout=layout)
         if len(buf) > config.segment_bytes:
             raise MessageTooLarge(
                 f"{self.topic}-{self.partition}: {len(buf)} bytes in one append exceed "
@@ -320,7 +358,11 @@ class Log:
             if self._local.roll_if_due(len(buf), max_ts, offset - 1, now_ms):
                 self._producers.snapshot_at_roll()  # Kafka's roll snapshots here too
             self._local.append(
-                buf, last_offset=offset - 1, max_timestamp=max_ts, offset_of_max=offset_of_max_ts
+                buf,
+                last_offset=offset - 1,
+                max_timestamp=max_ts,
+                offset_of_max=offset_of_max_ts,
+                layouts=KAFKA_BATCHES if layout is KAFKA_LAYOUT else TIDELOG_BATCHES,
             )
             if pending is None:
                 producers.map_end_offset = offset
@@ -454,8 +496,10 @@ class Log:
         (at least one batch with `min_one`). OffsetOutOfRange outside [log start, high
         watermark]; empty at the high watermark; CorruptMessage for a fenced range."""
         found, hw, start = self._find(offset, max_bytes, min_one)
-        records = b"" if found is None else self._local.read_bytes(found)
-        return FetchData(records, hw, start)
+        if found is None:
+            return FetchData(b"", hw, start, 0)
+        records, layouts = self._local.read_bytes(found)
+        return FetchData(records, hw, start, layouts)
 
     def locate(
         self, offset: int, max_bytes: int, *, min_one: bool = True, max_batches: int | None = None
@@ -465,8 +509,10 @@ class Log:
         whose header walk would pass more batches raises ReadWouldWait first (the event
         loop's budget; see `broker.handlers.fetch`)."""
         found, hw, start = self._find(offset, max_bytes, min_one)
-        records = b"" if found is None else self._local.read_records(found, max_batches)
-        return Location(records, hw, start)
+        if found is None:
+            return Location(b"", hw, start, 0)
+        records, layouts = self._local.read_records(found, max_batches)
+        return Location(records, hw, start, layouts)
 
     def _find(self, offset: int, max_bytes: int, min_one: bool) -> tuple[Found | None, int, int]:
         """Where a read lies (None: nothing at the offset yet), the high watermark and

@@ -18,7 +18,7 @@ log's lock; fencing is serialised by `Segment.fence`.
 
 from __future__ import annotations
 
-from protocol.batch import F_RECORD_COUNT
+from protocol.batch import F_MAGIC, F_RECORD_COUNT
 from storage.fileio import ReadWouldWait
 from storage.record_source import FileSpan, RecordSource
 from storage.scan import Pread, SegmentScan
@@ -35,35 +35,38 @@ SENDFILE_MIN_BYTES = 64 * 1024
 HEADER_SCAN_BYTES = 64 * 1024
 
 
-def read_bytes(segment: Segment, position: int, stop: int, whole: bool) -> bytes:
-    """The whole batches of bytes [position, stop) of `segment`, read into memory.
+def read_bytes(segment: Segment, position: int, stop: int, whole: bool) -> tuple[bytes, int]:
+    """The whole batches of bytes [position, stop) of `segment`, read into memory, and
+    the layouts they are in (a bitmask: `protocol.batch.TIDELOG_BATCHES`, ...; more
+    bits than there are layouts is allowed, fewer never).
 
     Headers outside `verified_bytes` are walked (one struct read per batch); bytes
     this process appended or already walked are served as they are."""
     if stop == position:
-        return b""
+        return b"", 0
     data = segment.pread(stop - position, position)
     if whole and stop <= segment.verified_bytes:
-        return data
-    length, _ = cut(segment, position, stop, whole, data=data)
-    return data if length == len(data) else data[:length]
+        return data, segment.layouts
+    length, _, layouts = cut(segment, position, stop, whole, data=data)
+    return (data if length == len(data) else data[:length]), layouts
 
 
 def read_records(
     segment: Segment, position: int, stop: int, whole: bool, *, max_batches: int | None = None
-) -> bytes | RecordSource:
-    """The whole batches of [position, stop): read when small, else a span of the
-    file found from headers only (the bytes when no span can be had). More than
-    `max_batches` headers to walk raise ReadWouldWait before anything is built."""
+) -> tuple[bytes | RecordSource, int]:
+    """The whole batches of [position, stop), and their layouts: read when small, else
+    a span of the file found from headers only (the bytes when no span can be had).
+    More than `max_batches` headers to walk raise ReadWouldWait before anything is
+    built."""
     if stop - position < SENDFILE_MIN_BYTES:
         return read_bytes(segment, position, stop, whole)
-    length, count = cut(segment, position, stop, whole, max_batches=max_batches)
+    length, count, layouts = cut(segment, position, stop, whole, max_batches=max_batches)
     span = (
-        FileSpan.of(segment.fd, position, length, count, str(segment.log_path))
+        FileSpan.of(segment.fd, position, length, count, str(segment.log_path), layouts)
         if length >= SENDFILE_MIN_BYTES
         else None
     )
-    return segment.pread(length, position) if span is None else span
+    return (segment.pread(length, position) if span is None else span), layouts
 
 
 def cut(
@@ -74,8 +77,9 @@ def cut(
     *,
     data: bytes | None = None,
     max_batches: int | None = None,
-) -> tuple[int, int]:
-    """(bytes, records) of the whole, plausible batches from `position` up to `stop`.
+) -> tuple[int, int, int]:
+    """(bytes, records, layouts) of the whole, plausible batches from `position` up to
+    `stop` (layouts: the bitmask of `1 << magic` of the batches walked).
 
     Walks `data` (the bytes of [position, stop), already read) or, without it, the
     file's headers: a block of small batches at a time, one header alone after a big
@@ -91,22 +95,25 @@ def cut(
         view = memoryview(data)
         pread, block = (lambda size, at: view[at - position : at - position + size]), len(data)
     scan = SegmentScan(pread, position, stop, block_bytes=block, whole=whole)
-    records = 0
+    records = layouts = 0
     for walked, batch in enumerate(scan, 1):
         if max_batches is not None and walked > max_batches:
             raise ReadWouldWait(f"more than {max_batches} batch headers to walk")
-        records += batch.fields[F_RECORD_COUNT]
+        fields = batch.fields
+        records += fields[F_RECORD_COUNT]
+        layouts |= 1 << fields[F_MAGIC]
     if scan.problem is None:
         if position <= segment.verified_bytes < scan.position:
+            segment.layouts |= layouts
             segment.verified_bytes = scan.position
-        return scan.position - position, records
+        return scan.position - position, records, layouts
     previous = scan.previous
     segment.fence(culprit(segment, previous, scan.position), scan.problem)
     fence = scan.position if segment.fence_position is None else segment.fence_position
     if fence <= position:
         raise segment.fenced_error(f"byte {position}")
     if fence == scan.position:
-        return fence - position, records
+        return fence - position, records, layouts
     if previous is not None and fence == previous.position:  # the batch before is damaged
-        return fence - position, records - previous.fields[F_RECORD_COUNT]
+        return fence - position, records - previous.fields[F_RECORD_COUNT], layouts
     return cut(segment, position, fence, True)  # fenced lower meanwhile: walk up to it

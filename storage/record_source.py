@@ -20,6 +20,7 @@ import threading
 import weakref
 
 from protocol.api_types import LocalRecords
+from protocol.batch import BOTH_LAYOUTS
 
 __all__ = ["MAX_OPEN_SPANS", "FileSpan", "RecordSource", "open_span_count"]
 
@@ -36,6 +37,9 @@ class RecordSource:
 
     length: int
     record_count: int
+    # The layouts of its batches, a bitmask of `1 << magic` (protocol.batch's
+    # TIDELOG_BATCHES, KAFKA_BATCHES): a reader converts only what it must.
+    layouts: int = BOTH_LAYOUTS
 
     def __len__(self) -> int:
         return self.length
@@ -94,19 +98,40 @@ class FileSpan(RecordSource):
     span owns: closed by `close()`, or when the span is dropped unsent. Made by
     `FileSpan.of`, which counts it in MAX_OPEN_SPANS."""
 
-    __slots__ = ("__weakref__", "_finalizer", "fd", "length", "path", "position", "record_count")
+    __slots__ = (
+        "__weakref__",
+        "_finalizer",
+        "fd",
+        "layouts",
+        "length",
+        "path",
+        "position",
+        "record_count",
+    )
 
     def __init__(
-        self, fd: int, position: int, length: int, record_count: int, path: str = ""
+        self,
+        fd: int,
+        position: int,
+        length: int,
+        record_count: int,
+        path: str = "",
+        layouts: int = BOTH_LAYOUTS,
     ) -> None:
         self.fd, self.position, self.length = fd, position, length
-        self.record_count = record_count
+        self.record_count, self.layouts = record_count, layouts
         self.path = path  # the segment file's absolute path, for local reads
         self._finalizer = weakref.finalize(self, _close_fd, fd)
 
     @classmethod
     def of(
-        cls, fd: int, position: int, length: int, record_count: int, path: str = ""
+        cls,
+        fd: int,
+        position: int,
+        length: int,
+        record_count: int,
+        path: str = "",
+        layouts: int = BOTH_LAYOUTS,
     ) -> FileSpan | None:
         """A span over a duplicate of `fd`; None when MAX_OPEN_SPANS are open already
         or the descriptor cannot be duplicated (the caller copies the bytes instead)."""
@@ -117,7 +142,7 @@ class FileSpan(RecordSource):
         except OSError:
             _span_closed()
             return None
-        return cls(own_fd, position, length, record_count, path)
+        return cls(own_fd, position, length, record_count, path, layouts)
 
     def close(self) -> None:
         self._finalizer()

@@ -45,7 +45,7 @@ from typing import Any
 
 import structlog
 
-from protocol.batch import F_BASE_OFFSET, HEADER, HEADER_SIZE, BatchHeader
+from protocol.batch import ANY_LAYOUT, F_BASE_OFFSET, HEADER_SIZE, BatchHeader
 from storage.config import LogConfig
 from storage.fdbudget import FdBudget
 from storage.fileio import FileIO
@@ -128,9 +128,11 @@ def _misplaced_first_batch(segment: Segment) -> str | None:
     CRC of the whole batch (done for every segment at every open, that read was
     round 2's clean-reopen and recovery slowdown).
     """
-    head = segment.pread(HEADER_SIZE, 0)
-    if len(head) < HEADER_SIZE or HEADER.unpack_from(head)[F_BASE_OFFSET] >= segment.base_offset:
-        return None  # no whole header, or not below the base: never misplaced
+    head = segment.pread(ANY_LAYOUT.max_size, 0)
+    if len(head) < HEADER_SIZE or len(head) < ANY_LAYOUT.header_bytes(head):
+        return None  # no whole header: never misplaced
+    if ANY_LAYOUT.unpack_from(head)[F_BASE_OFFSET] >= segment.base_offset:
+        return None  # not below the base: never misplaced
     scan = SegmentScan(segment.pread, 0, segment.size, block_bytes=HEADER_SIZE, crc=True)
     first = next(iter(scan), None)
     if first is None:

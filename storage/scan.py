@@ -18,7 +18,16 @@ from typing import NamedTuple
 
 import crc32c
 
-from protocol.batch import HEADER, HEADER_SIZE, LAYOUT, BatchLayout, BatchWalk, check_crc
+from protocol.batch import (
+    ANY_LAYOUT,
+    HEADER_SIZE,
+    KAFKA_MAGIC,
+    MAGIC,
+    AnyLayout,
+    BatchLayout,
+    BatchWalk,
+    check_crc,
+)
 from protocol.errors import CorruptMessage
 from storage.fileio import FileIO
 
@@ -42,7 +51,8 @@ HEADER_READ_AFTER_FRACTION = 4
 
 class ScannedBatch(NamedTuple):
     """One batch a scan found: its file position, size and raw header fields
-    (`protocol.batch.LAYOUT` positions), and its bytes when the scan was asked for them."""
+    (`protocol.batch.F_*` positions for either layout: `fields[F_MAGIC]` says which),
+    and its bytes when the scan was asked for them."""
 
     position: int
     size: int
@@ -61,6 +71,8 @@ class SegmentScan:
     why (None: at `end`, or at a cut when not `whole`), and `previous` the last batch
     yielded (a wrong length there may be the real damage; the caller may check it).
     A caller that breaks out of the loop early sets `position` itself if it uses it.
+    A segment may hold Tidelog and Kafka v2 batches (`layout` ANY_LAYOUT, the default);
+    each batch's CRC is checked over its own layout's range.
     """
 
     __slots__ = (
@@ -89,10 +101,10 @@ class SegmentScan:
         crc: bool = False,
         whole: bool = True,
         on_read: Callable[[int], None] | None = None,
-        layout: BatchLayout = LAYOUT,
+        layout: BatchLayout = ANY_LAYOUT,
     ) -> None:
         self._pread, self._end = pread, end
-        self._block_bytes = max(block_bytes, layout.size)
+        self._block_bytes = max(block_bytes, _alone_bytes(layout))
         self._with_bytes, self._crc, self._whole = with_bytes, crc, whole
         self._on_read, self._layout = on_read, layout
         self.position = start
@@ -110,24 +122,40 @@ class SegmentScan:
     def _refuse(self, block: bytes | memoryview, at: int) -> None:
         """Say why the batch at `at` of `block` failed its CRC (check_crc's words)."""
         try:
-            check_crc(block, at)
+            check_crc(block, at, layout=ANY_LAYOUT)
         except CorruptMessage as exc:
             self.problem = exc.message
         else:  # pragma: no cover - the two CRC computations cannot disagree
             self.problem = "CRC mismatch"
 
+    def _lone_header(self, block: bytes | memoryview, left: int) -> tuple[int, ...] | None:
+        """The header of a block read alone (`left`: bytes to the scan's end), or None:
+        the scan stops there, `problem` says why (None: a header cut at `end`)."""
+        layout = self._layout
+        if len(block) < layout.header_bytes(block, 0):  # a Kafka header, cut
+            self.header_cut_at_end = len(block) == left
+            if self._whole:
+                self.problem = "a batch header is cut by the end of the segment"
+            return None
+        fields = layout.unpack_from(block, 0)
+        size = fields[layout.index["batch_length"]] + layout.log_overhead
+        self.problem = layout.header_problem(fields[layout.index["magic"]], size)
+        return fields if self.problem is None else None
+
     def __iter__(self) -> Iterator[ScannedBatch]:
         layout, end = self._layout, self._end
         header_size, overhead = layout.size, layout.log_overhead
         length_at, crc_at = layout.index["batch_length"], layout.index["crc"]
-        magic_at, unpack = layout.index["magic"], layout.header.unpack_from
-        with_bytes, crc, crc_start = self._with_bytes, self._crc, layout.crc_start
+        magic_at, unpack = layout.index["magic"], layout.unpack_from
+        with_bytes, crc = self._with_bytes, self._crc
+        crc_start_of = {magic: layout.crc_start_of(magic) for magic in _magics(layout)}
         want_bytes = with_bytes or crc
         new = tuple.__new__  # a ScannedBatch without NamedTuple's Python-level __new__
         big = self._block_bytes // HEADER_READ_AFTER_FRACTION
         # A header-only scan reads the first header alone: its batch's size then picks
         # the next read, so a walk over big batches never reads a block it skips.
-        read = self._block_bytes if want_bytes else header_size
+        alone = _alone_bytes(layout)
+        read = self._block_bytes if want_bytes else alone
         position = self.position
         while position < end:
             if end - position < header_size:
@@ -140,26 +168,25 @@ class SegmentScan:
                 if self._whole:
                     self.problem = "a batch header is cut by the end of the file"
                 break
-            if len(block) == header_size:
+            if len(block) <= alone:
                 # One header read alone (after a big batch: a fetch of 110 KB batches
                 # reads only those): no walk over a block that holds no whole batch.
-                fields = unpack(block, 0)
-                size = fields[length_at] + overhead
-                problem = layout.header_problem(fields[magic_at], size)
-                if problem is not None:
-                    self.position, self.problem = position, problem
-                    return
-                walked = 0
+                lone = self._lone_header(block, end - position)
+                if lone is None:
+                    break
+                fields, size, walked = lone, lone[length_at] + overhead, 0
             else:
                 walk = BatchWalk(block, whole=False, layout=layout)
                 view = memoryview(block)
                 size = 0
                 for at, fields in walk:
                     size = fields[length_at] + overhead
-                    if crc and crc32c.crc32c(view[at + crc_start : at + size]) != fields[crc_at]:
-                        self._refuse(block, at)
-                        self.position = position + at
-                        return
+                    if crc:
+                        crc_start = crc_start_of[fields[magic_at]]
+                        if crc32c.crc32c(view[at + crc_start : at + size]) != fields[crc_at]:
+                            self._refuse(block, at)
+                            self.position = position + at
+                            return
                     batch = new(
                         ScannedBatch,
                         (position + at, size, fields, view[at : at + size] if with_bytes else None),
@@ -179,9 +206,11 @@ class SegmentScan:
                         self.problem = f"a batch's length ({size} bytes) runs past the end"
                     break
                 data = self._read(size, position) if want_bytes else b""
-                if crc and crc32c.crc32c(memoryview(data)[crc_start:size]) != fields[crc_at]:
-                    self._refuse(data, 0)
-                    break
+                if crc:
+                    crc_start = crc_start_of[fields[magic_at]]
+                    if crc32c.crc32c(memoryview(data)[crc_start:size]) != fields[crc_at]:
+                        self._refuse(data, 0)
+                        break
                 batch = new(
                     ScannedBatch, (position, size, fields, memoryview(data) if with_bytes else None)
                 )
@@ -190,8 +219,17 @@ class SegmentScan:
                 position += size
             else:
                 position += walked
-            read = header_size if size > big and not want_bytes else self._block_bytes
+            read = alone if size > big and not want_bytes else self._block_bytes
         self.position = position
+
+
+def _alone_bytes(layout: BatchLayout) -> int:
+    """Bytes a read of one header alone takes: the largest header `layout` walks."""
+    return layout.max_size if isinstance(layout, AnyLayout) else layout.size
+
+
+def _magics(layout: BatchLayout) -> tuple[int, ...]:
+    return (MAGIC, KAFKA_MAGIC) if isinstance(layout, AnyLayout) else (layout.magic,)
 
 
 def iter_batch_fields(
@@ -228,16 +266,17 @@ def iter_batch_fields(
 
 
 def first_batch_fields(io: FileIO, path: Path) -> tuple[int, ...] | None:
-    """The raw header fields of the first batch of the `.log` file at `path` (None when
-    the file is gone or shorter than a header); the header is not checked."""
+    """The raw header fields of the first batch of the `.log` file at `path`, of either
+    layout (None when the file is gone or shorter than a header); the header is not
+    checked."""
     try:
         fd = io.open(path, writable=False)
     except FileNotFoundError:
         return None
     try:
-        data = io.pread(fd, HEADER_SIZE, 0)
+        data = io.pread(fd, ANY_LAYOUT.max_size, 0)
     finally:
         io.close(fd)
-    if len(data) < HEADER_SIZE:
+    if len(data) < HEADER_SIZE or len(data) < ANY_LAYOUT.header_bytes(data):
         return None
-    return HEADER.unpack_from(data)
+    return ANY_LAYOUT.unpack_from(data)

@@ -38,6 +38,7 @@ from pathlib import Path
 
 import structlog
 
+from protocol.batch import TIDELOG_BATCHES
 from protocol.errors import CorruptMessage
 from storage import failpoints
 from storage.config import LogConfig
@@ -122,6 +123,10 @@ class Segment:
         # this process (validated on produce), rescanned by recovery, or walked once by
         # a read. Reads inside it skip the header walk (the hot tail read stays as cheap).
         self.verified_bytes = 0
+        # The layouts of the batches in [0, verified_bytes), or more (a bitmask of
+        # `protocol.batch.TIDELOG_BATCHES` / `KAFKA_BATCHES`): a read inside it knows
+        # which layouts it holds without walking its headers.
+        self.layouts = 0
         self.offset_index = OffsetIndex(index_path, base_offset, io, preallocate_bytes=index_bytes)
         self.time_index = TimeIndex(time_index_path, base_offset, io, preallocate_bytes=index_bytes)
         self.next_offset = base_offset
@@ -186,8 +191,10 @@ class Segment:
         max_timestamp: int,
         offset_of_max_timestamp: int,
         index_interval_bytes: int,
+        layouts: int = TIDELOG_BATCHES,
     ) -> int:
-        """Write `chunk` (whole batches) with one write at the end; returns its position.
+        """Write `chunk` (whole batches, in the `layouts` they are) with one write at
+        the end; returns its position.
 
         All or nothing: when the write fails the file is cut back and OSError is
         raised; if even that fails the caller must stop writing (the tail is unknown).
@@ -227,6 +234,7 @@ class Segment:
         self.size = position + len(chunk)
         if self.verified_bytes == position:
             self.verified_bytes = self.size
+            self.layouts |= layouts
         return position
 
     def _cut_back(self, position: int) -> None:

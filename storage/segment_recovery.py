@@ -18,7 +18,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from protocol.batch import F_BASE_OFFSET, F_LAST_OFFSET_DELTA, F_MAX_TIMESTAMP, HEADER, HEADER_SIZE
+from protocol.batch import (
+    ANY_LAYOUT,
+    F_BASE_OFFSET,
+    F_LAST_OFFSET_DELTA,
+    F_MAGIC,
+    F_MAX_TIMESTAMP,
+    HEADER_SIZE,
+)
 from storage import failpoints
 from storage.config import INT_MAX, LogConfig
 from storage.fileio import FileIO
@@ -57,8 +64,9 @@ def load_metadata(segment: Segment) -> None:
     file's end (recovery rescans the segment)."""
     if segment.size == 0:
         return
-    data = segment.pread(HEADER_SIZE, 0)
-    first = HEADER.unpack_from(data) if len(data) >= HEADER_SIZE else None
+    data = segment.pread(ANY_LAYOUT.max_size, 0)
+    whole = len(data) >= HEADER_SIZE and len(data) >= ANY_LAYOUT.header_bytes(data)
+    first = ANY_LAYOUT.unpack_from(data) if whole else None
     segment.rolling_based_timestamp = first[F_MAX_TIMESTAMP] if first is not None else -1
     base, offset_index, time_index = segment.base_offset, segment.offset_index, segment.time_index
     segment.max_timestamp, segment.offset_of_max_timestamp = time_index.last_entry()
@@ -67,8 +75,9 @@ def load_metadata(segment: Segment) -> None:
     _, start = offset_index.lookup(offset_index.last_offset())
     start = start if start < segment.size else 0
     segment.next_offset = max(segment.next_offset, base)
-    end = start
+    end, layouts = start, 0
     for batch in iter_batches(segment, start, segment.size):
+        layouts |= 1 << batch.magic
         if batch.base_offset < segment.next_offset or batch.last_offset - base > INT_MAX:
             break  # not the next batch of this segment: recovery rescans from here
         segment.next_offset = batch.last_offset + 1
@@ -78,7 +87,7 @@ def load_metadata(segment: Segment) -> None:
             segment.offset_of_max_timestamp = batch.last_offset
     segment.tail_is_whole = end == segment.size
     if start == 0 and segment.tail_is_whole:
-        segment.verified_bytes = end
+        segment.verified_bytes, segment.layouts = end, layouts
 
 
 def sanity_check(segment: Segment, *, thorough: bool) -> None:
@@ -119,6 +128,7 @@ def recover(segment: Segment, config: LogConfig, *, fence_below_offset: int) -> 
     segment.rolling_based_timestamp = -1
     segment.fence_position = None
     next_offset, since_entry = segment.base_offset, 0
+    layouts = 0
     bad_reason = ""
     file_size = segment.file_size()
     scan = SegmentScan(segment.pread, 0, file_size, block_bytes=RECOVERY_READ_BYTES, crc=True)
@@ -130,6 +140,7 @@ def recover(segment: Segment, config: LogConfig, *, fence_below_offset: int) -> 
             break
         last_offset = fields[F_BASE_OFFSET] + fields[F_LAST_OFFSET_DELTA]
         batch_max_ts = fields[F_MAX_TIMESTAMP]
+        layouts |= 1 << fields[F_MAGIC]
         if batch.position == 0:
             segment.rolling_based_timestamp = batch_max_ts
         if batch_max_ts > segment.max_timestamp:
@@ -154,7 +165,7 @@ def recover(segment: Segment, config: LogConfig, *, fence_below_offset: int) -> 
     position = scan.position
     segment.bytes_since_last_index_entry = since_entry
     segment.next_offset = next_offset
-    segment.verified_bytes = position
+    segment.verified_bytes, segment.layouts = position, layouts
     segment.size = file_size
     if position >= file_size:
         return RecoveryResult(file_size, 0, next_offset, None, "")

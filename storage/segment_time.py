@@ -10,8 +10,19 @@ the segment up to the size it had when they looked.
 
 from __future__ import annotations
 
-from protocol.batch import TIMESTAMP_TYPE_MASK, decode_payload, max_decompressed_bytes
+from collections.abc import Sequence
+from typing import Any
+
+from protocol.batch import (
+    KAFKA_MAGIC,
+    TIMESTAMP_TYPE_MASK,
+    HeaderFields,
+    decode_payload,
+    max_decompressed_bytes,
+)
 from protocol.errors import CorruptMessage
+from protocol.kafka.errors import KafkaCodecError
+from protocol.kafka.validate import decode_batch
 from storage.segment import Segment
 from storage.segment_walk import BatchPosition, find_batch, iter_batches
 
@@ -52,9 +63,21 @@ def first_offset_with_timestamp(segment: Segment, offset_hint: int, timestamp: i
 
 
 def _record_times(segment: Segment, batch: BatchPosition) -> list[tuple[int, int]]:
-    """(offset, timestamp) of each record of one batch (LogAppendTime: the batch's)."""
+    """(offset, timestamp) of each record of one batch (LogAppendTime: the batch's),
+    of either layout."""
     data = segment.pread(batch.size, batch.position)
-    header, records = decode_payload(data, max_decompressed=max_decompressed_bytes(batch.size))
+    cap = max_decompressed_bytes(batch.size)
+    header: HeaderFields
+    records: Sequence[Sequence[Any]]
+    if batch.magic == KAFKA_MAGIC:
+        try:
+            header, records = decode_batch(data, max_decompressed=cap)
+        except KafkaCodecError as exc:
+            raise CorruptMessage(
+                f"{segment.log_path}: batch at byte {batch.position}: {exc.message}"
+            ) from exc
+    else:
+        header, records = decode_payload(data, max_decompressed=cap)
     base, base_ts = header.base_offset, header.base_timestamp
     try:
         if header.attributes & TIMESTAMP_TYPE_MASK:

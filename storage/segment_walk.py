@@ -15,7 +15,14 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Protocol
 
-from protocol.batch import F_BASE_OFFSET, F_LAST_OFFSET_DELTA, F_MAX_TIMESTAMP, check_crc
+from protocol.batch import (
+    ANY_LAYOUT,
+    F_BASE_OFFSET,
+    F_LAST_OFFSET_DELTA,
+    F_MAGIC,
+    F_MAX_TIMESTAMP,
+    check_crc,
+)
 from protocol.errors import CorruptMessage
 from storage.index import OffsetIndex
 from storage.scan import ScannedBatch, SegmentScan
@@ -60,6 +67,7 @@ class BatchPosition:
     base_offset: int
     last_offset: int
     max_timestamp: int
+    magic: int  # its layout: 1 Tidelog's (§3), 2 Kafka's v2
 
 
 def iter_batches(
@@ -80,11 +88,14 @@ def iter_batches(
             fields[F_BASE_OFFSET],
             fields[F_BASE_OFFSET] + fields[F_LAST_OFFSET_DELTA],
             fields[F_MAX_TIMESTAMP],
+            fields[F_MAGIC],
         )
     if scan.problem is not None and on_damage is not None and not scan.header_cut_at_end:
         previous = scan.previous
         before = (
-            None if previous is None else BatchPosition(previous.position, previous.size, 0, 0, 0)
+            None
+            if previous is None
+            else BatchPosition(previous.position, previous.size, 0, 0, 0, 0)
         )
         on_damage(culprit(segment, before, scan.position), scan.problem)
 
@@ -95,7 +106,7 @@ def culprit(segment: Walked, previous: BatchPosition | ScannedBatch | None, posi
     if previous is None:
         return position
     try:
-        check_crc(segment.pread(previous.size, previous.position))
+        check_crc(segment.pread(previous.size, previous.position), layout=ANY_LAYOUT)
     except CorruptMessage:
         return previous.position
     return position

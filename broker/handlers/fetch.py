@@ -1,6 +1,12 @@
 """The fetch API: read each partition within the memory budget, long-poll until
 `min_bytes` or `max_wait_ms`; a large read is a `RecordSource` (storage cut and fenced
-it) the connection sends from the segment file (broker/fetch_send.py)."""
+it) the connection sends from the segment file (broker/fetch_send.py).
+
+A log holds the layout each producer sent. The answer carries §3 batches, Kafka v2
+ones converted (protocol.layouts, priced through broker.offload), unless the request
+says `kafka_batches` (docs/protocol.md §4): then the batches go as they are stored.
+Storage says which layouts a read holds (`FetchData.layouts`), so a read of §3
+batches only costs nothing more than before."""
 
 from __future__ import annotations
 
@@ -14,8 +20,9 @@ from broker.context import BrokerContext
 from broker.handlers.common import get_log, high_watermark, partition_error, share_loop
 from broker.longpoll import FETCH_MAX_WAIT_MS_CAP
 from protocol.api_types import FetchAnswer, FetchPartition, FetchPartitionAnswer, FetchRequest
-from protocol.batch import iter_headers
+from protocol.batch import ANY_LAYOUT, F_RECORD_COUNT, KAFKA_BATCHES, MAGIC, BatchWalk
 from protocol.errors import TidelogError
+from protocol.layouts import conversion_cost, to_layout
 from storage.fileio import ReadWouldWait, reads_must_not_wait
 from storage.log import FetchData, Location, Log
 from storage.record_source import RecordSource
@@ -51,11 +58,13 @@ async def _fetch_once(
     max_bytes: int,
     *,
     local_read: bool = False,
+    kafka_batches: bool = False,
 ) -> tuple[dict[str, list[FetchPartitionAnswer]], int]:
     """Read every wanted partition once; returns results by topic and record bytes.
 
     With `local_read` (docs/protocol.md §9), records that would be sent from a segment
-    file are described instead (`local`), and `records` is empty.
+    file are described instead (`local`), and `records` is empty. Without
+    `kafka_batches`, Kafka v2 batches are converted to §3 ones (never read locally).
     """
     by_topic: dict[str, list[FetchPartitionAnswer]] = {}
     remaining = max_bytes
@@ -79,16 +88,19 @@ async def _fetch_once(
                     data = await _read(plog, p["offset"], max(limit, 1), min_one=total == 0)
                 finally:
                     ctx.memory.release(max(limit, 1), freed=False)
-                res["records"] = data.records
+                records = data.records
+                if data.layouts & KAFKA_BATCHES and not kafka_batches:
+                    records = await _as_tidelog(records)
+                res["records"] = records
                 res["high_watermark"] = data.high_watermark
                 res["log_start_offset"] = data.log_start_offset
-                size = len(data.records)
-                if local_read and isinstance(data.records, RecordSource):
-                    local = data.records.local_records()
+                size = len(records)
+                if local_read and isinstance(records, RecordSource):
+                    local = records.local_records()
                     if local is not None:  # a local file: the client reads it itself
                         res["local"] = local
                         res["records"] = b""
-                        data.records.close()
+                        records.close()
                 total += size
                 remaining -= size
         except Exception as exc:
@@ -98,11 +110,28 @@ async def _fetch_once(
     return by_topic, total
 
 
+def _read_as_tidelog(source: RecordSource) -> bytes:
+    try:
+        return to_layout(source.read(), MAGIC)
+    finally:
+        source.close()
+
+
+async def _as_tidelog(records: bytes | RecordSource) -> bytes:
+    """Fetched batches with every Kafka v2 one converted to §3 (a msgpack reader that
+    did not ask for Kafka batches). A span is read first, in a worker: it may wait
+    for the disk."""
+    if isinstance(records, RecordSource):
+        return await offload.to_worker(_read_as_tidelog, records)
+    return await offload.run(conversion_cost(records), to_layout, records, MAGIC)
+
+
 async def fetch(ctx: BrokerContext, body: FetchRequest) -> FetchAnswer:
     max_bytes = min(body["max_bytes"], FETCH_RESPONSE_MAX_BYTES)
     min_bytes = body["min_bytes"]
     wait_ms = min(body["max_wait_ms"], FETCH_MAX_WAIT_MS_CAP)
     local_read = body.get("local_read", False)
+    kafka_batches = body.get("kafka_batches", False)
     deadline = trio.current_time() + wait_ms / 1000
     wanted: list[tuple[str, FetchPartition, Log | None]] = []
     for t in body["topics"]:
@@ -115,13 +144,17 @@ async def fetch(ctx: BrokerContext, body: FetchRequest) -> FetchAnswer:
     logs = [plog for _, _, plog in wanted if plog is not None]
     with ctx.notifier.subscribe(logs if wait_ms > 0 and min_bytes > 0 else []) as sub:
         while True:
-            by_topic, total = await _fetch_once(ctx, wanted, max_bytes, local_read=local_read)
+            by_topic, total = await _fetch_once(
+                ctx, wanted, max_bytes, local_read=local_read, kafka_batches=kafka_batches
+            )
             if total >= min_bytes or wait_ms <= 0 or not logs or ctx.notifier.closed:
                 break
             if _any_error(by_topic):
                 break
             if not await sub.wait_until(deadline):
-                by_topic, total = await _fetch_once(ctx, wanted, max_bytes, local_read=local_read)
+                by_topic, total = await _fetch_once(
+                    ctx, wanted, max_bytes, local_read=local_read, kafka_batches=kafka_batches
+                )
                 break
     for topic, parts in by_topic.items():
         ctx.metrics.fetched(
@@ -159,11 +192,8 @@ def _record_count(records: bytes | RecordSource) -> int:
     if isinstance(records, RecordSource):
         return records.record_count  # counted while locating it
     total = 0
-    try:
-        for _, header in iter_headers(records, allow_partial=True):
-            total += header.record_count
-    except TidelogError:  # CorruptMessage
-        pass
+    for _, fields in BatchWalk(records, whole=False, layout=ANY_LAYOUT):
+        total += fields[F_RECORD_COUNT]
     return total
 
 

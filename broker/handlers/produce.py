@@ -1,9 +1,15 @@
 """The produce API: append each partition's batches, on the event loop when their
 headers price validation within the budget, else in a worker thread (broker/offload.py);
 `acks: -1` waits for the group commit's fsync beside the requests that follow
-(`Deferred`)."""
+(`Deferred`). A body from the Kafka edge holds Kafka v2 batches, stored as they are
+(`KAFKA_BATCHES_KEY`: never on the msgpack wire, whose bodies hold only the
+schema's keys)."""
 
 from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+from typing import Any, cast
 
 import trio
 
@@ -18,12 +24,16 @@ from protocol.api_types import (
     ProduceRequest,
     ProduceTopicAnswer,
 )
-from protocol.batch import append_cost_ns
+from protocol.batch import KAFKA_LAYOUT, LAYOUT, BatchLayout, append_cost_ns
 from protocol.errors import RequestTimedOut, TidelogError, UnknownTopicOrPartition
 from protocol.schemas import check_topic_name
-from storage.log import Log
+from storage.log import AppendInfo, Log
 
 log = get_logger(component="handlers")
+
+# Set (True) in a produce body by the Kafka edge (broker/kafka/core.py): the records
+# are Kafka v2 batches. Not a schema key, so no msgpack request can carry it.
+KAFKA_BATCHES_KEY = "kafka_batches"
 
 
 async def _get_or_create_log(ctx: BrokerContext, topic: str, partition: int) -> Log:
@@ -46,6 +56,9 @@ async def produce(
     ctx: BrokerContext, body: ProduceRequest
 ) -> ProduceAnswer | Deferred[ProduceAnswer] | None:
     acks = body["acks"]
+    kafka = cast("Mapping[str, Any]", body).get(KAFKA_BATCHES_KEY, False)
+    layout = KAFKA_LAYOUT if kafka else LAYOUT
+    append = functools.partial(_append, layout=layout)
     results: list[ProduceTopicAnswer] = []
     to_sync: list[tuple[ProducePartitionAnswer, Log, int]] = []
     done = 0
@@ -65,7 +78,8 @@ async def produce(
                 records = p["records"]
                 # Priced by the batch format from the headers alone: validation
                 # decodes every record, which could stall every other client.
-                info = await offload.run(append_cost_ns(records), plog.append, records)
+                cost = append_cost_ns(records, layout=layout)
+                info = await offload.run(cost, append, plog, records)
             except Exception as exc:
                 res["error"], res["message"] = partition_error(exc)
                 res["base_offset"] = res["log_append_time"] = res["log_start_offset"] = -1
@@ -101,6 +115,10 @@ async def produce(
 
         return Deferred(finish)
     return {"topics": results}
+
+
+def _append(plog: Log, records: bytes, *, layout: BatchLayout) -> AppendInfo:
+    return plog.append(records, layout=layout)
 
 
 async def _wait_durable(

@@ -27,11 +27,12 @@ from __future__ import annotations
 import re
 import struct
 import time
-from typing import Any
+from typing import Any, cast
 
 from broker import offload
 from broker.context import BrokerContext, ConnectionState, Deferred
 from broker.dispatch import failure
+from broker.fetch_send import FrameParts
 from broker.handlers.fetch import FETCH_RESPONSE_MAX_BYTES
 from broker.kafka.call import KafkaAnswer, KafkaCall
 from broker.kafka.core import CLUSTER_ID
@@ -49,6 +50,7 @@ from protocol.kafka.codec import (
     decode_request,
     decode_request_header,
     encode_response,
+    encode_response_parts,
 )
 from protocol.kafka.errors import (
     KafkaCodecError,
@@ -229,7 +231,14 @@ def _encode(
 ) -> Frame:
     header = request.header
     try:
-        frame = encode_response(request.api, header.api_version, header.correlation_id, answer)
+        frame: Frame
+        if request.api is FETCH:  # records stored as Kafka batches go out by sendfile
+            parts = encode_response_parts(
+                request.api, header.api_version, header.correlation_id, answer
+            )
+            frame = parts if isinstance(parts, bytes) else cast("FrameParts", parts)
+        else:
+            frame = encode_response(request.api, header.api_version, header.correlation_id, answer)
         error = first_error_code_name(answer)
     except KafkaCodecError as exc:  # an adapter built an unencodable answer: a bug
         log.exception("kafka_response_encode_failed", api=request.api.name)

@@ -3,7 +3,8 @@
 Each adapter turns a Kafka request into the body of the native handler that answers
 the same question (`broker.dispatch.handler_for`), awaits it, and turns the answer
 into Kafka's response fields; per-partition Tidelog error names become Kafka codes
-through `for_tidelog_code`. Record batches are converted at the edge
+through `for_tidelog_code`. Record batches are stored as Kafka producers send them
+and fetched as stored; only Tidelog batches a msgpack producer wrote are converted
 (broker/kafka/edge.py). ApiVersions is the connection's (broker/kafka/connection.py).
 
 A single broker is every partition's leader and the controller: Metadata names this
@@ -15,12 +16,13 @@ validate positions with OffsetsForLeaderEpoch, which is not served.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, cast
 
 from broker.context import BrokerContext, Deferred
 from broker.dispatch import handler_for
+from broker.handlers.produce import KAFKA_BATCHES_KEY
 from broker.kafka.call import KafkaAnswer, KafkaApi, KafkaCall
-from broker.kafka.edge import to_kafka, to_tidelog
+from broker.kafka.edge import check_batch_sizes, to_kafka
 from broker.logging import get_logger
 from broker.security.acl import Operation, ResourceType
 from broker.security.requires import Right, each_topic
@@ -40,6 +42,7 @@ from protocol.errors import TidelogError
 from protocol.kafka.errors import KafkaCodecError, KafkaError, for_tidelog_code
 from protocol.kafka.messages import FETCH, LIST_OFFSETS, METADATA, PRODUCE
 from protocol.offsets_schema import INTERNAL_TOPICS
+from storage.record_source import RecordSource
 
 log = get_logger(component="kafka")
 
@@ -237,11 +240,11 @@ def _max_message_bytes(ctx: BrokerContext, topic: str) -> int:
 
 
 async def produce(call: KafkaCall) -> KafkaAnswer | Deferred[KafkaAnswer] | None:
-    """Append through the native produce; batches converted to Tidelog's at the edge.
+    """Append through the native produce, the Kafka batches as they were sent.
 
     Cheapest check first (issue 38 #3): the gate has checked the login; Write on each
-    topic is checked here, then each batch's size as sent, and only then are its
-    records inflated and converted (the native produce checks Write again, allowed)."""
+    topic is checked here, then each batch's size as sent, and only then does storage
+    inflate and walk its records (the native produce checks Write again, allowed)."""
     body = call.body
     acks = body["acks"]
     if call.version < PRODUCE_MIN_SERVED_VERSION:
@@ -255,7 +258,7 @@ async def produce(call: KafkaCall) -> KafkaAnswer | Deferred[KafkaAnswer] | None
     topics: list[ProduceTopic] = []
     for t in body["topic_data"]:
         name = t["name"]
-        if not call.permits(_WRITE_TOPIC, name):  # before any byte of it is converted
+        if not call.permits(_WRITE_TOPIC, name):  # before any byte of it is read
             denied = (KafkaError.TOPIC_AUTHORIZATION_FAILED, f"Write on topic {name} denied")
             refused.update(((name, p["index"]), denied) for p in t["partition_data"])
             continue
@@ -268,19 +271,21 @@ async def produce(call: KafkaCall) -> KafkaAnswer | Deferred[KafkaAnswer] | None
                     raise KafkaCodecError(
                         KafkaError.INVALID_RECORD, "a produce request needs a record batch"
                     )
-                converted = await to_tidelog(records, max_message_bytes)
+                check_batch_sizes(records, max_message_bytes)
             except KafkaCodecError as exc:
                 refused[(t["name"], p["index"])] = (exc.error, exc.message)
                 log.info("kafka_produce_rejected", topic=t["name"], partition=p["index"],
                          error=exc.error.name, reason=exc.message)  # fmt: skip
                 continue
-            parts.append({"partition": p["index"], "records": converted})
+            parts.append({"partition": p["index"], "records": records})
         topics.append({"topic": t["name"], "partitions": parts})
     native_body: ProduceRequest = {
         "acks": acks,
         "timeout_ms": max(body["timeout_ms"], 0),
         "topics": topics,
     }
+    # Stored as sent (docs/kafka.md "Storage decision"): the batches are Kafka's.
+    cast("dict[str, Any]", native_body)[KAFKA_BATCHES_KEY] = True
     result = await handler_for("produce")(call.ctx, native_body)
     if result is None:
         return None  # acks=0: nothing is sent back
@@ -297,7 +302,9 @@ async def produce(call: KafkaCall) -> KafkaAnswer | Deferred[KafkaAnswer] | None
 # --- Fetch ----------------------------------------------------------------------
 
 
-def _fetch_partition(res: dict[str, Any], records: bytes, committed: bool) -> dict[str, Any]:
+def _fetch_partition(
+    res: dict[str, Any], records: bytes | RecordSource, committed: bool
+) -> dict[str, Any]:
     error = _kafka_error(res["error"])
     high_watermark = res["high_watermark"] if error is KafkaError.NONE else -1
     return {
@@ -314,17 +321,18 @@ def _fetch_partition(res: dict[str, Any], records: bytes, committed: bool) -> di
 
 
 async def _kafka_partition(res: dict[str, Any], committed: bool) -> dict[str, Any]:
+    records: bytes | RecordSource = b""
     try:
         records = await to_kafka(res["records"]) if res["records"] else b""
-    except KafkaCodecError as exc:
+    except TidelogError as exc:  # CorruptMessage: a stored Tidelog batch would not convert
         log.error("kafka_fetch_convert_failed", partition=res["partition"], reason=exc.message)
-        res = {**res, "error": exc.error.name}
-        records = b""
+        res = {**res, "error": exc.code}
     return _fetch_partition(res, records, committed)
 
 
 async def fetch(call: KafkaCall) -> KafkaAnswer:
-    """Read through the native fetch (long poll included); batches converted at the edge."""
+    """Read through the native fetch (long poll included); the stored Kafka batches go
+    out as they are (a span of the file by sendfile), Tidelog ones converted."""
     body = call.body
     if body["session_id"] != NO_SESSION:
         return {
@@ -352,6 +360,7 @@ async def fetch(call: KafkaCall) -> KafkaAnswer:
             for t in body["topics"]
         ],
         "local_read": False,  # the records travel on this connection
+        "kafka_batches": True,  # as stored: edge.to_kafka converts Tidelog batches only
     }
     native = await handler_for("fetch")(call.ctx, native_body)
     assert native is not None and not isinstance(native, Deferred)

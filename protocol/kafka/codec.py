@@ -43,6 +43,7 @@ __all__ = [
     "decode_response",
     "encode_request",
     "encode_response",
+    "encode_response_parts",
     "request_header_version",
     "unsupported_version_response",
 ]
@@ -224,6 +225,47 @@ def encode_response(api: Api, version: int, correlation_id: int, body: Mapping[s
     _encode_body(api, version, True, body, out)
     SIZE.pack_into(out, 0, len(out) - 4)
     return bytes(out)
+
+
+class _PartsOut(bytearray):
+    """A response being encoded whose sized, non-bytes values (a fetch answer's file
+    spans) stay out of it: each leaves a hole at the position it would be written."""
+
+    def __init__(self, size: int) -> None:
+        super().__init__(size)
+        self.holes: list[tuple[int, Any]] = []
+        self.external_bytes = 0
+
+    def external(self, value: Any) -> None:
+        self.holes.append((len(self), value))
+        self.external_bytes += len(value)
+
+
+def encode_response_parts(
+    api: Api, version: int, correlation_id: int, body: Mapping[str, Any]
+) -> bytes | list[Any]:
+    """`encode_response`, for a body whose `bytes`/`records` fields may hold sized
+    values that are not bytes (a fetch answer's spans of a segment file): then the
+    frame in parts to send in order, bytes and those values where they belong (the
+    size prefix counts them). Joined with each value's bytes: `encode_response`'s."""
+    out = _PartsOut(4)
+    out += _CORRELATION.pack(correlation_id)
+    if _flexible_response_header(api, version):
+        out.append(0)
+    _encode_body(api, version, True, body, out)
+    SIZE.pack_into(out, 0, len(out) - 4 + out.external_bytes)
+    if not out.holes:
+        return bytes(out)
+    parts: list[Any] = []
+    start = 0
+    for at, value in out.holes:
+        if at > start:
+            parts.append(bytes(out[start:at]))
+        parts.append(value)
+        start = at
+    if start < len(out):
+        parts.append(bytes(out[start:]))
+    return parts
 
 
 def _encode_body(

@@ -389,7 +389,10 @@ def _blob_codec(what: str, text: bool, flexible: bool, nullable: bool) -> tuple[
             return
         data = value.encode() if text else value
         _write_length(out, len(data), flexible, wide)
-        out += data
+        if text or isinstance(data, (bytes, bytearray, memoryview)):
+            out += data
+        else:  # sized, not bytes: sent from elsewhere (codec.encode_response_parts)
+            out.external(data)  # type: ignore[attr-defined]  # a plain bytearray: unencodable
 
     return read, write
 

@@ -326,6 +326,7 @@ def fetch_body(
         max_bytes=1 << 20,
         topics=[FetchTopic(topic=topic, partitions=[wanted])],
         local_read=False,
+        kafka_batches=False,
     )
 
 

@@ -49,7 +49,7 @@ def _filled(tmp_path: Path, counts: list[int]) -> tuple[Segment, list[bytes]]:
 def _read(segment: Segment, offset: int) -> bytes | None:
     """What `Log.read` answers from this one segment (None: look in the next)."""
     extent = segment.extent(offset, 1 << 20, segment.size)
-    return None if extent is None else read_bytes(segment, *extent)
+    return None if extent is None else read_bytes(segment, *extent)[0]
 
 
 def test_appends_are_read_back_from_any_offset(tmp_path: Path) -> None:

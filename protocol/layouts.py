@@ -1,0 +1,82 @@
+"""Batches of both layouts in one buffer: which layouts are there, and all of them in one.
+
+A log holds the layout each producer sent (docs/kafka.md "Storage decision"):
+Tidelog's (docs/protocol.md §3) from msgpack produces, Kafka's v2 from Kafka
+Produces. A reader gets the batches as stored and converts only those not in the
+layout it reads (`to_layout`): a Kafka consumer of msgpack-produced batches, a
+msgpack consumer (without `kafka_batches`) of Kafka-produced ones. Batches already
+in the wanted layout are copied as they are, in runs.
+
+One `protocol.batch.ANY_LAYOUT` walk finds both; the per-record work is
+protocol/kafka/convert.py's (column-wise from 96 records a batch). Errors are
+CorruptMessage, whichever side found them. Stateless; thread-safe.
+"""
+
+from __future__ import annotations
+
+from protocol.batch import (
+    ANY_LAYOUT,
+    F_MAGIC,
+    KAFKA_MAGIC,
+    MAGIC,
+    UNPRICED_NS,
+    BatchWalk,
+    tally,
+)
+from protocol.errors import CorruptMessage
+from protocol.kafka.convert import conversion_cost_ns, kafka_to_tidelog, tidelog_to_kafka
+from protocol.kafka.errors import KafkaCodecError
+
+__all__ = ["conversion_cost", "layouts_of", "to_layout"]
+
+
+def layouts_of(buf: bytes | bytearray | memoryview) -> int:
+    """The layouts of the back-to-back batches in `buf`, as a bitmask of `1 << magic`
+    (`protocol.batch.TIDELOG_BATCHES`, `KAFKA_BATCHES`); one struct read a batch.
+    Bytes the walk cannot read add nothing: `to_layout` says what is wrong there."""
+    layouts = 0
+    for _, fields in BatchWalk(buf, layout=ANY_LAYOUT, whole=False):
+        layouts |= 1 << fields[F_MAGIC]
+    return layouts
+
+
+def conversion_cost(buf: bytes | bytearray | memoryview) -> int:
+    """What `to_layout` of `buf` costs at most, in nanoseconds (every batch priced as
+    if converted; UNPRICED_NS when compressed or too many to price)."""
+    if not buf:
+        return 0
+    block = tally(buf, layout=ANY_LAYOUT)
+    return UNPRICED_NS if block.problem is not None else conversion_cost_ns(block)
+
+
+def to_layout(buf: bytes | bytearray | memoryview, magic: int) -> bytes:
+    """Every batch of `buf` in the layout of `magic` (MAGIC: Tidelog's, KAFKA_MAGIC:
+    Kafka's v2), offsets, producer fields and timestamps kept; batches already in it
+    copied as they are. A converted Tidelog batch gets partition leader epoch 0, as
+    every stored Kafka batch has. CorruptMessage for bytes that are no batch."""
+    if magic not in (MAGIC, KAFKA_MAGIC):
+        raise ValueError(f"no batch layout has magic {magic}")
+    view = memoryview(buf)
+    out: list[bytes | memoryview] = []
+    kept_from = 0  # where the run of batches already in the layout began
+    walk = BatchWalk(buf, layout=ANY_LAYOUT)
+    try:
+        for pos, fields in walk:
+            if fields[F_MAGIC] == magic:
+                continue
+            if kept_from < pos:
+                out.append(view[kept_from:pos])
+            if magic == KAFKA_MAGIC:
+                converted, size = tidelog_to_kafka(buf, pos, fields=fields)
+            else:
+                converted, size = kafka_to_tidelog(buf, pos)
+            out.append(converted)
+            kept_from = pos + size
+    except KafkaCodecError as exc:
+        raise CorruptMessage(exc.message) from exc
+    if walk.problem is not None:
+        raise CorruptMessage(f"batch at byte {walk.position}: {walk.problem}")
+    if kept_from == 0:
+        return bytes(buf)
+    out.append(view[kept_from:])
+    return b"".join(out)
