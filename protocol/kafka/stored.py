@@ -19,9 +19,10 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterator, Sequence
 from operator import add, itemgetter
-from typing import Any
+from typing import Any, NamedTuple
 
 import crc32c
+import numpy as np
 
 from protocol.batch import (
     ANY_LAYOUT,
@@ -33,19 +34,22 @@ from protocol.batch import (
 from protocol.compression import Compression, compress
 from protocol.errors import CorruptMessage
 from protocol.kafka import records as kafka
-from protocol.kafka.columns import scan_columns
+from protocol.kafka.columns import RecordColumns, scan_columns
 from protocol.kafka.errors import KafkaCodecError
 from protocol.kafka.validate import inflate
 
 __all__ = [
     "MAGIC",
+    "RecordRun",
     "build_v2_batch",
     "check_stored_crc",
+    "decode_run",
     "decode_stored",
     "is_kafka",
     "iter_any_headers",
     "keys_of_stored",
     "leader_epoch_of",
+    "scan_run",
     "stored_payload",
 ]
 
@@ -98,6 +102,91 @@ def decode_stored(
         raise _corrupt(header, exc) from exc
 
 
+class RecordRun(NamedTuple):
+    """The records of consecutive Kafka batches, walked once: their payloads joined."""
+
+    buffer: bytes  # every batch's records, uncompressed, back to back
+    columns: RecordColumns  # positions into `buffer`
+    headers: list[BatchHeader]  # the batches that hold records, in order
+    counts: np.ndarray  # their record counts
+
+
+def scan_run(
+    buf: bytes | bytearray | memoryview,
+    batches: Sequence[tuple[int, BatchHeader]],
+    *,
+    max_decompressed: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
+) -> RecordRun | None:
+    """Walk the records of the Kafka batches `batches` (position, header) of `buf`
+    column-wise in one pass, or None when none holds a record.
+
+    Length-prefixed records back to back are one valid record stream whatever batch
+    they came from, so many small batches (a Java producer's 16 KiB ones) cost one
+    numpy walk, not one each. Every record must lie inside its own batch's payload:
+    a record count that shifts records between batches is CorruptMessage, like any
+    other damage.
+    """
+    parts: list[bytes] = []
+    headers: list[BatchHeader] = []
+    for pos, header in batches:
+        if header.record_count:
+            parts.append(stored_payload(buf, pos, header, max_decompressed=max_decompressed))
+            headers.append(header)
+    if not headers:
+        return None
+    counts = np.fromiter((h.record_count for h in headers), np.int64, len(headers))
+    joined = b"".join(parts)
+    total = int(counts.sum())
+    if total * kafka.MIN_RECORD_BYTES > len(joined):
+        raise CorruptMessage(f"Kafka batches claim {total} records in {len(joined)} bytes")
+    try:
+        columns = scan_columns(joined, total, kafka.decode_headers)
+    except KafkaCodecError as exc:
+        raise CorruptMessage(f"Kafka batch records do not decode: {exc.message}") from exc
+    part_starts = np.zeros(len(parts), dtype=np.int64)
+    np.cumsum([len(p) for p in parts[:-1]], out=part_starts[1:])
+    owners = np.searchsorted(part_starts, columns.key_starts, "right") - 1
+    if not np.array_equal(owners, np.repeat(np.arange(len(headers)), counts)):
+        raise CorruptMessage("a Kafka batch's record count does not match its records")
+    return RecordRun(joined, columns, headers, counts)
+
+
+def decode_run(
+    buf: bytes | bytearray | memoryview,
+    batches: Sequence[tuple[int, BatchHeader]],
+    *,
+    max_decompressed: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
+) -> list[list[kafka.RecordTuple]]:
+    """The record tuples of each of consecutive Kafka batches (CRCs are the caller's):
+    one column-wise walk over them all when they hold enough records between them
+    (`scan_run`), else batch by batch."""
+    total = sum(header.record_count for _, header in batches)
+    if len(batches) == 1 or total < kafka.DECODE_COLUMNS_MIN_RECORDS:
+        return [
+            decode_stored(buf, pos, header, max_decompressed=max_decompressed)
+            for pos, header in batches
+        ]
+    run = scan_run(buf, batches, max_decompressed=max_decompressed)
+    assert run is not None  # total > 0
+    columns = run.columns
+    tuples = list(
+        zip(
+            columns.offset_deltas.tolist(),
+            columns.timestamp_deltas.tolist(),
+            _blobs(run.buffer, columns.key_starts.tolist(), columns.key_lengths.tolist()),
+            _blobs(run.buffer, columns.value_starts.tolist(), columns.value_lengths.tolist()),
+            columns.headers,
+            strict=False,
+        )
+    )
+    out: list[list[kafka.RecordTuple]] = []
+    start = 0
+    for _, header in batches:
+        out.append(tuples[start : start + header.record_count])
+        start += header.record_count
+    return out
+
+
 def keys_of_stored(
     buf: bytes | bytearray | memoryview,
     pos: int,
@@ -112,7 +201,7 @@ def keys_of_stored(
     try:
         if count >= kafka.DECODE_COLUMNS_MIN_RECORDS and count * kafka.MIN_RECORD_BYTES <= len(raw):
             columns = scan_columns(raw, count, kafka.decode_headers)
-            return columns.offset_deltas.tolist(), _keys(
+            return columns.offset_deltas.tolist(), _blobs(
                 raw, columns.key_starts.tolist(), columns.key_lengths.tolist()
             )
         records = kafka.decode_records(raw, count)
@@ -121,9 +210,9 @@ def keys_of_stored(
     return list(map(_DELTA, records)), list(map(_KEY, records))
 
 
-def _keys(raw: bytes, starts: list[int], lengths: list[int]) -> list[bytes | None]:
+def _blobs(raw: bytes, starts: list[int], lengths: list[int]) -> list[bytes | None]:
     """raw[start:start+length] per record, None where the length is -1 (C-level maps;
-    a null key is rare on a compacted topic, so those are patched after)."""
+    nulls are rare, so those are patched after)."""
     keys: list[bytes | None] = list(
         map(raw.__getitem__, map(slice, starts, map(add, starts, lengths)))
     )

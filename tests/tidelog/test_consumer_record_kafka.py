@@ -53,3 +53,33 @@ def test_a_damaged_kafka_batch_is_corrupt() -> None:
     with pytest.raises(CorruptMessage, match="CRC"):
         decode_fetched("t", 0, bytes(kafka), 0)
     assert len(decode_fetched("t", 0, bytes(kafka), 0, check_crcs=False)[0]) == 3
+
+
+def small_kafka_batches(count: int, per: int, base: int = 0) -> list[bytes]:
+    out = []
+    for b in range(count):
+        rows = [
+            (b"k%d" % i, None if i % 5 == 0 else b"v%d" % (b * per + i), [("h", b"1")] * (i % 2),
+             1_700_000_000_000 + b * per + i)
+            for i in range(per)
+        ]  # fmt: skip
+        out.append(stored(rows, base_offset=base + b * per))
+    return out
+
+
+def test_many_small_kafka_batches_decode_in_one_walk() -> None:
+    """20 batches of 8 records (a Java producer's small batches): one column-wise walk,
+    the same records as their Tidelog twins, a start inside the third batch."""
+    tidelog = small_kafka_batches(20, 8)
+    expected = decode_fetched("t", 0, b"".join(tidelog), 19)
+    got = decode_fetched("t", 0, b"".join(map(as_kafka, tidelog)), 19)
+    assert got == expected and got[1] == 160 and got[0][0].offset == 19
+
+
+def test_a_run_with_a_shifted_record_count_is_corrupt() -> None:
+    """Counts that sum right but split the records wrongly between two batches."""
+    first, second = (bytearray(as_kafka(b)) for b in small_kafka_batches(2, 60))
+    first[57:61] = (59).to_bytes(4, "big")
+    second[57:61] = (61).to_bytes(4, "big")
+    with pytest.raises(CorruptMessage, match="record count"):
+        decode_fetched("t", 0, bytes(first + second), 0, check_crcs=False)
