@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from protocol.batch import Compression, encode_batch, iter_records
+from protocol.batch import MAGIC, Compression, encode_batch, iter_records
+from protocol.layouts import to_layout
 from storage.config import LogConfig
 from storage.fileio import FileIO
 from storage.files import DeletionQueue
@@ -79,7 +80,7 @@ def read_all(log: Log, start: int | None = None) -> list[tuple[int, bytes | None
     offset = log.log_start_offset if start is None else start
     out: list[tuple[int, bytes | None]] = []
     while offset < log.high_watermark:
-        data = log.read(offset, 1 << 20).records
+        data = to_layout(log.read(offset, 1 << 20).records, MAGIC)  # Kafka batches too
         records = [r for r in iter_records(data) if r.offset >= offset]
         if not records:
             break

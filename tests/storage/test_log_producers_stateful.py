@@ -6,7 +6,8 @@ The model keeps every batch the log acknowledged, per producer, and decides each
 outcome: a retry of one of the producer's retained batches is answered with its
 original offsets; the next sequence is stored; a gap is OUT_OF_ORDER_SEQUENCE_NUMBER;
 an unknown producer not at sequence 0 is UNKNOWN_PRODUCER_ID. After every step the
-log holds exactly the model's records, each once.
+log holds exactly the model's records, each once. Producer 2 is a Kafka producer: its
+batches are Kafka v2 ones, stored as sent beside the others' Tidelog batches.
 """
 
 from __future__ import annotations
@@ -20,8 +21,9 @@ from hypothesis import event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from protocol.batch import encode_batch
+from protocol.batch import KAFKA_LAYOUT, LAYOUT, encode_batch
 from protocol.errors import OutOfOrderSequenceNumber, TidelogError, UnknownProducerId
+from protocol.kafka.convert import tidelog_to_kafka
 from storage.config import LogConfig
 from storage.log import Log
 from storage.producer_snapshot import list_snapshots
@@ -29,6 +31,7 @@ from storage.producer_state import BATCHES_RETAINED
 from tests.storage.helpers import BASE_TS, open_test_log, read_all
 
 PIDS = st.integers(1, 3)
+KAFKA_PID = 2  # sends Kafka v2 batches
 CONFIG = LogConfig(segment_bytes=600)  # a roll every few batches
 
 
@@ -61,12 +64,14 @@ class LogProducers(RuleBasedStateMachine):
             producer_epoch=0,
             base_sequence=seq,
         )
+        if pid == KAFKA_PID:
+            data = tidelog_to_kafka(data, partition_leader_epoch=-1)[0]
         return data, values
 
     def _send(self, pid: int, seq: int, count: int, expected: object) -> None:
         data, values = self._batch(pid, seq, count)
         try:
-            info = self.log.append(data)
+            info = self.log.append(data, layout=KAFKA_LAYOUT if pid == KAFKA_PID else LAYOUT)
         except TidelogError as exc:
             event(exc.code)
             assert expected == exc.code, (pid, seq, expected, exc)

@@ -1,9 +1,10 @@
 """Model-based test: the real Log against a list of batches in memory (RELIABILITY CC-13).
 
-Rules: appends, reads, timestamp lookups, rolls (small segment.bytes and
-segment.index.bytes), delete_records, retention-style segment deletion, clean
-restarts and crash restarts that cut the active segment at a random byte past
-the last fsync (what a process crash can leave behind).
+Rules: appends (of Tidelog batches, as a msgpack produce, or Kafka v2 batches, as a
+Kafka Produce: one log holds both, issue 35), reads, timestamp lookups, rolls (small
+segment.bytes and segment.index.bytes), delete_records, retention-style segment
+deletion, clean restarts and crash restarts that cut the active segment at a random
+byte past the last fsync (what a process crash can leave behind).
 """
 
 from __future__ import annotations
@@ -19,8 +20,18 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from protocol.batch import iter_headers, iter_records
+from protocol.batch import (
+    ANY_LAYOUT,
+    KAFKA_LAYOUT,
+    LAYOUT,
+    MAGIC,
+    BatchHeader,
+    BatchWalk,
+    iter_records,
+)
 from protocol.errors import MessageTooLarge
+from protocol.kafka.convert import tidelog_to_kafka
+from protocol.layouts import to_layout
 from storage.config import LogConfig
 from storage.files import log_path
 from tests.storage.helpers import BASE_TS, ManualClock, batch, open_test_log
@@ -82,25 +93,30 @@ class LogMachine(RuleBasedStateMachine):
     @rule(
         shapes=st.lists(
             st.lists(st.integers(0, 100), min_size=1, max_size=4), min_size=1, max_size=3
-        )
+        ),
+        kafka=st.booleans(),
     )
-    def append(self, shapes: list[list[int]]) -> None:
+    def append(self, shapes: list[list[int]], kafka: bool) -> None:
         payload = b""
         new = []
         base = self.end
         for stamps in shapes:
             timestamps = [BASE_TS + t for t in stamps]
             self.sequence += 1
-            payload += batch(len(stamps), timestamps=timestamps, tag=self.sequence)
+            one = batch(len(stamps), timestamps=timestamps, tag=self.sequence)
+            if kafka:  # the same records as a Kafka producer sends them
+                one = tidelog_to_kafka(one, partition_leader_epoch=-1)[0]
+            payload += one
             # The values helpers.batch() writes for this tag:
             values = [f"{self.sequence}:{i}:".encode().ljust(10, b".") for i in range(len(stamps))]
             new.append(ModelBatch(base, timestamps, values))
             base += len(stamps)
+        layout = KAFKA_LAYOUT if kafka else LAYOUT
         if len(payload) > self.config.segment_bytes:
             with pytest.raises(MessageTooLarge):
-                self.log.append(payload)
+                self.log.append(payload, layout=layout)
             return
-        info = self.log.append(payload)
+        info = self.log.append(payload, layout=layout)
         assert info.base_offset == self.end and info.last_offset == base - 1
         self.batches += new
         self.end = base
@@ -113,7 +129,7 @@ class LogMachine(RuleBasedStateMachine):
         if offset == self.end:
             assert got.records == b""
             return
-        headers = [h for _, h in iter_headers(got.records)]
+        headers = [h for _, h in _headers(got.records)]
         assert headers, "at least one batch when one is available"
         assert headers[0].base_offset <= offset <= headers[0].last_offset
         assert len(headers) == 1 or len(got.records) <= max_bytes
@@ -121,7 +137,7 @@ class LogMachine(RuleBasedStateMachine):
         for h in headers:
             assert h.base_offset in by_base
         expected = {o: (ts, v) for b in self.batches for o, ts, v in _rows(b)}
-        for record in iter_records(got.records):
+        for record in iter_records(to_layout(got.records, MAGIC)):
             assert (record.timestamp, record.value) == expected[record.offset]
 
     @rule(wanted=st.integers(-5, 110))
@@ -169,7 +185,7 @@ class LogMachine(RuleBasedStateMachine):
         active = self.log.active_segment
         path = log_path(self.directory, active.base_offset)
         content = path.read_bytes()[: active.size]
-        positions = [(p, h) for p, h in iter_headers(content)]
+        positions = _headers(content)
         flushed = next((p for p, h in positions if h.base_offset >= recovery_point), len(content))
         cut = data.draw(st.integers(flushed, len(content)))
         del self.log  # a crash: no close, no flush
@@ -210,12 +226,21 @@ class LogMachine(RuleBasedStateMachine):
     def everything_readable(self) -> None:
         offset, seen = self.start, []
         while offset < self.end:
-            records = [r for r in iter_records(self.log.read(offset, 1000).records)]
+            data = to_layout(self.log.read(offset, 1000).records, MAGIC)
+            records = [r for r in iter_records(data)]
             records = [r for r in records if r.offset >= offset]
             assert records
             seen += [(r.offset, r.timestamp, r.value) for r in records]
             offset = records[-1].offset + 1
         assert seen == self.records()
+
+
+def _headers(data: bytes) -> list[tuple[int, BatchHeader]]:
+    """(position, header) of each whole batch of either layout."""
+    walk = BatchWalk(data, layout=ANY_LAYOUT)
+    found = [(pos, BatchHeader(*fields)) for pos, fields in walk]
+    assert walk.problem is None, walk.problem
+    return found
 
 
 def _rows(b: ModelBatch):
