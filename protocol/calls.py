@@ -147,7 +147,7 @@ def fetch(
 ) -> Call[FetchResult]:
     """Whole batches of one partition starting with the one holding `offset`; with
     `local_read`, a large answer may say where they lie in the segment file instead;
-    with `kafka_batches`, Kafka v2 batches come as stored (docs/protocol.md §4)."""
+    with `kafka_batches`, Kafka v2 batches come as stored (docs/protocol.md §9)."""
     body: dict[str, Any] = {
         "max_wait_ms": max_wait_ms,
         "min_bytes": min_bytes,

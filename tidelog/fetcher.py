@@ -8,7 +8,7 @@ answer is used only for partitions still at the position it asked for (a `seek`,
 `assign` or reset in between makes it stale). The next position always comes from
 the batch headers, never from a record count: compaction leaves offset gaps.
 
-Every fetch says `kafka_batches` (docs/protocol.md §4): a Kafka-produced topic's
+Every fetch says `kafka_batches` (docs/protocol.md §9): a Kafka-produced topic's
 batches come as they are stored, Kafka v2, and `decode_fetched` reads both layouts,
 so the broker converts nothing for this client.
 """
