@@ -37,7 +37,7 @@ import numpy as np
 
 from compaction.config import CleanerConfig
 from compaction.grouping import GroupableSegment, group_segments, index_bytes_estimate
-from compaction.keys import decode_keys
+from compaction.layouts import add_to_map, header_of, records_of
 from compaction.mapping import STAGING_KEYS_MAX, MapBuilder
 from compaction.offset_map import ENTRY_BYTES, OffsetMap
 from compaction.ports import CleanableLog, CleanedSegment
@@ -50,15 +50,11 @@ from compaction.recopy import (
 )
 from compaction.throttle import Throttler
 from protocol.batch import (
-    COMPRESSION_MASK,
-    F_ATTRIBUTES,
     F_BASE_OFFSET,
     F_LAST_OFFSET_DELTA,
     F_RECORD_COUNT,
     BatchHeader,
-    decode_payload,
     max_decompressed_bytes,
-    read_header,
 )
 from storage import SegmentInfo, failpoints
 
@@ -238,14 +234,7 @@ class Cleaner:
         for i, info in enumerate(dirty):
             full = False
             for view, fields in self._batches(log, info.base_offset, counters):
-                base = fields[F_BASE_OFFSET]
-                records = decode_keys(
-                    view,
-                    compression=fields[F_ATTRIBUTES] & COMPRESSION_MASK,
-                    base_offset=base,
-                    max_decompressed=cap,
-                )
-                if not builder.add_records(base, base + fields[F_LAST_OFFSET_DELTA], records):
+                if not add_to_map(builder, view, fields, cap):
                     full = True
                     break
             if full:
@@ -396,7 +385,7 @@ class _Recopier:
         ):
             # Every record is its key's latest, tombstones stay, no horizon to set.
             return BatchOutcome(view, count, 0, rewritten=False)
-        _, records = decode_payload(view, header=header, max_decompressed=self._cap)
+        records = records_of(view, header, self._cap)
         return recopy_survivors(
             view,
             header,
@@ -414,7 +403,7 @@ class _Recopier:
         self._next_surviving = int(surviving[position]) if position < len(surviving) else _PAST_ALL
 
     def _recopy_by_key(self, view: memoryview, header: BatchHeader) -> BatchOutcome:
-        _, records = decode_payload(view, header=header, max_decompressed=self._cap)
+        records = records_of(view, header, self._cap)
         try:
             return self._recopy(view, header, records)
         except KeyError:  # a key the cache has not seen (or forgot): resolve, retry
@@ -430,7 +419,7 @@ class _Recopier:
         self._latest.update(zip(missing, offsets.tolist(), strict=True))
 
     def _recopy(
-        self, view: memoryview, header: BatchHeader, records: tuple[Any, ...]
+        self, view: memoryview, header: BatchHeader, records: Sequence[tuple[Any, ...]]
     ) -> BatchOutcome:
         return recopy_batch(
             view,
@@ -447,7 +436,7 @@ def _header_of(outcome: BatchOutcome, original: BatchHeader) -> BatchHeader:
     """The header of the batch being written (a rewrite changes size and timestamps)."""
     if not outcome.rewritten or outcome.data is None:
         return original
-    return read_header(outcome.data)
+    return header_of(outcome.data, original.magic)
 
 
 def _groupable(

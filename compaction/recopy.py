@@ -14,8 +14,10 @@ rewrites the batch with attribute bit 6 set and `base_timestamp` = cleaning time
 
 A surviving batch keeps its base offset, last offset delta (so offsets never change
 and the producer fields stay meaningful), producer id/epoch/sequence, compression and
-timestamp type. A batch whose records all survive and needs no horizon is copied byte
-for byte; a batch with no survivors is dropped.
+timestamp type, and its layout: a Kafka v2 batch is rebuilt as a Kafka v2 batch with
+its partition leader epoch (`MemoryRecords.buildRetainedRecordsInto`), a Tidelog
+batch as a Tidelog batch. A batch whose records all survive and needs no horizon is
+copied byte for byte; a batch with no survivors is dropped.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from protocol.batch import (
     TimestampType,
     build_batch,
 )
+from protocol.kafka import stored
 
 __all__ = [
     "UNKEYED",
@@ -150,7 +153,7 @@ def _outcome(
     if removed == 0 and not set_horizon:
         return BatchOutcome(bytes(batch), kept, 0, rewritten=False)
     return BatchOutcome(
-        _rebuild(header, survivors, set_horizon, horizon_ms),
+        _rebuild(batch, header, survivors, set_horizon, horizon_ms),
         kept,
         removed,
         rewritten=True,
@@ -158,9 +161,14 @@ def _outcome(
 
 
 def _rebuild(
-    header: BatchHeader, survivors: list[tuple[Any, ...]], set_horizon: bool, horizon_ms: int
+    batch: bytes | memoryview,
+    header: BatchHeader,
+    survivors: list[tuple[Any, ...]],
+    set_horizon: bool,
+    horizon_ms: int,
 ) -> bytes:
-    """A new batch of `survivors` (raw record tuples) keeping the header's identity."""
+    """A new batch of `survivors` (raw record tuples) keeping the header's identity
+    and the layout of `batch`, the original."""
     entries = [
         (delta, header.base_timestamp + ts_delta, key, value, hdrs)
         for delta, ts_delta, key, value, hdrs in survivors
@@ -177,6 +185,19 @@ def _rebuild(
         max_timestamp = header.max_timestamp
     else:
         max_timestamp = max(e[1] for e in entries)
+    if stored.is_kafka(header):
+        return stored.build_v2_batch(
+            entries,
+            base_offset=header.base_offset,
+            base_timestamp=base_timestamp,
+            attributes=attributes,
+            last_offset_delta=header.last_offset_delta,
+            max_timestamp=max_timestamp,
+            producer_id=header.producer_id,
+            producer_epoch=header.producer_epoch,
+            base_sequence=header.base_sequence,
+            partition_leader_epoch=stored.leader_epoch_of(batch),
+        )
     return build_batch(
         entries,
         base_offset=header.base_offset,

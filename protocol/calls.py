@@ -143,9 +143,11 @@ def fetch(
     max_wait_ms: int = 0,
     min_bytes: int = 1,
     local_read: bool = False,
+    kafka_batches: bool = False,
 ) -> Call[FetchResult]:
     """Whole batches of one partition starting with the one holding `offset`; with
-    `local_read`, a large answer may say where they lie in the segment file instead."""
+    `local_read`, a large answer may say where they lie in the segment file instead;
+    with `kafka_batches`, Kafka v2 batches come as stored (docs/protocol.md §9)."""
     body: dict[str, Any] = {
         "max_wait_ms": max_wait_ms,
         "min_bytes": min_bytes,
@@ -154,6 +156,8 @@ def fetch(
     }
     if local_read:
         body["local_read"] = True
+    if kafka_batches:
+        body["kafka_batches"] = True
 
     def extract(b: dict[str, Any]) -> FetchResult:
         entry = find_partition(b, topic, partition)

@@ -8,12 +8,16 @@ does not cover (headers wanted and present, or bytes outside the record grammar)
 decoded instead: one C-level msgspec call per stored batch, transposed with
 `zip(*records)`, with the `headers` column built per record (a record without headers
 must be null, not an empty list, as in Kafka).
+
+Kafka v2 batches (a Kafka-produced topic, stored as produced) are scanned column-wise
+by `kafka_scan`; a chunk holds batches of one layout (`split_selection` cuts where
+the layout changes), and a selection of both is decoded batch by batch.
 """
 
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from functools import lru_cache
@@ -28,9 +32,10 @@ from protocol.batch import (
     RecordHeaders,
     TimestampType,
     decode_payload,
-    iter_headers,
 )
 from protocol.compression import decompress
+from protocol.kafka import stored
+from spark_connector.kafka_scan import scan_kafka
 from spark_connector.record_scan import Payload, array_header, binary_column, scan_records
 from spark_connector.schema import HEADER_ARROW_TYPE, arrow_schema
 from spark_connector.uniform_scan import UniformFields, scan_uniform
@@ -71,7 +76,11 @@ def _columns_of_batch(
     buf: bytes | memoryview, pos: int, header: BatchHeader, start: int, end: int
 ) -> _BatchColumns | None:
     """Offsets, timestamps (ms), keys, values, headers of one batch cut to [start, end)."""
-    _, records = decode_payload(buf, pos, header=header)
+    records: Sequence[tuple[int, int, bytes | None, bytes | None, RecordHeaders]]
+    if stored.is_kafka(header):
+        records = stored.decode_stored(buf, pos, header)
+    else:
+        records = decode_payload(buf, pos, header=header)[1]
     if not records:
         return None
     deltas, ts_deltas, keys, values, headers = zip(*records, strict=True)
@@ -135,7 +144,7 @@ def select_batches(buf: bytes | memoryview, start: int, end: int) -> Selection:
     """One pass over the batch headers of a fetch answer (no payload is read)."""
     selected: list[tuple[int, BatchHeader]] = []
     next_offset = start
-    for pos, header in iter_headers(buf, allow_partial=True):
+    for pos, header in stored.iter_any_headers(buf):
         if header.base_offset >= end:
             next_offset = max(next_offset, end)
             break
@@ -153,12 +162,15 @@ def split_selection(
     selection: Selection, chunk_bytes: int = CONVERT_CHUNK_BYTES
 ) -> list[Selection]:
     """Consecutive groups of the selected batches of up to `chunk_bytes` each (a bigger
-    batch alone), to convert one at a time; each keeps the whole selection's bounds."""
+    batch alone) and of one layout, to convert one at a time; each keeps the whole
+    selection's bounds."""
     groups: list[Selection] = []
     group: list[tuple[int, BatchHeader]] = []
     group_bytes = 0
     for pos, header in selection.batches:
-        if group and group_bytes + header.size > chunk_bytes:
+        if group and (
+            group_bytes + header.size > chunk_bytes or header.magic != group[-1][1].magic
+        ):
             groups.append(replace(selection, batches=tuple(group)))
             group, group_bytes = [], 0
         group.append((pos, header))
@@ -193,8 +205,14 @@ def selection_to_arrow(
     include_headers: bool,
 ) -> Converted:
     """The rows of the selected batches that fall in [selection.start, selection.end)."""
+    magics = {header.magic for _, header in selection.batches}
     with collector_paused():
-        columns = _scanned_columns(buf, selection, include_headers)
+        if magics == {stored.MAGIC}:
+            columns = _kafka_columns(buf, selection, include_headers)
+        elif stored.MAGIC in magics:  # both layouts (not from split_selection)
+            columns = None
+        else:
+            columns = _scanned_columns(buf, selection, include_headers)
         if columns is None:
             columns = _decoded_columns(buf, selection, include_headers)
     if columns is None or not len(columns[0]):
@@ -276,6 +294,30 @@ def _scanned_columns(
         binary_column(buffer, fields.key_start, fields.key_length, fields.key_null),
         binary_column(buffer, fields.value_start, fields.value_length, fields.value_null),
         pa.nulls(hi - lo, HEADER_ARROW_TYPE) if include_headers else None,
+    )
+
+
+def _kafka_columns(
+    buf: bytes | memoryview, selection: Selection, include_headers: bool
+) -> _Columns | None:
+    """The columns of Kafka v2 batches by `kafka_scan` (`_NO_ROWS` if none is in range)."""
+    scanned = scan_kafka(buf, selection.batches)
+    if scanned is None:
+        return None
+    fields, headers = scanned
+    batch_of = fields.batch_index
+    offsets = _header_values(headers, "base_offset").take(batch_of) + fields.offset_deltas
+    lo, hi = _cut(offsets, selection.start, selection.end)
+    if lo >= hi:
+        return _NO_ROWS
+    timestamps_ms, ts_types = _timestamps(headers, batch_of[lo:hi], fields.timestamp_deltas[lo:hi])
+    return (
+        offsets[lo:hi],
+        timestamps_ms,
+        ts_types,
+        fields.keys(lo, hi),
+        fields.values(lo, hi),
+        headers_column(fields.headers[lo:hi]) if include_headers else None,
     )
 
 

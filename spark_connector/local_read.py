@@ -21,8 +21,9 @@ from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
 
-from protocol.batch import iter_headers
 from protocol.connection import parse_address
+from protocol.errors import CorruptMessage
+from protocol.kafka.stored import iter_any_headers
 
 log = logging.getLogger("spark_connector")
 
@@ -92,7 +93,10 @@ class LocalFiles:
             return f"cannot read {local['path']}: {exc}"
         if got != length:
             return f"{local['path']} is shorter than the broker said"
-        first = next(iter(iter_headers(view, allow_partial=True)), None)
+        try:
+            first = next(iter(iter_any_headers(view)), None)
+        except CorruptMessage as exc:
+            return f"{local['path']} holds no batch where the broker said: {exc.message}"
         if first is None or first[1].next_offset <= offset:
             return f"{local['path']} does not hold offset {offset} where the broker said"
         self._view = view

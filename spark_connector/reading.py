@@ -158,6 +158,7 @@ class _Fetcher:
             max_bytes=self.opts.fetch_max_bytes,
             max_wait_ms=max_wait_ms,
             local_read=local_read,
+            kafka_batches=True,  # both layouts convert (arrow_convert): no broker conversion
         )
         self.client.send(call.api, call.body)
         self.pending = (offset, call)

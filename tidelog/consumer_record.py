@@ -18,6 +18,11 @@ one call per batch, with no Python bytecode and no intermediate tuples per recor
 - `offset` and `timestamp` are properties (base + delta, or the broker's time
   for a LogAppendTime batch); topic, partition and timestamp_type read the origin.
 
+A Kafka v2 batch (a Kafka producer's, stored as it was sent, and fetched as it is
+when the client asks for that layout: docs/protocol.md) is decoded column-wise into
+the same record tuples (`protocol.kafka.stored`), which `msgspec.convert` turns into
+records in one C call, the origin filled the same way.
+
 Records are untracked by the garbage collector (`gc=False`: their fields are
 ints, bytes, str and tuples, never cycles), so decoding millions of them triggers
 no collections. A record is immutable, hashable, picklable, and equal to another
@@ -27,7 +32,7 @@ when all eight attributes are; it is not a tuple (no indexing or unpacking).
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from contextvars import ContextVar
 from operator import attrgetter
 from typing import Any
@@ -35,14 +40,16 @@ from typing import Any
 import msgspec
 
 from protocol.batch import (
+    ANY_LAYOUT,
     DEFAULT_MAX_DECOMPRESSED_BYTES,
     HEADER_SIZE,
+    KAFKA_MAGIC,
     TIMESTAMP_TYPE_MASK,
     BatchHeader,
+    BatchWalk,
     TimestampType,
     check_crc,
     decode_payload,
-    iter_headers,
 )
 from protocol.compression import decompress
 from protocol.errors import CorruptMessage
@@ -157,7 +164,8 @@ class ConsumerRecord(msgspec.Struct, metaclass=_RecordMeta, frozen=True, gc=Fals
         )
 
 
-_RECORDS = msgspec.msgpack.Decoder(list[ConsumerRecord])
+_RECORD_LIST = list[ConsumerRecord]
+_RECORDS = msgspec.msgpack.Decoder(_RECORD_LIST)
 _OFFSET_DELTA = attrgetter("_offset_delta")
 
 
@@ -171,28 +179,92 @@ def decode_fetched(
     position comes from the batch header, never from a record count.
     """
     records: list[ConsumerRecord] = []
-    for pos, header in iter_headers(data, allow_partial=True):
+    run: list[tuple[int, BatchHeader]] = []  # consecutive Kafka batches, decoded together
+    start = position
+    for pos, header in _headers(data):
         if header.next_offset <= position:
             continue
-        if check_crcs:
-            check_crc(data, pos)
-        batch = decode_batch(topic, partition, data, pos, header)
-        if header.base_offset < position:
-            del batch[: bisect_left(batch, position - header.base_offset, key=_OFFSET_DELTA)]
-        records += batch
+        if header.magic == KAFKA_MAGIC:
+            if not run:
+                start = position
+            run.append((pos, header))
+        else:
+            if run:
+                records += decode_kafka_batches(topic, partition, data, run, start, check_crcs)
+                run = []
+            if check_crcs:
+                check_crc(data, pos)
+            batch = decode_batch(topic, partition, data, pos, header)
+            records += _from(batch, header, position)
         position = header.next_offset
+    if run:
+        records += decode_kafka_batches(topic, partition, data, run, start, check_crcs)
     return records, position
+
+
+def _from(batch: list[ConsumerRecord], header: BatchHeader, position: int) -> list[ConsumerRecord]:
+    """`batch` without its records below `position` (a fetch starts mid-batch)."""
+    if header.base_offset < position:
+        del batch[: bisect_left(batch, position - header.base_offset, key=_OFFSET_DELTA)]
+    return batch
+
+
+def _headers(data: bytes) -> Iterator[tuple[int, BatchHeader]]:
+    """(position, header) of each whole batch of a fetch answer, either layout; a
+    trailing partial batch (a byte limit cut it) ends the walk."""
+    walk = BatchWalk(data, whole=False, layout=ANY_LAYOUT)
+    for pos, fields in walk:
+        yield pos, BatchHeader(*fields)
+    if walk.problem is not None:
+        raise CorruptMessage(f"batch at byte {walk.position}: {walk.problem}")
+
+
+def _origin(topic: str, partition: int, header: BatchHeader) -> _BatchOrigin:
+    if header.attributes & TIMESTAMP_TYPE_MASK:
+        stamp_type, time_base = TimestampType.LOG_APPEND_TIME, header.max_timestamp
+    else:
+        stamp_type, time_base = TimestampType.CREATE_TIME, header.base_timestamp
+    return _BatchOrigin(topic, partition, header.base_offset, time_base, int(stamp_type))
+
+
+def decode_kafka_batches(
+    topic: str,
+    partition: int,
+    data: bytes,
+    batches: list[tuple[int, BatchHeader]],
+    position: int,
+    check_crcs: bool,
+) -> list[ConsumerRecord]:
+    """The records at or after `position` of consecutive Kafka v2 batches (position,
+    header), CRCs checked if asked: their records are walked together
+    (`protocol.kafka.stored.decode_run`: many small batches cost one column-wise
+    walk), then made records batch by batch with one `msgspec.convert` call each.
+
+    Kafka's codec loads numpy: imported at the first Kafka batch, so a client that
+    never meets one starts without it.
+    """
+    from protocol.kafka import stored
+
+    if check_crcs:
+        for pos, header in batches:
+            stored.check_stored_crc(data, pos, header)
+    records: list[ConsumerRecord] = []
+    for (_, header), tuples in zip(batches, stored.decode_run(data, batches), strict=True):
+        decoding = _DECODING.set(_origin(topic, partition, header))
+        try:
+            batch = msgspec.convert(tuples, _RECORD_LIST)
+        finally:
+            _DECODING.reset(decoding)
+        records += _from(batch, header, position)
+        position = header.next_offset
+    return records
 
 
 def decode_batch(
     topic: str, partition: int, data: bytes, pos: int, header: BatchHeader
 ) -> list[ConsumerRecord]:
-    """Every record of the batch at `pos` (its CRC is the caller's to check)."""
-    if header.attributes & TIMESTAMP_TYPE_MASK:
-        stamp_type, time_base = TimestampType.LOG_APPEND_TIME, header.max_timestamp
-    else:
-        stamp_type, time_base = TimestampType.CREATE_TIME, header.base_timestamp
-    origin = _BatchOrigin(topic, partition, header.base_offset, time_base, int(stamp_type))
+    """Every record of the Tidelog batch at `pos` (its CRC is the caller's to check)."""
+    origin = _origin(topic, partition, header)
     payload: bytes | memoryview = memoryview(data)[pos + HEADER_SIZE : pos + header.size]
     if header.compression:
         payload = decompress(header.compression, payload, DEFAULT_MAX_DECOMPRESSED_BYTES)
@@ -217,6 +289,6 @@ def decode_batch(
 def next_position(data: bytes, position: int) -> int:
     """Where reading continues after the whole batches of `data` (a fetch answer
     read from `position`), without decoding their records."""
-    for _, header in iter_headers(data, allow_partial=True):
+    for _, header in _headers(data):
         position = max(position, header.next_offset)
     return position

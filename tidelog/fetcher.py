@@ -7,6 +7,10 @@ other request goes through `free_client`, which first waits for that answer. An
 answer is used only for partitions still at the position it asked for (a `seek`,
 `assign` or reset in between makes it stale). The next position always comes from
 the batch headers, never from a record count: compaction leaves offset gaps.
+
+Every fetch says `kafka_batches` (docs/protocol.md §9): a Kafka-produced topic's
+batches come as they are stored, Kafka v2, and `decode_fetched` reads both layouts,
+so the broker converts nothing for this client.
 """
 
 from __future__ import annotations
@@ -192,6 +196,7 @@ class Fetcher:
             "min_bytes": self.fetch_min_bytes,
             "max_bytes": self.fetch_max_bytes,
             "topics": [{"topic": t, "partitions": parts} for t, parts in wanted.items()],
+            "kafka_batches": True,
         }
 
     def _send_ahead(self) -> None:

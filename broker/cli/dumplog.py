@@ -2,8 +2,11 @@
 
 Reads the files directly, so it works on a stopped broker's data directory or
 a copy of it. For a `.log` it prints one line per batch (offsets, count,
-position, timestamps, size, codec, CRC) and whether the batch is valid (CRC
-and payload checked); `--print-data-log` adds one line per record. A batch
+position, timestamps, size, magic, attributes, codec, CRC, producer fields) and
+whether the batch is valid (CRC and payload checked); `--print-data-log` adds one
+line per record. A log may hold both layouts (docs/storage.md): a Kafka v2 batch
+(magic 2, stored as a Kafka producer sent it) also shows its partition leader
+epoch, and its varint records are decoded as Kafka's `kafka-dump-log` would. A batch
 whose header is unreadable or runs past the end of the file ends the scan
 (nothing after it can be located). For `.index` and `.timeindex` it prints the
 entries and checks they increase and point inside the segment's log; an entry no
@@ -30,16 +33,20 @@ from broker.cli.common import (
     print_out,
 )
 from protocol.batch import (
-    HEADER_SIZE,
+    ANY_LAYOUT,
+    MAGIC,
     BatchHeader,
     BatchWalk,
     Compression,
+    Record,
     TimestampType,
     decode_records,
-    read_header,
     validate_batch,
 )
-from protocol.errors import CorruptMessage, TidelogError
+from protocol.errors import TidelogError
+from protocol.kafka import stored
+from protocol.kafka.errors import KafkaCodecError
+from protocol.kafka.validate import decode_batch
 from storage.files import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
@@ -135,7 +142,7 @@ def run_dump_log(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _batch_line(pos: int, header: BatchHeader, valid: bool, reason: str) -> str:
+def _batch_line(buf: memoryview, pos: int, header: BatchHeader, valid: bool, reason: str) -> str:
     stamp = (
         "LogAppendTime" if header.timestamp_type == TimestampType.LOG_APPEND_TIME else "CreateTime"
     )
@@ -146,9 +153,16 @@ def _batch_line(pos: int, header: BatchHeader, valid: bool, reason: str) -> str:
     line = (
         f"baseOffset: {header.base_offset} lastOffset: {header.last_offset} "
         f"count: {header.record_count} position: {pos} {stamp}: {header.max_timestamp} "
-        f"size: {header.size} magic: {header.magic} compresscodec: {codec} "
+        f"size: {header.size} magic: {header.magic} "
+        + (
+            f"partitionLeaderEpoch: {stored.leader_epoch_of(buf, pos)} "
+            if stored.is_kafka(header)
+            else ""
+        )
+        + f"attributes: {header.attributes & 0xFFFF:#06x} compresscodec: {codec} "
         f"crc: {header.crc:#010x} deleteHorizon: {str(header.has_delete_horizon).lower()} "
-        f"isValid: {str(valid).lower()}"
+        f"producerId: {header.producer_id} producerEpoch: {header.producer_epoch} "
+        f"baseSequence: {header.base_sequence} isValid: {str(valid).lower()}"
     )
     return line + (f" reason: {reason}" if reason else "")
 
@@ -165,48 +179,59 @@ def dump_log_file(path: Path, base_offset: int, print_data: bool, findings: _Fin
     """Print every batch of a .log file; flag invalid ones."""
     with _mapped(path) as buf:
         print_out(f"Starting offset: {base_offset}")
-        walk, batches = BatchWalk(buf), 0
+        walk, batches = BatchWalk(buf, layout=ANY_LAYOUT), 0
         for pos, fields in walk:
             header = BatchHeader(*fields)
             valid, reason = True, ""
             try:
-                validate_batch(buf, pos)
-            except TidelogError as exc:
+                _check(buf, pos, header)
+            except (TidelogError, KafkaCodecError) as exc:
                 valid, reason = False, exc.message
                 findings.flag(
                     f"{path}: batch at position {pos} (offset {header.base_offset}): {reason}"
                 )
-            print_out(_batch_line(pos, header, valid, reason))
+            print_out(_batch_line(buf, pos, header, valid, reason))
             if print_data and valid:
                 _print_records(buf, pos, header)
             batches += 1
         if walk.problem is not None:
-            _flag_stop(path, buf, walk.position, findings)
+            _flag_stop(path, buf, walk.position, walk.problem, findings)
             return
         print_out(f"{batches} batches, {len(buf)} bytes")
 
 
-def _flag_stop(path: Path, buf: memoryview, pos: int, findings: _Findings) -> None:
-    """Say in words why the batch walk of a .log file stopped early at byte `pos`."""
+def _check(buf: memoryview, pos: int, header: BatchHeader) -> None:
+    """Raise unless the batch at `pos` is whole and sound: its CRC and records (all
+    of Tidelog's produce rules but the producer's own for a Tidelog batch)."""
+    if stored.is_kafka(header):
+        decode_batch(buf, pos)
+    else:
+        validate_batch(buf, pos)
+
+
+def _flag_stop(path: Path, buf: memoryview, pos: int, problem: str, findings: _Findings) -> None:
+    """Say in words why the batch walk of a .log file stopped early at byte `pos`
+    (`problem`: the walk's own reason)."""
     end = len(buf)
-    if end - pos < HEADER_SIZE:
+    try:
+        header = BatchHeader(*ANY_LAYOUT.unpack_from(buf, pos))
+    except struct.error:  # less than a header (of either layout) is left
         findings.flag(f"{path}: {end - pos} trailing bytes at position {pos} (torn write?)")
         return
-    try:
-        header = read_header(buf, pos)
-    except CorruptMessage as exc:
-        findings.flag(f"{path}: unreadable batch header at position {pos}: {exc.message}")
+    if header.magic in (MAGIC, stored.MAGIC) and pos + header.size > end:
+        findings.flag(
+            f"{path}: batch at position {pos} needs {header.size} bytes, {end - pos} left "
+            "(truncated)"
+        )
         return
-    findings.flag(
-        f"{path}: batch at position {pos} needs {header.size} bytes, {end - pos} left (truncated)"
-    )
+    findings.flag(f"{path}: unreadable batch header at position {pos}: {problem}")
 
 
 def _print_records(buf: memoryview, pos: int, header: BatchHeader) -> None:
     stamp = (
         "LogAppendTime" if header.timestamp_type == TimestampType.LOG_APPEND_TIME else "CreateTime"
     )
-    for record in decode_records(buf, pos):
+    for record in _records(buf, pos, header):
         timestamp = header.max_timestamp if stamp == "LogAppendTime" else record.timestamp
         keys = ",".join(k for k, _ in record.headers)
         print_out(
@@ -215,6 +240,16 @@ def _print_records(buf: memoryview, pos: int, header: BatchHeader) -> None:
             f"valueSize: {-1 if record.value is None else len(record.value)} "
             f"headerKeys: [{keys}] key: {_shown(record.key)} payload: {_shown(record.value)}"
         )
+
+
+def _records(buf: memoryview, pos: int, header: BatchHeader) -> list[Record]:
+    """The records of a checked batch, either layout, with absolute offsets."""
+    if not stored.is_kafka(header):
+        return decode_records(buf, pos)
+    return [
+        Record(header.base_offset + delta, header.base_timestamp + ts_delta, key, value, hdrs)
+        for delta, ts_delta, key, value, hdrs in stored.decode_stored(buf, pos, header)
+    ]
 
 
 def _entries(buf: memoryview, entry: struct.Struct) -> list[tuple[int, int]]:

@@ -9,7 +9,9 @@ from compaction.cleaner import Cleaner
 from compaction.config import CleanerConfig
 from compaction.manager import CleanerManager
 from compaction.throttle import Throttler
-from protocol.batch import Record, encode_batch, iter_headers, iter_records
+from protocol.batch import KAFKA_LAYOUT, BatchHeader, Record, decode_records, encode_batch
+from protocol.kafka import stored
+from protocol.kafka.convert import tidelog_to_kafka
 from storage.config import LogConfig
 from storage.fileio import FileIO
 from storage.log import Log
@@ -51,10 +53,34 @@ def make_cleaner_manager(
     )
 
 
-def append(log: Log, rows, ts_ms: int, **kw) -> int:
-    """Append (key, value) rows as one batch; returns its base offset."""
+def append(log: Log, rows, ts_ms: int, *, kafka: bool = False, **kw) -> int:
+    """Append (key, value) rows as one batch; returns its base offset. `kafka`: as a
+    Kafka producer's v2 batch (leader epoch -1), stored in that layout."""
     batch = encode_batch([(k, v, None, ts_ms) for k, v in rows], **kw)
+    if kafka:
+        return log.append(kafka_batch(batch), layout=KAFKA_LAYOUT).base_offset
     return log.append(batch).base_offset
+
+
+def kafka_batch(batch: bytes) -> bytes:
+    """The Kafka v2 batch a Kafka producer sends for the records of Tidelog `batch`."""
+    return tidelog_to_kafka(batch, partition_leader_epoch=-1)[0]
+
+
+def batches_of(data: bytes) -> list[tuple[BatchHeader, list[Record]]]:
+    """Each batch of `data` (either layout) with its records."""
+    out = []
+    for pos, header in stored.iter_any_headers(data):
+        if stored.is_kafka(header):
+            stored.check_stored_crc(data, pos, header)
+            records = [
+                Record(header.base_offset + d, header.base_timestamp + t, k, v, h)
+                for d, t, k, v, h in stored.decode_stored(data, pos, header)
+            ]
+        else:
+            records = decode_records(data, pos)
+        out.append((header, records))
+    return out
 
 
 def read_all(log: Log, start: int | None = None) -> list[Record]:
@@ -63,11 +89,11 @@ def read_all(log: Log, start: int | None = None) -> list[Record]:
     offset = log.log_start_offset if start is None else start
     while offset < log.high_watermark:
         data = log.read(offset, 1 << 20).records
-        batch_records = [r for r in iter_records(data) if r.offset >= offset]
         if not data:
             break
-        records += batch_records
-        offset = max(h.next_offset for _, h in iter_headers(data))
+        batches = batches_of(data)
+        records += [r for _, batch in batches for r in batch if r.offset >= offset]
+        offset = max(h.next_offset for h, _ in batches)
     return records
 
 

@@ -14,7 +14,10 @@ After every step, against a model of everything ever appended:
 - for every key, its latest record is present, except a latest tombstone, which
   may be gone once `delete.retention.ms` has passed since it was appended, and
   then no older record of the key may be visible;
-- no `.cleaned` or `.swap` file is left after a restart.
+- no `.cleaned` or `.swap` file is left after a restart;
+- every batch keeps the layout it was produced in: Kafka v2 batches (a Kafka
+  producer's, stored as sent) stay Kafka batches through every cleaning, and a log
+  may mix both (the machine's `kafka` choice: never, always, or per append).
 """
 
 from __future__ import annotations
@@ -25,12 +28,13 @@ from pathlib import Path
 
 from hypothesis import event, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from storage.fileio import FileIO
 from tests.compaction.helpers import (
     Clock,
     append,
+    batches_of,
     make_cleaner,
     make_cleaner_manager,
     open_manager,
@@ -96,8 +100,14 @@ class CleanerModel(RuleBasedStateMachine):
         self.logs = open_manager(self.data_dir, self.clock, self.io)
         self.logs.create_topic("t", 1, TOPIC_CONFIG)
         self.cleaners = make_cleaner_manager(self.logs, self.clock, self.io)
-        # offset -> (key, value, append time)
-        self.model: list[tuple[bytes, bytes | None, int]] = []
+        # offset -> (key, value, append time, produced as a Kafka batch)
+        self.model: list[tuple[bytes, bytes | None, int, bool]] = []
+        self.layouts = "tidelog"
+
+    @initialize(layouts=st.sampled_from(["tidelog", "kafka", "mixed"]))
+    def choose_layouts(self, layouts):
+        self.layouts = layouts
+        event(f"layouts: {layouts}")
 
     def teardown(self) -> None:
         try:
@@ -114,12 +124,14 @@ class CleanerModel(RuleBasedStateMachine):
             st.tuples(st.sampled_from(KEYS), st.one_of(st.none(), st.binary(max_size=40))),
             min_size=1,
             max_size=4,
-        )
+        ),
+        kafka=st.booleans(),
     )
-    def produce(self, rows):
-        base = append(self.log, rows, self.clock())
+    def produce(self, rows, kafka):
+        kafka = self.layouts == "kafka" or (self.layouts == "mixed" and kafka)
+        base = append(self.log, rows, self.clock(), kafka=kafka)
         assert base == len(self.model)
-        self.model += [(k, v, self.clock()) for k, v in rows]
+        self.model += [(k, v, self.clock(), kafka) for k, v in rows]
 
     @rule()
     def roll(self):
@@ -178,21 +190,34 @@ class CleanerModel(RuleBasedStateMachine):
         assert offsets == sorted(set(offsets))
         present = {}
         for r in records:
-            key, value, _ = self.model[r.offset]
+            key, value, _, _ = self.model[r.offset]
             assert (r.key, r.value) == (key, value)
             present[r.offset] = r
         latest: dict[bytes, int] = {}
-        for offset, (key, _, _) in enumerate(self.model):
+        for offset, (key, _, _, _) in enumerate(self.model):
             latest[key] = offset
         now = self.clock()
         for key, offset in latest.items():
-            _, value, appended_ms = self.model[offset]
+            _, value, appended_ms, _ = self.model[offset]
             if offset in present:
                 continue
             assert value is None, f"latest value of {key!r} at {offset} is gone"
             assert now >= appended_ms + RETENTION_MS, f"tombstone of {key!r} dropped early"
             assert all(r.key != key for r in records), f"{key!r} resurrected"
 
+    @invariant()
+    def batches_keep_their_layout(self):
+        log = self.log
+        offset = log.log_start_offset
+        while offset < log.high_watermark:
+            data = log.read(offset, 1 << 20).records
+            if not data:
+                break
+            for header, _ in batches_of(data):
+                kafka = self.model[header.base_offset][3]
+                assert header.magic == (2 if kafka else 1), header
+                offset = max(offset, header.next_offset)
 
-CleanerModel.TestCase.settings = settings(max_examples=20, stateful_step_count=30, deadline=None)
+
+CleanerModel.TestCase.settings = settings(max_examples=40, stateful_step_count=30, deadline=None)
 TestCleanerModel = CleanerModel.TestCase
