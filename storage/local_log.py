@@ -39,7 +39,7 @@ from storage.record_source import RecordSource
 from storage.scan import first_batch_fields, iter_batch_fields
 from storage.segment import Segment, SegmentInfo, TornAppendError
 from storage.segment_roll import should_roll
-from storage.segment_time import find_offset_by_timestamp, first_offset_with_timestamp
+from storage.segment_time import max_timestamp_offset, offset_for_timestamp
 from storage.swap import promote_swap_files, rename_cleaned_to_swap
 
 log = structlog.get_logger("tidelog.storage")
@@ -346,35 +346,18 @@ class LocalLog:
         self, segments: list[Segment], timestamp: int, start: int, hw: int
     ) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record at or after `start` with a timestamp
-        >= `timestamp` (the time index only narrows where the scan starts)."""
-        for segment in segments:
-            if segment.max_timestamp < timestamp or segment.next_offset <= start:
-                continue
-            try:
-                found = find_offset_by_timestamp(segment, timestamp, start, hw)
-            except OSError as exc:
-                raise self.read_error(exc) from exc
-            if found is not None:
-                return found
-        return None
+        >= `timestamp` (storage.segment_time.offset_for_timestamp)."""
+        try:
+            return offset_for_timestamp(segments, timestamp, start, hw)
+        except OSError as exc:
+            raise self.read_error(exc) from exc
 
     def max_timestamp(self, segments: list[Segment], start: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record holding the largest timestamp."""
-        best: Segment | None = None
-        for segment in segments:
-            if segment.next_offset > start and (
-                best is None or segment.max_timestamp > best.max_timestamp
-            ):
-                best = segment
-        if best is None or best.max_timestamp < 0 or best.offset_of_max_timestamp < 0:
-            return None
         try:
-            offset = first_offset_with_timestamp(
-                best, best.offset_of_max_timestamp, best.max_timestamp
-            )
+            return max_timestamp_offset(segments, start)
         except OSError as exc:
             raise self.read_error(exc) from exc
-        return None if offset is None else (max(offset, start), best.max_timestamp)
 
     # ---- truncation, deletion and replacement -------------------------------
 

@@ -26,7 +26,42 @@ from protocol.kafka.validate import decode_batch
 from storage.segment import Segment
 from storage.segment_walk import BatchPosition, find_batch, iter_batches
 
-__all__ = ["find_offset_by_timestamp", "first_offset_with_timestamp"]
+__all__ = [
+    "find_offset_by_timestamp",
+    "first_offset_with_timestamp",
+    "max_timestamp_offset",
+    "offset_for_timestamp",
+]
+
+
+def offset_for_timestamp(
+    segments: Sequence[Segment], timestamp: int, start: int, hw: int
+) -> tuple[int, int] | None:
+    """(offset, timestamp) of the first record at or after `start` in `segments` with a
+    timestamp >= `timestamp` (the time index only narrows where the scan starts).
+    OSError for I/O errors."""
+    for segment in segments:
+        if segment.max_timestamp < timestamp or segment.next_offset <= start:
+            continue
+        found = find_offset_by_timestamp(segment, timestamp, start, hw)
+        if found is not None:
+            return found
+    return None
+
+
+def max_timestamp_offset(segments: Sequence[Segment], start: int) -> tuple[int, int] | None:
+    """(offset, timestamp) of the first record at or after `start` holding the largest
+    timestamp of `segments` (ListOffsets' max timestamp). OSError for I/O errors."""
+    best: Segment | None = None
+    for segment in segments:
+        if segment.next_offset > start and (
+            best is None or segment.max_timestamp > best.max_timestamp
+        ):
+            best = segment
+    if best is None or best.max_timestamp < 0 or best.offset_of_max_timestamp < 0:
+        return None
+    offset = first_offset_with_timestamp(best, best.offset_of_max_timestamp, best.max_timestamp)
+    return None if offset is None else (max(offset, start), best.max_timestamp)
 
 
 def find_offset_by_timestamp(

@@ -34,6 +34,7 @@ from broker.security.acl import ANONYMOUS
 from broker.security.session import current_session
 from protocol.kafka.codec import KafkaRequest
 from protocol.kafka.messages import FETCH, PRODUCE
+from storage.record_source import RecordSource
 
 NANOS_TO_PERCENT = 100.0 / 1e9
 _PRINCIPAL_TYPE = "User:"
@@ -70,6 +71,15 @@ def _fetched_bytes(answer: KafkaAnswer) -> int:
     return sum(len(p["records"] or b"") for t in topics for p in t["partitions"])
 
 
+def _release_records(answer: KafkaAnswer) -> None:
+    """Close the file spans of a fetch answer that will not be sent (a throttled one):
+    each holds a descriptor and a slot of the open-span budget."""
+    for topic in answer.get("responses", []):
+        for partition in topic["partitions"]:
+            if isinstance(partition["records"], RecordSource):
+                partition["records"].close()
+
+
 class Measured:
     """One request's use of its client's quotas, from the adapter's start to its answer."""
 
@@ -97,6 +107,7 @@ class Measured:
             bandwidth = quotas.record(CONSUMER_BYTE_RATE, user, client, size)
             if bandwidth:
                 quotas.unrecord(CONSUMER_BYTE_RATE, user, client, size)
+                _release_records(answer)
                 answer = {**answer, "responses": [], "error_code": 0}
         busy = 0
         if answer is not None or request.api.key != PRODUCE.key:
