@@ -84,5 +84,5 @@ def test_a_run_with_a_shifted_record_count_is_corrupt() -> None:
     second[57:61] = (61).to_bytes(4, "big")
     with pytest.raises(CorruptMessage, match="bytes follow the batch's 59 records"):
         decode_fetched("t", 0, bytes(first + second), 0, check_crcs=False)
-    with pytest.raises(CorruptMessage, match="claims 61 records|record 60"):
+    with pytest.raises(CorruptMessage, match=r"claims 61 records|record 60"):
         decode_fetched("t", 0, bytes(second), 0, check_crcs=False)
