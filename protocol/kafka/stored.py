@@ -49,7 +49,6 @@ __all__ = [
     "RecordRun",
     "build_v2_batch",
     "check_stored_crc",
-    "decode_run",
     "decode_stored",
     "is_kafka",
     "iter_any_headers",
@@ -176,22 +175,6 @@ def scan_run(
     if not np.array_equal(owners, np.repeat(np.arange(len(headers)), counts)):
         raise CorruptMessage("a Kafka batch's record count does not match its records")
     return RecordRun(joined, columns, headers, counts)
-
-
-def decode_run(
-    buf: bytes | bytearray | memoryview,
-    batches: Sequence[tuple[int, BatchHeader]],
-    *,
-    max_decompressed: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
-) -> list[list[kafka.RecordTuple]]:
-    """The record tuples of each of consecutive Kafka batches (CRCs are the caller's),
-    batch by batch: one C walk and one msgspec decode each (`decode_stored`), cheaper
-    than joining them for a column-wise walk and then building every record's
-    objects in Python."""
-    return [
-        decode_stored(buf, pos, header, max_decompressed=max_decompressed)
-        for pos, header in batches
-    ]
 
 
 def keys_of_stored(
