@@ -161,20 +161,26 @@ static int utf8_ok(const uint8_t *s, Py_ssize_t n) {
     return 1;
 }
 
-/* Where transcode's msgpack goes: `out` NULL only counts the bytes (the sizing pass). */
+/* Where transcode's msgpack goes: `out` NULL only counts the bytes (the sizing pass).
+ * Nothing is written past `cap`: a bytearray changed by another thread between the
+ * two passes (the walk may run without the GIL) cannot overrun the output. */
 typedef struct {
     uint8_t *out;
-    Py_ssize_t n;
+    Py_ssize_t n, cap;
 } Writer;
 
+static inline int room(const Writer *o, Py_ssize_t k) {
+    return o->out != NULL && k <= o->cap - o->n;
+}
+
 static inline void put_byte(Writer *o, uint8_t b) {
-    if (o->out)
+    if (room(o, 1))
         o->out[o->n] = b;
     o->n++;
 }
 
 static inline void put_be(Writer *o, uint64_t v, int bytes) {
-    if (o->out)
+    if (room(o, bytes))
         for (int k = 0; k < bytes; k++)
             o->out[o->n + k] = (uint8_t)(v >> (8 * (bytes - 1 - k)));
     o->n += bytes;
@@ -228,7 +234,7 @@ static inline void put_int(Writer *o, int64_t x) {
 }
 
 static inline void put_raw(Writer *o, const uint8_t *src, Py_ssize_t n) {
-    if (o->out && n > 0)
+    if (n > 0 && room(o, n))
         memcpy(o->out + o->n, src, (size_t)n);
     o->n += n;
 }
@@ -458,14 +464,17 @@ static PyObject *transcode(PyObject *self, PyObject *args) {
         PyBuffer_Release(&view);
         return NULL;
     }
-    Writer sizing = {NULL, 0};
+    Writer sizing = {NULL, 0, 0};
     PyObject *out = NULL;
     if (walk_into(&w, view.len, count, &sizing) == 0) {
         out = PyBytes_FromStringAndSize(NULL, sizing.n);
         if (out != NULL) {
-            Writer writing = {(uint8_t *)PyBytes_AS_STRING(out), 0};
-            /* The data passed the sizing walk: this one cannot fail, and writes sizing.n bytes. */
-            walk_into(&w, view.len, count, &writing);
+            Writer writing = {(uint8_t *)PyBytes_AS_STRING(out), 0, sizing.n};
+            /* The data passed the sizing walk; only a buffer changed meanwhile fails here. */
+            if (walk_into(&w, view.len, count, &writing) < 0 || writing.n != sizing.n) {
+                PyErr_SetString(PyExc_ValueError, "records changed while being read");
+                Py_CLEAR(out);
+            }
         }
     } else {
         PyErr_SetString(PyExc_ValueError, w.error);
