@@ -19,9 +19,10 @@ one call per batch, with no Python bytecode and no intermediate tuples per recor
   for a LogAppendTime batch); topic, partition and timestamp_type read the origin.
 
 A Kafka v2 batch (a Kafka producer's, stored as it was sent, and fetched as it is
-when the client asks for that layout: docs/protocol.md) is decoded column-wise into
-the same record tuples (`protocol.kafka.stored`), which `msgspec.convert` turns into
-records in one C call, the origin filled the same way.
+when the client asks for that layout: docs/protocol.md) has its varint records
+walked once in C into Tidelog's msgpack payload (`protocol.kafka.stored.tidelog_payload`),
+which the same decoder turns into records, the origin filled the same way: a Kafka
+batch costs about what a Tidelog one does (docs/kafka.md, "Storage decision").
 
 Records are untracked by the garbage collector (`gc=False`: their fields are
 ints, bytes, str and tuples, never cycles), so decoding millions of them triggers
@@ -179,26 +180,17 @@ def decode_fetched(
     position comes from the batch header, never from a record count.
     """
     records: list[ConsumerRecord] = []
-    run: list[tuple[int, BatchHeader]] = []  # consecutive Kafka batches, decoded together
-    start = position
     for pos, header in _headers(data):
         if header.next_offset <= position:
             continue
         if header.magic == KAFKA_MAGIC:
-            if not run:
-                start = position
-            run.append((pos, header))
+            batch = decode_kafka_batch(topic, partition, data, pos, header, check_crcs)
         else:
-            if run:
-                records += decode_kafka_batches(topic, partition, data, run, start, check_crcs)
-                run = []
             if check_crcs:
                 check_crc(data, pos)
             batch = decode_batch(topic, partition, data, pos, header)
-            records += _from(batch, header, position)
+        records += _from(batch, header, position)
         position = header.next_offset
-    if run:
-        records += decode_kafka_batches(topic, partition, data, run, start, check_crcs)
     return records, position
 
 
@@ -227,37 +219,24 @@ def _origin(topic: str, partition: int, header: BatchHeader) -> _BatchOrigin:
     return _BatchOrigin(topic, partition, header.base_offset, time_base, int(stamp_type))
 
 
-def decode_kafka_batches(
-    topic: str,
-    partition: int,
-    data: bytes,
-    batches: list[tuple[int, BatchHeader]],
-    position: int,
-    check_crcs: bool,
+def decode_kafka_batch(
+    topic: str, partition: int, data: bytes, pos: int, header: BatchHeader, check_crc: bool
 ) -> list[ConsumerRecord]:
-    """The records at or after `position` of consecutive Kafka v2 batches (position,
-    header), CRCs checked if asked: their records are walked together
-    (`protocol.kafka.stored.decode_run`: many small batches cost one column-wise
-    walk), then made records batch by batch with one `msgspec.convert` call each.
+    """Every record of the Kafka v2 batch at `pos`, its CRC checked if asked.
 
     Kafka's codec loads numpy: imported at the first Kafka batch, so a client that
     never meets one starts without it.
     """
     from protocol.kafka import stored
 
-    if check_crcs:
-        for pos, header in batches:
-            stored.check_stored_crc(data, pos, header)
-    records: list[ConsumerRecord] = []
-    for (_, header), tuples in zip(batches, stored.decode_run(data, batches), strict=True):
-        decoding = _DECODING.set(_origin(topic, partition, header))
-        try:
-            batch = msgspec.convert(tuples, _RECORD_LIST)
-        finally:
-            _DECODING.reset(decoding)
-        records += _from(batch, header, position)
-        position = header.next_offset
-    return records
+    if check_crc:
+        stored.check_stored_crc(data, pos, header)
+    payload = stored.tidelog_payload(data, pos, header)
+    decoding = _DECODING.set(_origin(topic, partition, header))
+    try:
+        return _RECORDS.decode(payload)
+    finally:
+        _DECODING.reset(decoding)
 
 
 def decode_batch(

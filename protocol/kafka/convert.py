@@ -3,9 +3,11 @@
 The two headers hold the same fields from `attributes` on (40 bytes, same order,
 widths and meanings), so a conversion copies them and rewrites only what sits in
 front: Kafka's leader epoch and magic 2 against Tidelog's magic 1. The records
-differ (varints against a msgpack array) and are decoded and re-encoded, then
-compressed again with the batch's own codec. Keys, values, null against empty,
-headers, timestamps and the timestamp type survive both ways.
+differ (varints against a msgpack array): Kafka's are walked once in C straight into
+Tidelog's msgpack (`recordwalk.transcode`, no Python object per record), Tidelog's
+are decoded and re-encoded; then compressed again with the batch's own codec. Keys,
+values, null against empty, headers, timestamps and the timestamp type survive both
+ways.
 
 Reading a Kafka batch (CRC, xerial or raw snappy, refusal of transactional
 batches) is validate.py's; snappy is written as one raw block, which every
@@ -24,7 +26,8 @@ from protocol.compression import Compression, compress
 from protocol.errors import CorruptMessage
 from protocol.kafka import records as kafka
 from protocol.kafka.errors import KafkaCodecError, KafkaError
-from protocol.kafka.validate import decode_batch
+from protocol.kafka.recordwalk import transcode
+from protocol.kafka.validate import inflate_batch
 
 __all__ = [
     "CONVERT_NS_PER_BYTE",
@@ -67,9 +70,13 @@ def kafka_to_tidelog(
     The base offset is kept (producers send 0); the leader epoch is dropped.
     `fields`: its raw header, when a `BatchWalk` (a `tally`) already read it.
     """
-    header, records = decode_batch(buf, pos, max_decompressed=max_decompressed, fields=fields)
+    header, raw = inflate_batch(buf, pos, max_decompressed=max_decompressed, fields=fields)
+    try:
+        records = transcode(raw, header.record_count)
+    except ValueError as exc:
+        raise KafkaCodecError(KafkaError.CORRUPT_MESSAGE, f"malformed records: {exc}") from exc
     view = memoryview(buf)
-    payload = compress(Compression(header.compression), tidelog.encode_payload(records))
+    payload = compress(Compression(header.compression), records)
     size = tidelog.HEADER_SIZE + len(payload)
     out = bytearray(size)
     _TIDELOG_HEAD.pack_into(out, 0, header.base_offset, size - tidelog.LOG_OVERHEAD, tidelog.MAGIC)

@@ -7,8 +7,12 @@ so `protocol.batch.F_*` and `BatchHeader(*fields)` mean the same fields whatever
 magic. What differs is the records (varints, not msgpack) and where they start
 (`records.HEADER_SIZE`): this module is that difference, for every reader outside
 the Kafka path (the cleaner, Tidelog's client, `dump-log`, the Spark Data Source).
-Records decode column-wise (`records.decode_records`) into Tidelog's record tuples
-`(offset_delta, timestamp_delta, key, value, headers)`.
+A batch's records are walked once in C into Tidelog's msgpack payload
+(`tidelog_payload`, `recordwalk.transcode`), which msgspec decodes into Tidelog's
+record tuples `(offset_delta, timestamp_delta, key, value, headers)` or straight
+into a client's records, as it does Tidelog's own batches: no Python object per
+record on the way. The Spark Data Source, which wants positions rather than
+objects, walks many batches column-wise at once (`scan_run`).
 
 Every damaged batch raises `protocol.errors.CorruptMessage` (cause chained), the
 error Tidelog's readers already handle for their own layout.
@@ -22,6 +26,7 @@ from operator import add, itemgetter
 from typing import Any, NamedTuple
 
 import crc32c
+import msgspec
 import numpy as np
 
 from protocol.batch import (
@@ -34,6 +39,7 @@ from protocol.batch import (
 from protocol.compression import Compression, compress
 from protocol.errors import CorruptMessage
 from protocol.kafka import records as kafka
+from protocol.kafka import recordwalk
 from protocol.kafka.columns import RecordColumns, scan_columns
 from protocol.kafka.errors import KafkaCodecError
 from protocol.kafka.validate import inflate
@@ -43,7 +49,6 @@ __all__ = [
     "RecordRun",
     "build_v2_batch",
     "check_stored_crc",
-    "decode_run",
     "decode_stored",
     "is_kafka",
     "iter_any_headers",
@@ -51,6 +56,7 @@ __all__ = [
     "leader_epoch_of",
     "scan_run",
     "stored_payload",
+    "tidelog_payload",
 ]
 
 MAGIC = kafka.MAGIC
@@ -59,6 +65,7 @@ _EPOCH = slice(kafka.PARTITION_LEADER_EPOCH_OFFSET, kafka.MAGIC_OFFSET)
 _SHARED = struct.Struct(">" + "".join(code for _, code in kafka.LAYOUT.fields_from("attributes")))
 _DELTA = itemgetter(0)
 _KEY = itemgetter(2)
+_TUPLES = msgspec.msgpack.Decoder(list[kafka.RecordTuple])
 
 
 def is_kafka(header: HeaderFields) -> bool:
@@ -87,6 +94,29 @@ def stored_payload(
         raise _corrupt(header, exc) from exc
 
 
+def tidelog_payload(
+    buf: bytes | bytearray | memoryview,
+    pos: int,
+    header: HeaderFields,
+    *,
+    max_decompressed: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
+) -> bytes:
+    """The records of the Kafka batch at `pos` as Tidelog's uncompressed msgpack
+    payload (docs/protocol.md §3), walked once in C with every bound checked: the
+    header's record count must be exactly the records its payload holds. Its CRC is
+    the caller's."""
+    if header.compression == Compression.NONE:  # walked in place, not copied first
+        raw: bytes | memoryview = memoryview(buf)[pos + kafka.HEADER_SIZE : pos + header.size]
+    else:
+        raw = stored_payload(buf, pos, header, max_decompressed=max_decompressed)
+    try:
+        return recordwalk.transcode(raw, header.record_count)
+    except ValueError as exc:
+        raise CorruptMessage(
+            f"Kafka batch at offset {header.base_offset}: malformed records: {exc}"
+        ) from exc
+
+
 def decode_stored(
     buf: bytes | bytearray | memoryview,
     pos: int,
@@ -95,11 +125,7 @@ def decode_stored(
     max_decompressed: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
 ) -> list[kafka.RecordTuple]:
     """The record tuples of the Kafka batch at `pos` (its CRC is the caller's)."""
-    raw = stored_payload(buf, pos, header, max_decompressed=max_decompressed)
-    try:
-        return kafka.decode_records(raw, header.record_count)
-    except KafkaCodecError as exc:
-        raise _corrupt(header, exc) from exc
+    return _TUPLES.decode(tidelog_payload(buf, pos, header, max_decompressed=max_decompressed))
 
 
 class RecordRun(NamedTuple):
@@ -149,42 +175,6 @@ def scan_run(
     if not np.array_equal(owners, np.repeat(np.arange(len(headers)), counts)):
         raise CorruptMessage("a Kafka batch's record count does not match its records")
     return RecordRun(joined, columns, headers, counts)
-
-
-def decode_run(
-    buf: bytes | bytearray | memoryview,
-    batches: Sequence[tuple[int, BatchHeader]],
-    *,
-    max_decompressed: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
-) -> list[list[kafka.RecordTuple]]:
-    """The record tuples of each of consecutive Kafka batches (CRCs are the caller's):
-    one column-wise walk over them all when they hold enough records between them
-    (`scan_run`), else batch by batch."""
-    total = sum(header.record_count for _, header in batches)
-    if len(batches) == 1 or total < kafka.DECODE_COLUMNS_MIN_RECORDS:
-        return [
-            decode_stored(buf, pos, header, max_decompressed=max_decompressed)
-            for pos, header in batches
-        ]
-    run = scan_run(buf, batches, max_decompressed=max_decompressed)
-    assert run is not None  # total > 0
-    columns = run.columns
-    tuples = list(
-        zip(
-            columns.offset_deltas.tolist(),
-            columns.timestamp_deltas.tolist(),
-            _blobs(run.buffer, columns.key_starts.tolist(), columns.key_lengths.tolist()),
-            _blobs(run.buffer, columns.value_starts.tolist(), columns.value_lengths.tolist()),
-            columns.headers,
-            strict=False,
-        )
-    )
-    out: list[list[kafka.RecordTuple]] = []
-    start = 0
-    for _, header in batches:
-        out.append(tuples[start : start + header.record_count])
-        start += header.record_count
-    return out
 
 
 def keys_of_stored(

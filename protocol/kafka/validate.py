@@ -23,7 +23,7 @@ from protocol.errors import CorruptMessage
 from protocol.kafka import records as kafka
 from protocol.kafka.errors import KafkaCodecError, KafkaError
 
-__all__ = ["XERIAL_MAGIC", "decode_batch", "inflate", "validate_batch"]
+__all__ = ["XERIAL_MAGIC", "decode_batch", "inflate", "inflate_batch", "validate_batch"]
 
 # xerial's snappy-java stream header: magic, then int32 version and int32 compatible version.
 XERIAL_MAGIC = b"\x82SNAPPY\x00"
@@ -83,9 +83,20 @@ def decode_batch(
     has no transactions, and a control batch holds markers, not records. `fields`:
     the raw header a `BatchWalk` with `records.LAYOUT` already read at `pos`.
     """
-    header = _read_header(buf, pos, fields)
-    raw = inflate(header.compression, _payload(buf, pos, header), max_decompressed)
+    header, raw = inflate_batch(buf, pos, max_decompressed=max_decompressed, fields=fields)
     return header, kafka.decode_records(raw, header.record_count)
+
+
+def inflate_batch(
+    buf: bytes | bytearray | memoryview,
+    pos: int = 0,
+    *,
+    max_decompressed: int = tidelog.DEFAULT_MAX_DECOMPRESSED_BYTES,
+    fields: tuple[int, ...] | None = None,
+) -> tuple[kafka.KafkaBatchHeader, bytes]:
+    """`decode_batch`'s checked header and the uncompressed records, not yet decoded."""
+    header = _read_header(buf, pos, fields)
+    return header, inflate(header.compression, _payload(buf, pos, header), max_decompressed)
 
 
 def _read_header(

@@ -68,8 +68,8 @@ def small_kafka_batches(count: int, per: int, base: int = 0) -> list[bytes]:
 
 
 def test_many_small_kafka_batches_decode_in_one_walk() -> None:
-    """20 batches of 8 records (a Java producer's small batches): one column-wise walk,
-    the same records as their Tidelog twins, a start inside the third batch."""
+    """20 batches of 8 records (a Java producer's small batches): the same records as
+    their Tidelog twins, a start inside the third batch."""
     tidelog = small_kafka_batches(20, 8)
     expected = decode_fetched("t", 0, b"".join(tidelog), 19)
     got = decode_fetched("t", 0, b"".join(map(as_kafka, tidelog)), 19)
@@ -77,9 +77,12 @@ def test_many_small_kafka_batches_decode_in_one_walk() -> None:
 
 
 def test_a_run_with_a_shifted_record_count_is_corrupt() -> None:
-    """Counts that sum right but split the records wrongly between two batches."""
+    """Counts that sum right but split the records wrongly between two batches: each
+    batch's count is checked against its own records."""
     first, second = (bytearray(as_kafka(b)) for b in small_kafka_batches(2, 60))
     first[57:61] = (59).to_bytes(4, "big")
     second[57:61] = (61).to_bytes(4, "big")
-    with pytest.raises(CorruptMessage, match="record count"):
+    with pytest.raises(CorruptMessage, match="bytes follow the batch's 59 records"):
         decode_fetched("t", 0, bytes(first + second), 0, check_crcs=False)
+    with pytest.raises(CorruptMessage, match=r"claims 61 records|record 60"):
+        decode_fetched("t", 0, bytes(second), 0, check_crcs=False)

@@ -19,11 +19,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from protocol import batch as tidelog
-from protocol.compression import Compression
+from protocol.compression import Compression, compress
 from protocol.kafka import KafkaCodecError, kafka_to_tidelog, tidelog_to_kafka, validate_batch
 from protocol.kafka import records as kafka
 from protocol.kafka.convert import kafka_to_tidelog_all, tidelog_to_kafka_all
-from protocol.kafka.validate import XERIAL_MAGIC
+from protocol.kafka.validate import XERIAL_MAGIC, decode_batch
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
@@ -312,3 +312,49 @@ def test_produce_checks_refuse_gapped_offset_deltas():
     )
     with pytest.raises(KafkaCodecError, match="offset deltas"):
         validate_batch(data)
+
+
+def _reference_kafka_to_tidelog(data: bytes) -> bytes:
+    """kafka_to_tidelog as it was before the C transcode: decode the records to tuples
+    in Python (validate.decode_batch), then let msgspec encode them."""
+    header, records = decode_batch(data)
+    payload = compress(Compression(header.compression), tidelog.encode_payload(records))
+    fields = data[kafka.ATTRIBUTES_OFFSET : kafka.HEADER_SIZE]
+    out = bytearray(struct.pack(">qiB", header.base_offset, 0, tidelog.MAGIC) + bytes(4) + fields)
+    out += payload
+    out[8:12] = struct.pack(">i", len(out) - tidelog.LOG_OVERHEAD)
+    out[tidelog.CRC_OFFSET : tidelog.CRC_OFFSET + 4] = struct.pack(
+        ">I", crc32c.crc32c(bytes(out[tidelog.CRC_START :]))
+    )
+    return bytes(out)
+
+
+def _outcome(convert, data: bytes):
+    try:
+        return convert(data)
+    except KafkaCodecError as exc:
+        return exc.code
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    rows=record_rows,
+    where=st.integers(0, 10**6),
+    byte=st.integers(0, 255),
+    count_change=st.sampled_from([0, 0, -1, 1]),
+)
+def test_kafka_to_tidelog_matches_the_tuple_path_on_damaged_records(
+    rows, where, byte, count_change
+):
+    """Records bytes changed (CRC recomputed, so the damage reaches the walk) and record
+    counts off by one: the C transcode and the old tuple path agree, output or error."""
+    batch = bytearray(_build(AioBuilder, Compression.NONE, rows))
+    if count_change:
+        count = struct.unpack_from(">i", batch, kafka.HEADER_SIZE - 4)[0] + count_change
+        struct.pack_into(">i", batch, kafka.HEADER_SIZE - 4, count)
+    at = kafka.HEADER_SIZE + where % (len(batch) - kafka.HEADER_SIZE)
+    batch[at] = byte
+    struct.pack_into(">I", batch, kafka.CRC_OFFSET, crc32c.crc32c(bytes(batch[kafka.CRC_START :])))
+    data = bytes(batch)
+    new = _outcome(lambda d: kafka_to_tidelog(d)[0], data)
+    assert new == _outcome(_reference_kafka_to_tidelog, data)

@@ -1,16 +1,27 @@
-"""The record walk in C against its Python reference (`walk_each`): on generated
-batches, on the same batches with bytes changed, cut or inserted, and on arbitrary
-bytes, both give the same summary and columns or both refuse with ValueError."""
+"""The record walk in C against its Python reference (`walk_each`, `transcode_each`):
+on generated batches, on the same batches with bytes changed, cut or inserted, and on
+arbitrary bytes, both give the same summary, columns and msgpack payload or both
+refuse with ValueError."""
 
 from __future__ import annotations
 
+import msgspec
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from protocol.batch import encode_payload
 from protocol.kafka import _recordwalk
 from protocol.kafka import records as kafka
-from protocol.kafka.recordwalk import COLUMNS, RecordSummary, columns, summarize, walk_each
+from protocol.kafka.recordwalk import (
+    COLUMNS,
+    RecordSummary,
+    columns,
+    summarize,
+    transcode,
+    transcode_each,
+    walk_each,
+)
 from protocol.kafka.varint import uvarint, varint
 
 blobs = st.none() | st.binary(max_size=40)
@@ -29,14 +40,14 @@ rows = st.lists(
 
 
 def _both(data: bytes, count: int):
-    """(C summary, C rows) and (Python summary, Python rows), or the error classes."""
+    """(C summary, C rows, C payload) and the same from Python, or the error classes."""
     try:
-        c = (summarize(data, count), columns(data, count).tolist())
+        c = (summarize(data, count), columns(data, count).tolist(), transcode(data, count))
     except ValueError:
         c = ValueError
     try:
         summary, each = walk_each(data, count)
-        py = (summary, [list(row) for row in each])
+        py = (summary, [list(row) for row in each], transcode_each(data, count))
     except ValueError:
         py = ValueError
     return c, py
@@ -49,6 +60,10 @@ def test_both_walks_agree_on_encoded_records(records):
     c, py = _both(data, len(records))
     assert c == py
     assert c is not ValueError
+    # The payload is Tidelog's for the same records, and decodes back to them.
+    assert c[2] == encode_payload(records)
+    decoded = msgspec.msgpack.decode(c[2], type=list[kafka.RecordTuple])
+    assert decoded == kafka.decode_records(data, len(records))
 
 
 mutations = st.lists(
@@ -130,9 +145,24 @@ def test_hostile_record_lengths(length):
         walk_each(data, 1)
 
 
+sizes = st.sampled_from([0, 1, 15, 16, 31, 32, 255, 256, 65535, 65536, 70000])
+
+
+@settings(max_examples=40, deadline=None)
+@given(key=sizes, value=sizes, header=sizes, count=st.sampled_from([1, 15, 16, 65536]))
+def test_every_msgpack_width_matches_msgspec(key, value, header, count):
+    """fixstr/str8/16/32, bin8/16/32, fixarray/array16/32 at their bounds."""
+    records = [(0, -(2**40), b"k" * key, b"v" * value, (("h" * header, b"x" * header),))]
+    records += [(i, i - 40, None, b"", ()) for i in range(1, count)]
+    data = kafka.encode_records(records)
+    assert transcode(data, count) == encode_payload(records)
+
+
 def test_absurd_counts_are_refused_before_allocating():
     with pytest.raises(ValueError, match="claims"):
         _recordwalk.columns(b"\x00" * 70, 2**40)
+    with pytest.raises(ValueError, match="claims"):
+        _recordwalk.transcode(b"\x00" * 70, 2**40)
     with pytest.raises(ValueError, match="claims"):
         _recordwalk.summarize(b"", -1)
 
@@ -143,5 +173,8 @@ def test_every_buffer_kind_is_read_and_errors_name_the_record():
     for buf in (data, bytearray(data), memoryview(data)):
         assert summarize(buf, 300) == RecordSummary(0, 299, -1, -1)
         assert columns(buf, 300).shape == (300, COLUMNS)
+        assert transcode(buf, 300) == encode_payload(records)
     with pytest.raises(ValueError, match="record 299"):
         summarize(data[:-1], 300)
+    with pytest.raises(ValueError, match="record 299"):
+        transcode(data[:-1], 300)
