@@ -65,6 +65,10 @@ LATENCY_BUCKETS_S = (
 HTTP_REQUEST_MAX_BYTES = 16 * 1024
 # A scraper that does not send its request within this time is dropped.
 HTTP_READ_TIMEOUT_S = 10.0
+# Connections the metrics listener (scrapes, health checks, the console) serves at once; one
+# more is answered 503 and closed at once, so idle or slow clients cannot pile up file
+# descriptors and tasks on a listener people now use interactively.
+HTTP_MAX_CONNECTIONS = 64
 
 # Labels whose values are topic or group names: left out of /metrics when names are off.
 NAME_LABELS = frozenset({"topic", "group"})
@@ -554,6 +558,34 @@ async def _handle_http(
             log.exception("metrics_request_failed")  # never take the listener down
 
 
+async def _refuse_busy(stream: trio.SocketStream, *, plaintext: bool) -> None:
+    """503 on a plaintext connection past the limit (a TLS one is just closed: answering
+    would mean a handshake, the work the limit is there to bound)."""
+    async with stream:
+        if not plaintext:
+            return
+        with trio.move_on_after(1.0):
+            try:
+                await stream.send_all(
+                    _http_response(
+                        "503 Service Unavailable",
+                        "text/plain",
+                        b"too many connections to the metrics listener; retry shortly\n",
+                    )
+                )
+                await stream.send_eof()
+                # Read what the client sent before closing: closing with unread bytes
+                # resets the connection, and the client would never see the 503.
+                received = 0
+                while received < HTTP_REQUEST_MAX_BYTES:
+                    chunk = await stream.receive_some(4096)
+                    if not chunk:
+                        break
+                    received += len(chunk)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                pass
+
+
 async def serve_metrics_http(
     listeners: list[trio.SocketListener],
     metrics: BrokerMetrics,
@@ -561,13 +593,25 @@ async def serve_metrics_http(
     wrap: Callable[[trio.SocketStream], Awaitable[trio.abc.Stream | None]] | None = None,
     access: MetricsAccess = MetricsAccess(),
     mount: HttpMount | None = None,
+    max_connections: int = HTTP_MAX_CONNECTIONS,
 ) -> None:
     """Answer scrapes and health checks until cancelled; `wrap` adds TLS (None: failed);
-    `mount` (the console) answers the paths it claims."""
+    `mount` (the console) answers the paths it claims; past `max_connections` open at once a
+    new connection gets 503."""
+
+    slots = trio.Semaphore(max_connections)
 
     async def handler(stream: trio.SocketStream) -> None:
-        served: trio.abc.Stream | None = stream if wrap is None else await wrap(stream)
-        if served is not None:
-            await _handle_http(served, metrics, readiness, access, mount)
+        try:
+            slots.acquire_nowait()
+        except trio.WouldBlock:
+            await _refuse_busy(stream, plaintext=wrap is None)
+            return
+        try:
+            served: trio.abc.Stream | None = stream if wrap is None else await wrap(stream)
+            if served is not None:
+                await _handle_http(served, metrics, readiness, access, mount)
+        finally:
+            slots.release()
 
     await trio.serve_listeners(handler, listeners)

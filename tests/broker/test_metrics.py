@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from functools import partial
 
 import trio
 
@@ -121,3 +122,22 @@ def test_network_bytes_are_counted_per_protocol_and_direction() -> None:
     assert 'tidelog_network_bytes_total{direction="out",protocol="kafka"} 7.0' in text
     assert "# TYPE tidelog_network_bytes_total counter" in text
     assert 'direction="out",protocol="tidelog"' not in text  # nothing sent on it yet
+
+
+async def test_http_listener_refuses_past_its_connection_limit_then_serves_again() -> None:
+    m, ready = BrokerMetrics("0"), Readiness()
+    listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+    port = listeners[0].socket.getsockname()[1]
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(partial(serve_metrics_http, listeners, m, ready, max_connections=2))
+        idle = [await trio.open_tcp_stream("127.0.0.1", port) for _ in range(2)]
+        await trio.sleep(0.2)  # both accepted and waiting for their request
+        got = await _get(port, b"GET /metrics HTTP/1.1\r\n\r\n")
+        assert got.startswith(b"HTTP/1.0 503") and b"too many connections" in got
+        await idle.pop().aclose()
+        await trio.sleep(0.2)  # the handler saw the close and gave its slot back
+        got = await _get(port, b"GET /metrics HTTP/1.1\r\n\r\n")
+        assert got.startswith(b"HTTP/1.0 200") and b"tidelog_build_info" in got
+        for stream in idle:
+            await stream.aclose()
+        nursery.cancel_scope.cancel()
