@@ -107,3 +107,36 @@ def topic_view(bootstrap: str, topic: str, partitions: int, names: ProducerNames
         for level, isolation in (("read_uncommitted", READ_UNCOMMITTED),
                                  ("read_committed", READ_COMMITTED))
     }  # fmt: skip
+
+
+def offset_fetch(
+    bootstrap: str, group: str, topic: str, partitions: int, *, require_stable: bool
+) -> dict[str, Any]:
+    """OffsetFetch v7 (the first with require_stable, KIP-447): per partition its
+    committed offset and error code, and the top-level error code."""
+    from kafka.protocol.consumer.group import OffsetFetchRequest
+
+    request_class = OffsetFetchRequest[7]
+    client = WireClient(bootstrap)
+    try:
+        response = client.call(
+            request_class(
+                group_id=group,
+                topics=[
+                    request_class.OffsetFetchRequestTopic(
+                        name=topic, partition_indexes=list(range(partitions))
+                    )
+                ],
+                require_stable=require_stable,
+            )
+        )
+    finally:
+        client.close()
+    return {
+        "error_code": response.error_code,
+        "partitions": {
+            str(p.partition_index): [p.committed_offset, p.error_code]
+            for t in response.topics
+            for p in t.partitions
+        },
+    }
