@@ -72,7 +72,7 @@ def run_scenario(
 
 class HangingProducer:
     """`TxnApp hang`: a transaction begun on partitions 0 and 1 whose producer is then
-    SIGKILLed, so nobody ends it (its transaction.timeout.ms is an hour)."""
+    SIGKILLed, so nobody ends it (its transaction.timeout.ms is 15 minutes)."""
 
     def __init__(self, bootstrap: str, topic: str, txn_id: str, log: Path) -> None:
         self._log = log.open("w")

@@ -92,7 +92,7 @@ def partition_view(
         # null (not asked, or none) and [] are different answers on the wire: keep which
         "aborted": None
         if aborted is None
-        else sorted((names(a.producer_id), a.first_offset) for a in aborted),
+        else sorted([names(a.producer_id), a.first_offset] for a in aborted),
         "batches": batches(data.records, names),
     }
 

@@ -40,7 +40,7 @@ import org.apache.kafka.common.serialization.StringSerializer;
  *
  * <p>{@code TxnApp hang BOOTSTRAP TOPIC TXN_ID}: begin a transaction, send one record to each
  * of partitions 0 and 1, print {@code SENT} and sleep until killed (a hanging transaction for
- * kafka-transactions.sh; its transaction.timeout.ms is an hour).
+ * kafka-transactions.sh; its transaction.timeout.ms is 15 minutes, the broker default maximum).
  */
 public final class TxnApp {
   private static final Duration READ_DEADLINE = Duration.ofSeconds(60);
@@ -151,7 +151,7 @@ public final class TxnApp {
   }
 
   private void hang(String txnId) throws Exception {
-    KafkaProducer<String, String> producer = producer(txnId, 3_600_000);
+    KafkaProducer<String, String> producer = producer(txnId, 900_000);
     producer.beginTransaction();
     send(producer, 0, "hang-0");
     send(producer, 1, "hang-1");
