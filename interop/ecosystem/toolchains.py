@@ -106,9 +106,12 @@ def jvm_apps_classpath() -> str:
     return f"{target / 'build' / 'classes'}{os.pathsep}{target / 'lib' / '*'}"
 
 
-def node_roundtrip() -> list[str]:
-    """`node roundtrip.js` with kafkajs installed by `npm ci` from the committed lockfile."""
-    inputs = [NODE_DIR / "package.json", NODE_DIR / "package-lock.json", NODE_DIR / "roundtrip.js"]
+def node_roundtrip(script: str = "roundtrip.js") -> list[str]:
+    """`node <script>` (roundtrip.js: kafkajs; platformatic.js: @platformatic/kafka) with the
+    packages installed by `npm ci` from the committed lockfile."""
+    inputs = [
+        NODE_DIR / "package.json", NODE_DIR / "package-lock.json", *sorted(NODE_DIR.glob("*.js"))
+    ]  # fmt: skip
 
     def build(target: Path) -> None:
         npm = _tool("npm", "apt-get install nodejs npm")
@@ -117,7 +120,7 @@ def node_roundtrip() -> list[str]:
         _run([npm, "ci", "--no-audit", "--no-fund", "--ignore-scripts"], cwd=target)
 
     target = _cached("node-interop", inputs, build)
-    return [_tool("node", "apt-get install nodejs"), str(target / "roundtrip.js")]
+    return [_tool("node", "apt-get install nodejs"), str(target / script)]
 
 
 def go_roundtrip() -> list[str]:
