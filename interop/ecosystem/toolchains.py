@@ -17,6 +17,7 @@ from pathlib import Path
 INTEROP_DIR = Path(__file__).resolve().parent.parent
 CONNECT_POM = INTEROP_DIR / "connect" / "pom.xml"
 JVM_APPS_DIR = INTEROP_DIR / "jvm_apps"
+FLINK_DIR = INTEROP_DIR / "flink"
 NODE_DIR = INTEROP_DIR / "node"
 GO_DIR = INTEROP_DIR / "go"
 # Cold Maven / npm / Go module downloads on a slow mirror; a warm cache is seconds.
@@ -103,6 +104,24 @@ def jvm_apps_classpath() -> str:
         )  # fmt: skip
 
     target = _cached("jvm-apps", inputs, build)
+    return f"{target / 'build' / 'classes'}{os.pathsep}{target / 'lib' / '*'}"
+
+
+def flink_classpath() -> str:
+    """Flink 2.0's MiniCluster, its Kafka connector (with kafka-clients 3.9) and the
+    EXACTLY_ONCE job (flink/); kept apart from jvm_apps' kafka-clients 4.4."""
+    inputs = [FLINK_DIR / "pom.xml", *sorted((FLINK_DIR / "src").rglob("*.java"))]
+
+    def build(target: Path) -> None:
+        mvn = _tool("mvn", "apt-get install maven")
+        _run(
+            [mvn, "-q", "-B", "-f", str(FLINK_DIR / "pom.xml"),
+             f"-Dtidelog.build.dir={target / 'build'}", "compile",
+             "dependency:copy-dependencies", f"-DoutputDirectory={target / 'lib'}"],
+            cwd=INTEROP_DIR,
+        )  # fmt: skip
+
+    target = _cached("flink", inputs, build)
     return f"{target / 'build' / 'classes'}{os.pathsep}{target / 'lib' / '*'}"
 
 
