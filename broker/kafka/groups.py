@@ -429,7 +429,10 @@ _DELETE_GROUP = Right(Operation.DELETE, ResourceType.GROUP)
 _READ_TOPIC = Right(Operation.READ, ResourceType.TOPIC)
 HANDLERS: dict[int, KafkaApi] = {
     FIND_COORDINATOR.key: KafkaApi(
-        find_coordinator, Requires(whole=_DESCRIBE_GROUP, name_from="key"), _no_coordinator
+        find_coordinator,
+        Requires(whole=_DESCRIBE_GROUP, name_from="key"),
+        _no_coordinator,
+        versions="0-2",
     ),
     JOIN_GROUP.key: KafkaApi(join_group, via=("join_group",)),
     SYNC_GROUP.key: KafkaApi(sync_group, via=("sync_group",)),
@@ -439,7 +442,7 @@ HANDLERS: dict[int, KafkaApi] = {
     DESCRIBE_GROUPS.key: KafkaApi(describe_groups, via=("describe_groups",)),
     DELETE_GROUPS.key: KafkaApi(delete_groups, via=("delete_groups",)),
     OFFSET_COMMIT.key: KafkaApi(offset_commit, via=("commit_offsets",)),
-    OFFSET_FETCH.key: KafkaApi(offset_fetch, via=("fetch_offsets",)),
+    OFFSET_FETCH.key: KafkaApi(offset_fetch, via=("fetch_offsets",), versions="1-5"),
     OFFSET_DELETE.key: KafkaApi(
         offset_delete, Requires(whole=_DELETE_GROUP, name_from="group_id", each=_READ_TOPIC)
     ),

@@ -47,5 +47,5 @@ async def init_producer_id(call: KafkaCall) -> KafkaAnswer:
 
 
 HANDLERS: dict[int, KafkaApi] = {
-    INIT_PRODUCER_ID.key: KafkaApi(init_producer_id, via=("init_producer_id",))
+    INIT_PRODUCER_ID.key: KafkaApi(init_producer_id, via=("init_producer_id",), versions="0-1")
 }
