@@ -198,6 +198,8 @@ async def serve_broker(
             security=security,
         )
         await services.start(ctx.groups.serve)  # group coordinator: loaded, then ticking
+        # Transaction coordinator: loaded, Prepare* transactions finished, then its timers.
+        await services.start(ctx.transactions.serve)
         if console is not None:
             console.attach(ctx, cleaner)
         scheduler.schedule(

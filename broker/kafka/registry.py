@@ -35,6 +35,7 @@ from broker.kafka import (
     producer_ids,
     scram_users,
     security,
+    transactions,
 )
 from broker.kafka.call import KafkaAnswer, KafkaApi, KafkaCall, KafkaHandler
 from broker.security.requires import LOGGED_IN, UNDECLARED
@@ -54,6 +55,7 @@ _FAMILIES: tuple[ModuleType, ...] = (
     groups,
     producer_ids,
     security,
+    transactions,
 )
 
 

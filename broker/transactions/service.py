@@ -27,6 +27,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from typing import Any
 
 import trio
 
@@ -389,7 +390,52 @@ class TransactionService:
             decision = self.coordinator.end_txn(tid, producer_id, epoch, commit, self._clock_ms())
             return await self._execute(decision)
 
+    async def write_markers(
+        self,
+        producer_id: int,
+        epoch: int,
+        *,
+        commit: bool,
+        coordinator_epoch: int,
+        partitions: Iterable[TopicPartition],
+    ) -> dict[TopicPartition, KafkaError]:
+        """WriteTxnMarkers from an admin: a marker on each partition (no coordinator
+        state changes: the transaction it ends is one the coordinator lost or never
+        had, e.g. a hanging one); durable before the answer."""
+        wanted = list(partitions)
+        now = self._clock_ms()
+
+        def write() -> dict[TopicPartition, KafkaError]:
+            errors: dict[TopicPartition, KafkaError] = {}
+            topics = self._manager.topics()
+            for topic, partition in wanted:
+                if topic not in topics or not 0 <= partition < self._manager.partition_count(topic):
+                    errors[(topic, partition)] = KafkaError.UNKNOWN_TOPIC_OR_PARTITION
+                    continue
+                plog = self._manager.get_log(topic, partition)
+                try:
+                    offset = plog.append_txn_marker(
+                        producer_id,
+                        epoch,
+                        commit=commit,
+                        coordinator_epoch=coordinator_epoch,
+                        append_time_ms=now,
+                    )
+                    plog.flush(offset + 1)
+                except TidelogError as exc:
+                    errors[(topic, partition)] = for_tidelog_code(exc.code)
+                else:
+                    errors[(topic, partition)] = KafkaError.NONE
+            return errors
+
+        async with self._write_lock:
+            return await offload.to_worker(write)
+
     # --- what the tools read ------------------------------------------------------------
+
+    def producer_states(self, topic: str, partition: int) -> list[Any]:
+        """The partition's active producers (storage's `producer_states()`)."""
+        return list(self._manager.get_log(topic, partition).producer_states())
 
     def has_pending_offset(self, group: str, tp: TopicPartition) -> bool:
         """True while an open transaction holds an offset of `group` for `tp`
