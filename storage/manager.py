@@ -117,6 +117,12 @@ class LogManager:
         self.had_clean_shutdown = False
         self._open_duration_s = 0.0
         self._producer_ids: ProducerIds | None = None
+        # KIP-890 part 1: the transaction coordinator may install a check the Kafka
+        # Produce asks before a transactional batch is appended:
+        # txn_verifier(transactional_id, producer_id, producer_epoch, topic, partition)
+        # -> None (accept) or the name of a Kafka error (e.g. "INVALID_TXN_STATE").
+        # None here: every transactional batch is accepted (the log's checks apply).
+        self.txn_verifier: Callable[[str, int, int, str, int], str | None] | None = None
 
     # ---- lifecycle -------------------------------------------------------
 

@@ -16,6 +16,7 @@ broker/kafka/leader_epoch.py).
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Iterable, Mapping
 from typing import Any, cast
 
@@ -39,11 +40,17 @@ from protocol.api_types import (
     ProduceRequest,
     ProduceTopic,
 )
+from protocol.batch import KAFKA_LAYOUT
 from protocol.errors import TidelogError
 from protocol.kafka.errors import KafkaCodecError, KafkaError, for_tidelog_code
 from protocol.kafka.messages import FETCH, LIST_OFFSETS, METADATA, PRODUCE
 from protocol.offsets_schema import INTERNAL_TOPICS
 from storage.record_source import RecordSource
+
+# Where a v2 batch keeps its producer id and epoch (the KIP-890 verifier needs them).
+KAFKA_HEADER_SIZE = KAFKA_LAYOUT.size
+_PRODUCER = struct.Struct(">qh")
+_PRODUCER_AT = KAFKA_LAYOUT.offset["producer_id"]
 
 log = get_logger(component="kafka")
 
@@ -240,6 +247,23 @@ def _max_message_bytes(ctx: BrokerContext, topic: str) -> int:
         return ctx.manager.default_config().max_message_bytes
 
 
+def _verify_txn(
+    ctx: BrokerContext, body: dict[str, Any], topic: str, partition: int, records: Any
+) -> tuple[KafkaError, str] | None:
+    """KIP-890 part 1: the coordinator's verifier (`LogManager.txn_verifier`), asked for
+    a transactional producer's batch when one is installed; else nothing to verify."""
+    verifier = ctx.manager.txn_verifier
+    txn_id = body.get("transactional_id")
+    if verifier is None or txn_id is None or len(records) < KAFKA_HEADER_SIZE:
+        return None
+    producer_id, producer_epoch = _PRODUCER.unpack_from(records, _PRODUCER_AT)
+    error = verifier(txn_id, producer_id, producer_epoch, topic, partition)
+    if error is None:
+        return None
+    kafka_error = for_tidelog_code(error)
+    return kafka_error, f"transaction {txn_id!r} did not add {topic}-{partition}"
+
+
 async def produce(call: KafkaCall) -> KafkaAnswer | Deferred[KafkaAnswer] | None:
     """Append through the native produce, the Kafka batches as they were sent.
 
@@ -277,6 +301,10 @@ async def produce(call: KafkaCall) -> KafkaAnswer | Deferred[KafkaAnswer] | None
                 refused[(t["name"], p["index"])] = (exc.error, exc.message)
                 log.info("kafka_produce_rejected", topic=t["name"], partition=p["index"],
                          error=exc.error.name, reason=exc.message)  # fmt: skip
+                continue
+            refusal = _verify_txn(call.ctx, body, name, p["index"], records)
+            if refusal is not None:
+                refused[(name, p["index"])] = refusal
                 continue
             parts.append({"partition": p["index"], "records": records})
         topics.append({"topic": t["name"], "partitions": parts})
