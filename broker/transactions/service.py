@@ -99,6 +99,13 @@ class TransactionService:
         self.timed_out = 0  # aborted by the timeout
         self.failed_markers = 0  # marker rounds that failed (retried)
         self.malformed_records = 0
+        # KIP-890 part 1: the Kafka produce asks whether a transactional batch's
+        # partition was added to its transaction.
+        manager.txn_verifier = self._verify
+
+    def _verify(self, tid: str, producer_id: int, epoch: int, topic: str, partition: int) -> str | None:
+        error = self.verify_partitions(tid, producer_id, epoch, [(topic, partition)])[(topic, partition)]
+        return None if error is KafkaError.NONE else error.name
 
     def _new_producer_id(self) -> int:
         # One fsync per block of ids (storage/producer_ids.py); no transactional id.
@@ -299,6 +306,7 @@ class TransactionService:
                 commit=commit,
                 coordinator_epoch=COORDINATOR_EPOCH,
                 append_time_ms=now_ms,
+                sync=False,
             )
             written.append((plog, offset))
         for plog, offset in written:
@@ -421,7 +429,6 @@ class TransactionService:
                         coordinator_epoch=coordinator_epoch,
                         append_time_ms=now,
                     )
-                    plog.flush(offset + 1)
                 except TidelogError as exc:
                     errors[(topic, partition)] = for_tidelog_code(exc.code)
                 else:
