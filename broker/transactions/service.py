@@ -18,6 +18,10 @@ bumped, expired transactional ids removed. Until loaded, FindCoordinator for a
 transaction answers COORDINATOR_NOT_AVAILABLE and the other APIs
 COORDINATOR_LOAD_IN_PROGRESS.
 
+Failpoints (storage/failpoints.py, for crash tests): `txn.end.before_markers`
+(the Prepare* is durable, no marker written), `txn.markers.after_one` (after each
+marker's append), `txn.end.before_complete` (every marker written, no Complete*).
+
 Thread safety: trio thread only; blocking log writes in a worker thread under
 `_write_lock`.
 """
@@ -50,6 +54,7 @@ from protocol.clock import ClockMs
 from protocol.errors import TidelogError
 from protocol.kafka.errors import KafkaError, for_tidelog_code
 from protocol.offsets_schema import OFFSETS_TOPIC
+from storage import failpoints
 from storage.manager import LogManager
 
 __all__ = ["COORDINATOR_EPOCH", "InitAnswer", "TransactionService"]
@@ -257,9 +262,11 @@ class TransactionService:
             for group, offsets in sorted(self._pending.get(tid, {}).items()):
                 if commit and OFFSETS_PARTITION in meta.partitions:
                     await self._commit_offsets(group, offsets)
+            failpoints.hit("txn.end.before_markers")
             data = sorted(tp for tp in meta.partitions if tp[0] != OFFSETS_TOPIC)
             now = self._clock_ms()
             await offload.to_worker(lambda: self._write_markers(meta, data, commit, now))
+            failpoints.hit("txn.end.before_complete")
             done = self.coordinator.complete(tid, self._clock_ms())
             tombstones = [
                 (rec.encode_pending_key(tid, group), None) for group in self._pending.get(tid, {})
@@ -309,6 +316,7 @@ class TransactionService:
                 sync=False,
             )
             written.append((plog, offset))
+            failpoints.hit("txn.markers.after_one")
         for plog, offset in written:
             plog.flush(offset + 1)
 
