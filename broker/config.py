@@ -27,13 +27,13 @@ from pathlib import Path
 from typing import Any
 
 from broker.groups.config import GroupConfig
-from broker.transactions.config import TxnConfig
 from broker.security.listeners import (
     ListenerSpec,
     SecurityProtocol,
     listeners_problem,
     parse_listeners,
 )
+from broker.transactions.config import TxnConfig
 from compaction.config import CLEANER_SETTINGS, CleanerConfig
 from protocol.api_types import DescribeConfigsConfigAnswer
 from protocol.errors import InvalidConfig

@@ -15,7 +15,6 @@ import trio
 
 from broker.config import BrokerConfig
 from broker.group_service import GroupService
-from broker.transactions.service import TransactionService
 from broker.groupcommit import GroupCommitter
 from broker.longpoll import AppendNotifier
 from broker.membudget import MemoryBudget
@@ -24,6 +23,7 @@ from broker.offsets_log import OffsetsLog
 from broker.quotas.limits import ClientQuotas
 from broker.quotas.store import QuotaStore
 from broker.security.service import BrokerSecurity
+from broker.transactions.service import TransactionService
 from protocol.clock import ClockMs, wall_clock_ms
 from storage.manager import LogManager
 

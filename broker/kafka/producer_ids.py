@@ -56,8 +56,8 @@ async def init_producer_id(call: KafkaCall) -> KafkaAnswer:
     try:
         granted = await handler_for("init_producer_id")(call.ctx, body)
     except Exception as exc:
-        error = failure("init_producer_id", exc)
-        return _answer(for_tidelog_code(error.code), NO_PRODUCER_ID, NO_PRODUCER_EPOCH)
+        refused = failure("init_producer_id", exc)
+        return _answer(for_tidelog_code(refused.code), NO_PRODUCER_ID, NO_PRODUCER_EPOCH)
     assert isinstance(granted, dict)
     return _answer(KafkaError.NONE, granted["producer_id"], granted["producer_epoch"])
 

@@ -79,7 +79,11 @@ def _topic_results(
 
 
 async def _add_one(
-    call: KafkaCall, tid: str, producer_id: int, epoch: int, topics: list[dict[str, Any]],
+    call: KafkaCall,
+    tid: str,
+    producer_id: int,
+    epoch: int,
+    topics: list[dict[str, Any]],
     verify_only: bool,
 ) -> dict[TopicPartition, KafkaError]:
     wanted = [(t["name"], p) for t in topics for p in t["partitions"]]
@@ -177,7 +181,9 @@ async def txn_offset_commit(call: KafkaCall) -> KafkaAnswer:
 def _offset_results(answers: dict[TopicPartition, KafkaError]) -> KafkaAnswer:
     by_topic: dict[str, list[dict[str, int]]] = {}
     for (topic, partition), err in answers.items():
-        by_topic.setdefault(topic, []).append({"partition_index": partition, "error_code": err.code})
+        by_topic.setdefault(topic, []).append(
+            {"partition_index": partition, "error_code": err.code}
+        )
     return {
         "throttle_time_ms": 0,
         "topics": [{"name": t, "partitions": parts} for t, parts in by_topic.items()],
@@ -188,7 +194,11 @@ def _txn_offset_commit_refused(call: KafkaCall, error: KafkaError, message: str)
     """The group's READ refused: every partition answers it (Kafka's answer)."""
     del message
     return _offset_results(
-        {(t["name"], p["partition_index"]): error for t in call.body["topics"] for p in t["partitions"]}
+        {
+            (t["name"], p["partition_index"]): error
+            for t in call.body["topics"]
+            for p in t["partitions"]
+        }
     )
 
 

@@ -178,7 +178,12 @@ class TxnCoordinator:
         return meta
 
     def add_partitions(
-        self, tid: str, producer_id: int, epoch: int, partitions: Iterable[TopicPartition], now_ms: int
+        self,
+        tid: str,
+        producer_id: int,
+        epoch: int,
+        partitions: Iterable[TopicPartition],
+        now_ms: int,
     ) -> Decision:
         meta = self._check(tid, producer_id, epoch)
         if isinstance(meta, Refuse):
@@ -212,13 +217,13 @@ class TxnCoordinator:
         if meta.state.preparing:
             return dict.fromkeys(wanted, E.CONCURRENT_TRANSACTIONS)
         return {
-            tp: E.NONE
-            if meta.state is S.ONGOING and tp in meta.partitions
-            else E.INVALID_TXN_STATE
+            tp: E.NONE if meta.state is S.ONGOING and tp in meta.partitions else E.INVALID_TXN_STATE
             for tp in wanted
         }
 
-    def end_txn(self, tid: str, producer_id: int, epoch: int, commit: bool, now_ms: int) -> Decision:
+    def end_txn(
+        self, tid: str, producer_id: int, epoch: int, commit: bool, now_ms: int
+    ) -> Decision:
         meta = self._check(tid, producer_id, epoch)
         if isinstance(meta, Refuse):
             return meta

@@ -108,8 +108,12 @@ class TransactionService:
         # partition was added to its transaction.
         manager.txn_verifier = self._verify
 
-    def _verify(self, tid: str, producer_id: int, epoch: int, topic: str, partition: int) -> str | None:
-        error = self.verify_partitions(tid, producer_id, epoch, [(topic, partition)])[(topic, partition)]
+    def _verify(
+        self, tid: str, producer_id: int, epoch: int, topic: str, partition: int
+    ) -> str | None:
+        error = self.verify_partitions(tid, producer_id, epoch, [(topic, partition)])[
+            (topic, partition)
+        ]
         return None if error is KafkaError.NONE else error.name
 
     def _new_producer_id(self) -> int:
@@ -194,7 +198,9 @@ class TransactionService:
                 meta = self.coordinator.txns.get(tid)
                 if meta is None or meta.state is not TxnState.ONGOING:
                     continue  # it ended while we waited for the lock
-                log.info("transaction_timed_out", transactional_id=tid, producer_id=meta.producer_id)
+                log.info(
+                    "transaction_timed_out", transactional_id=tid, producer_id=meta.producer_id
+                )
                 self.timed_out += 1
                 await self._execute(self.coordinator.fence_and_abort(tid, self._clock_ms()))
 
@@ -430,7 +436,7 @@ class TransactionService:
                     continue
                 plog = self._manager.get_log(topic, partition)
                 try:
-                    offset = plog.append_txn_marker(
+                    plog.append_txn_marker(  # fsynced before it returns
                         producer_id,
                         epoch,
                         commit=commit,

@@ -20,10 +20,10 @@ __all__ = [
     "EPOCH_EXHAUSTED",
     "NO_PRODUCER_EPOCH",
     "NO_PRODUCER_ID",
+    "VALID_PREVIOUS",
     "TopicPartition",
     "TxnMetadata",
     "TxnState",
-    "VALID_PREVIOUS",
 ]
 
 NO_PRODUCER_ID = -1
@@ -79,9 +79,9 @@ class TxnMetadata:
     """One transactional id's producer, epoch, state and the partitions of its transaction.
 
     `partitions` is empty unless the state is Ongoing or Prepare*; a group's
-    TxnOffsetCommits are there as its `__consumer_offsets` partition, as in Kafka. `start_ms` is the time the transaction began (-1 when
-    none is open); `last_update_ms` the time of the last change (expiration counts
-    from it)."""
+    TxnOffsetCommits are there as its `__consumer_offsets` partition, as in Kafka.
+    `start_ms` is the time the transaction began (-1 when none is open);
+    `last_update_ms` the time of the last change (expiration counts from it)."""
 
     transactional_id: str
     producer_id: int

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 from hypothesis import settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from broker.transactions import records as rec
 from broker.transactions.config import TxnConfig
@@ -136,10 +136,12 @@ class CoordinatorMachine(RuleBasedStateMachine):
         meta = self.coord.txns.get(tid)
         if exhaust and meta is not None and meta.state.completed:
             # jump the stored epoch to the edge (what 32,766 re-inits would do)
-            self.coord.txns[tid] = TxnMetadata(**{
-                **{f: getattr(meta, f) for f in meta.__dataclass_fields__},
-                "producer_epoch": EPOCH_EXHAUSTED,
-            })
+            self.coord.txns[tid] = TxnMetadata(
+                **{
+                    **{f: getattr(meta, f) for f in meta.__dataclass_fields__},
+                    "producer_epoch": EPOCH_EXHAUSTED,
+                }
+            )
             m.instances.append(Instance(meta.producer_id, EPOCH_EXHAUSTED))  # a live holder
         error = self._execute(self.coord.init_producer_id(tid, TIMEOUT_MS, self.now))
         if m.open_partitions is not None:
@@ -181,8 +183,9 @@ class CoordinatorMachine(RuleBasedStateMachine):
         assert error is E.NONE, error
         m.open_partitions = (m.open_partitions or set()) | parts
 
-    @rule(tid=st.sampled_from(TIDS), age=st.integers(0, 1), commit=st.booleans(),
-          crash=st.booleans())
+    @rule(
+        tid=st.sampled_from(TIDS), age=st.integers(0, 1), commit=st.booleans(), crash=st.booleans()
+    )
     def end_txn(self, tid: str, age: int, commit: bool, crash: bool) -> None:
         m = self.model[tid]
         if not m.instances:
@@ -198,7 +201,8 @@ class CoordinatorMachine(RuleBasedStateMachine):
             self._close_open(tid, commit)
             if not crash:
                 assert (self.outcomes[-1].producer_id, self.outcomes[-1].epoch) == (
-                    inst.producer_id, inst.epoch
+                    inst.producer_id,
+                    inst.epoch,
                 )
             if crash:
                 self.restart()
@@ -234,7 +238,10 @@ class CoordinatorMachine(RuleBasedStateMachine):
         for tid, meta in before.items():
             got = after[tid]
             assert (got.producer_id, got.producer_epoch, got.state, got.partitions) == (
-                meta.producer_id, meta.producer_epoch, meta.state, meta.partitions
+                meta.producer_id,
+                meta.producer_epoch,
+                meta.state,
+                meta.partitions,
             )
         for tid in self.coord.preparing():  # what the service's load does
             self._finish(tid)
@@ -263,6 +270,7 @@ class CoordinatorMachine(RuleBasedStateMachine):
                 assert meta.partitions == m.open_partitions
 
 
-CoordinatorMachine.TestCase.settings = settings(max_examples=150, stateful_step_count=40,
-                                                deadline=None)
+CoordinatorMachine.TestCase.settings = settings(
+    max_examples=150, stateful_step_count=40, deadline=None
+)
 TestCoordinatorModel = CoordinatorMachine.TestCase
