@@ -689,6 +689,39 @@ class DeleteGroupsAnswer(TypedDict):
     groups: list[DeleteGroupsGroupAnswer]
 
 
+class ListTransactionsRequest(TypedDict):
+    """The `list_transactions` request body."""
+
+    transactional_ids: list[str] | None
+    states: list[str]
+
+
+class ListTransactionsPartitionAnswer(TypedDict):
+    """An item of `ListTransactionsTransactionAnswer.partitions`."""
+
+    topic: str
+    partition: int
+
+
+class ListTransactionsTransactionAnswer(TypedDict):
+    """An item of `ListTransactionsAnswer.transactions`."""
+
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    state: str
+    timeout_ms: int
+    start_ms: int
+    last_update_ms: int
+    partitions: list[ListTransactionsPartitionAnswer]
+
+
+class ListTransactionsAnswer(TypedDict):
+    """The `list_transactions` answer body."""
+
+    transactions: list[ListTransactionsTransactionAnswer]
+
+
 class AuthenticateRequest(TypedDict):
     """The `authenticate` request body."""
 
@@ -803,6 +836,7 @@ API_TYPES: dict[str, tuple[type[Any], type[Any]]] = {
     "list_groups": (ListGroupsRequest, ListGroupsAnswer),
     "describe_groups": (DescribeGroupsRequest, DescribeGroupsAnswer),
     "delete_groups": (DeleteGroupsRequest, DeleteGroupsAnswer),
+    "list_transactions": (ListTransactionsRequest, ListTransactionsAnswer),
     "authenticate": (AuthenticateRequest, AuthenticateAnswer),
     "create_acls": (CreateAclsRequest, CreateAclsAnswer),
     "describe_acls": (DescribeAclsRequest, DescribeAclsAnswer),

@@ -50,6 +50,7 @@ from protocol.schema_types import (
     TopicPartitions,
     opt,
 )
+from protocol.transactions_schema import TRANSACTION_SCHEMAS
 
 # The field types are re-exported: API tables and tests build schemas from here.
 __all__ = [
@@ -454,6 +455,7 @@ _EXTENSIONS = (
     EXPLAIN_RETENTION_SCHEMA,
     INIT_PRODUCER_ID_SCHEMA,
     *GROUP_SCHEMAS,
+    *TRANSACTION_SCHEMAS,
     AUTHENTICATE_SCHEMA,
     CREATE_ACLS_SCHEMA,
     DESCRIBE_ACLS_SCHEMA,

@@ -10,6 +10,7 @@ WriteTxnMarkers) and OffsetFetch's require_stable on a raw Kafka socket.
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 import warnings
@@ -32,6 +33,8 @@ from protocol.kafka.messages import (
 )
 from tests.conftest import BrokerProcess, start_broker
 from tests.integration.kafka_helpers import CLIENT_TIMEOUT_S, KafkaSocket
+from tests.integration.promserver import scrape
+from tests.integration.test_cli import cli
 
 pytestmark = [
     pytest.mark.integration,
@@ -338,3 +341,34 @@ def test_write_txn_markers_aborts_a_hanging_transaction(broker: BrokerProcess) -
     seed.produce(topic, partition=0, value=b"after")
     seed.flush(CLIENT_TIMEOUT_S)
     assert _read(broker, topic, "read_committed", 1) == [b"after"]
+
+
+def test_cli_and_metrics_show_an_open_transaction(
+    broker: BrokerProcess, capsys: pytest.CaptureFixture[str]
+) -> None:
+    topic = _topic(broker, 1)
+    tid = f"shown-{topic}"
+    producer = _producer(broker, tid)
+    producer.begin_transaction()
+    producer.produce(topic, partition=0, value=b"open")
+    producer.flush()
+    status, out, _ = cli(broker, capsys, "transactions", "list", "--state", "Ongoing")
+    assert status == 0
+    rows = {line.split()[0]: line.split() for line in out.splitlines()[1:]}
+    assert rows[tid][2] == "Ongoing"
+    status, out, _ = cli(broker, capsys, "transactions", "describe", tid, "--format", "json")
+    described = json.loads(out)
+    assert (status, described["state"]) == (0, "Ongoing")
+    assert described["partitions"] == [{"topic": topic, "partition": 0}]
+    metrics = scrape(broker.metrics_port)
+    assert metrics.value("tidelog_transactions_open") >= 1
+    assert metrics.value("tidelog_partition_lso_lag", topic=topic, partition="0") == 1
+    committed_before = metrics.value("tidelog_transactions_committed_total")
+    producer.commit_transaction(CLIENT_TIMEOUT_S)
+    metrics = scrape(broker.metrics_port)
+    assert metrics.value("tidelog_transactions_committed_total") == committed_before + 1
+    assert not metrics.series("tidelog_partition_lso_lag").get(
+        frozenset({("topic", topic), ("partition", "0")})
+    )
+    status, _, err = cli(broker, capsys, "transactions", "describe", "nobody")
+    assert status != 0 and "TRANSACTIONAL_ID_NOT_FOUND" in err
