@@ -188,6 +188,7 @@ class FetchRequest(TypedDict):
     topics: list[FetchTopic]
     local_read: bool
     kafka_batches: bool
+    isolation_level: int
 
 
 class LocalRecords(TypedDict):
@@ -201,6 +202,13 @@ class LocalRecords(TypedDict):
     record_count: int
 
 
+class FetchAbortedTransactionAnswer(TypedDict):
+    """An item of `FetchPartitionAnswer.aborted_transactions`."""
+
+    producer_id: int
+    first_offset: int
+
+
 class FetchPartitionAnswer(TypedDict):
     """The shape `FETCH_PARTITION_ANSWER` of protocol.schemas."""
 
@@ -211,6 +219,8 @@ class FetchPartitionAnswer(TypedDict):
     log_start_offset: NotRequired[int | None]
     records: NotRequired[BinOut | None]
     local: NotRequired[LocalRecords | None]
+    last_stable_offset: NotRequired[int | None]
+    aborted_transactions: NotRequired[list[FetchAbortedTransactionAnswer] | None]
 
 
 class FetchTopicAnswer(TypedDict):

@@ -501,6 +501,14 @@ class Log:
         with self._lock:
             return self._lso_locked()
 
+    def last_stable_offset_now(self) -> int:
+        """`last_stable_offset` without the lock (two int reads: a fetch's answer)."""
+        first = self._producers.state.first_unstable
+        hw = self.high_watermark
+        if first < 0:
+            return hw
+        return min(max(first, self._log_start_offset), hw)
+
     def _lso_locked(self) -> int:
         hw = self.high_watermark
         first = self._producers.state.first_unstable_offset()

@@ -333,6 +333,8 @@ class ProducerState:
         self._producers: dict[int, ProducerEntry] = {}
         # The ongoing transactions: first offset -> producer id (Kafka's ongoingTxns).
         self._ongoing: dict[int, int] = {}
+        # min(_ongoing) or -1, kept current: a reader without the lock reads one int.
+        self.first_unstable = -1
 
     def __len__(self) -> int:
         return len(self._producers)
@@ -355,6 +357,7 @@ class ProducerState:
             self._producers.update(pending.updates)
             if pending.started:
                 self._ongoing.update(pending.started)
+                self._ongoing_changed()
         if next_offset > self.map_end_offset:
             self.map_end_offset = next_offset
 
@@ -404,6 +407,7 @@ class ProducerState:
                 producers[header.producer_id] = entry
                 if entry.txn_first_offset >= 0 and current.txn_first_offset < 0:
                     self._ongoing[entry.txn_first_offset] = header.producer_id
+                    self._ongoing_changed()
                 applied += 1
             if last_offset + 1 > self.map_end_offset:
                 self.map_end_offset = last_offset + 1
@@ -414,6 +418,10 @@ class ProducerState:
         self._ongoing = {
             e.txn_first_offset: pid for pid, e in self._producers.items() if e.txn_first_offset >= 0
         }
+        self._ongoing_changed()
+
+    def _ongoing_changed(self) -> None:
+        self.first_unstable = min(self._ongoing) if self._ongoing else -1
 
     def _replay_marker(
         self,
@@ -471,11 +479,12 @@ class ProducerState:
         if first < 0:
             return None
         self._ongoing.pop(first, None)
+        self._ongoing_changed()
         return CompletedTxn(producer_id, first, offset, not commit)
 
     def first_unstable_offset(self) -> int:
         """The smallest first offset of an ongoing transaction, -1 if none."""
-        return min(self._ongoing) if self._ongoing else -1
+        return self.first_unstable
 
     def last_stable_offset(self, high_watermark: int) -> int:
         """Kafka's LSO: min(first offset of the ongoing transactions, high watermark)."""
@@ -532,4 +541,5 @@ class ProducerState:
         """Forget everything: the log was emptied and restarts at `offset`."""
         self._producers.clear()
         self._ongoing.clear()
+        self.first_unstable = -1
         self.map_end_offset = offset

@@ -22,6 +22,7 @@ from typing import Any, cast
 
 from broker.context import BrokerContext, Deferred
 from broker.dispatch import handler_for
+from broker.handlers.fetch import REPORT_LSO_KEY
 from broker.handlers.produce import KAFKA_BATCHES_KEY
 from broker.kafka.call import KafkaAnswer, KafkaApi, KafkaCall
 from broker.kafka.edge import check_batch_sizes, to_kafka
@@ -335,15 +336,18 @@ def _fetch_partition(
     res: dict[str, Any], records: bytes | RecordSource, committed: bool
 ) -> dict[str, Any]:
     error = _kafka_error(res["error"])
-    high_watermark = res["high_watermark"] if error is KafkaError.NONE else -1
+    ok = error is KafkaError.NONE
+    high_watermark = res["high_watermark"] if ok else -1
+    aborted = res.get("aborted_transactions") if ok else None
     return {
         "partition_index": res["partition"],
         "error_code": error.code,
         "high_watermark": high_watermark,
-        # No transactions: everything below the high watermark is stable.
-        "last_stable_offset": high_watermark,
-        "log_start_offset": res["log_start_offset"] if error is KafkaError.NONE else -1,
-        "aborted_transactions": [] if committed else None,
+        "last_stable_offset": res.get("last_stable_offset", high_watermark) if ok else -1,
+        "log_start_offset": res["log_start_offset"] if ok else -1,
+        # read_committed: the aborted transactions of the range (Kafka sends null, not
+        # an empty list, to a read_uncommitted fetch).
+        "aborted_transactions": (aborted if aborted is not None else []) if committed else None,
         "preferred_read_replica": -1,
         "records": records,
     }
@@ -390,7 +394,9 @@ async def fetch(call: KafkaCall) -> KafkaAnswer:
         ],
         "local_read": False,  # the records travel on this connection
         "kafka_batches": True,  # as stored: edge.to_kafka converts Tidelog batches only
+        "isolation_level": 1 if body["isolation_level"] == 1 else 0,
     }
+    cast("dict[str, Any]", native_body)[REPORT_LSO_KEY] = True  # Kafka answers the LSO
     native = await handler_for("fetch")(call.ctx, native_body)
     assert native is not None and not isinstance(native, Deferred)
     committed = body["isolation_level"] == 1
@@ -458,6 +464,7 @@ async def list_offsets(call: KafkaCall) -> KafkaAnswer:
             for t in answer["topics"]:
                 for p in t["partitions"]:
                     found[(t["topic"], p["partition"])] = p
+    committed = call.body.get("isolation_level", 0) == 1
     topics = []
     for t in call.body["topics"]:
         parts = []
@@ -465,6 +472,8 @@ async def list_offsets(call: KafkaCall) -> KafkaAnswer:
             key = (t["name"], p["partition_index"])
             res = found.get(key)
             error = refused.get(key) or _kafka_error(res["error"] if res else None)
+            if committed and res is not None and p["timestamp"] == LATEST_TIMESTAMP:
+                res = _last_stable(call.ctx, key, res)
             parts.append(
                 {
                     "partition_index": p["partition_index"],
@@ -476,6 +485,17 @@ async def list_offsets(call: KafkaCall) -> KafkaAnswer:
             )
         topics.append({"name": t["name"], "partitions": parts})
     return {"throttle_time_ms": 0, "topics": topics}
+
+
+def _last_stable(ctx: BrokerContext, key: tuple[str, int], res: dict[str, Any]) -> dict[str, Any]:
+    """ListOffsets read_committed: "latest" is the last stable offset (Kafka's)."""
+    if res.get("error") is not None:
+        return res
+    try:
+        plog = ctx.manager.get_log(*key)
+    except (TidelogError, KeyError, IndexError):
+        return res
+    return {**res, "offset": plog.last_stable_offset}
 
 
 HANDLERS: dict[int, KafkaApi] = {
