@@ -36,7 +36,7 @@ from broker.fetch_send import FrameParts
 from broker.handlers.fetch import FETCH_RESPONSE_MAX_BYTES
 from broker.kafka.call import KafkaAnswer, KafkaCall
 from broker.kafka.core import CLUSTER_ID
-from broker.kafka.registry import KAFKA_HANDLERS
+from broker.kafka.registry import KAFKA_HANDLERS, SERVED_VERSIONS
 from broker.kafka.throttle import cap_fetch, measured, throttled, wait_unmuted
 from broker.logging import get_logger, request_fields
 from broker.wirecodec import Close, Frame, Outcome
@@ -47,7 +47,6 @@ from protocol.kafka.codec import (
     KafkaRequest,
     RequestHeader,
     UnsupportedRequest,
-    api_version_ranges,
     decode_request,
     decode_request_header,
     encode_response,
@@ -83,12 +82,26 @@ FRAME_DECODE_NS_PER_BYTE = 14
 
 def advertised_apis() -> list[Api]:
     """What ApiVersions lists: every API the registry serves, and ApiVersions itself."""
-    keys = set(KAFKA_HANDLERS) | {API_VERSIONS.key}
-    return [APIS_BY_KEY[key] for key in sorted(keys)]
+    return [APIS_BY_KEY[key] for key in sorted(SERVED_VERSIONS)]
+
+
+def advertised_ranges() -> list[dict[str, int]]:
+    """ApiVersions' `api_keys`: each served API at the versions its row serves (a table
+    may cover more, schemas landing before their handlers: those stay unadvertised)."""
+    return [
+        {"api_key": key, "min_version": served.low, "max_version": served.high}
+        for key, served in sorted(SERVED_VERSIONS.items())
+    ]
+
+
+def served(header: RequestHeader) -> bool:
+    """Whether the registry serves this request's API at its version."""
+    versions = SERVED_VERSIONS.get(header.api_key)
+    return versions is not None and header.api_version in versions
 
 
 # The registry is fixed at import, so the ranges are too.
-_ADVERTISED_RANGES = api_version_ranges(advertised_apis())
+_ADVERTISED_RANGES = advertised_ranges()
 
 
 # The features a single-node Kafka 4.4 broker reports (its ApiVersions v3+ tagged
@@ -194,7 +207,7 @@ def error_frame(header: RequestHeader, error: KafkaError) -> bytes | None:
         body = {"error_code": error.code, "api_keys": _ADVERTISED_RANGES}
         return encode_response(API_VERSIONS, 0, header.correlation_id, body)
     api = APIS_BY_KEY.get(header.api_key)
-    if api is None or not api.min_version <= header.api_version <= api.max_version:
+    if api is None or not served(header):
         return None
     if not _has_error_code(api, header.api_version):
         return None
@@ -333,7 +346,8 @@ class KafkaCodec:
         if api.key == API_VERSIONS.key:
             return _encode(ctx, request, _api_versions(ctx, request), arrived)
         handler = KAFKA_HANDLERS.get(api.key)
-        if handler is None:  # the codec knows it, no family module serves it (yet)
+        if handler is None or not served(request.header):
+            # the codec knows it, no family module serves it (or this version of it) yet
             return self._refuse_request(
                 ctx, request.header, UnsupportedRequest(request.header), arrived
             )

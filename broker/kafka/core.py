@@ -16,11 +16,13 @@ broker/kafka/leader_epoch.py).
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Iterable, Mapping
 from typing import Any, cast
 
 from broker.context import BrokerContext, Deferred
 from broker.dispatch import handler_for
+from broker.handlers.fetch import REPORT_LSO_KEY
 from broker.handlers.produce import KAFKA_BATCHES_KEY
 from broker.kafka.call import KafkaAnswer, KafkaApi, KafkaCall
 from broker.kafka.edge import check_batch_sizes, to_kafka
@@ -39,11 +41,17 @@ from protocol.api_types import (
     ProduceRequest,
     ProduceTopic,
 )
+from protocol.batch import KAFKA_LAYOUT
 from protocol.errors import TidelogError
 from protocol.kafka.errors import KafkaCodecError, KafkaError, for_tidelog_code
 from protocol.kafka.messages import FETCH, LIST_OFFSETS, METADATA, PRODUCE
 from protocol.offsets_schema import INTERNAL_TOPICS
 from storage.record_source import RecordSource
+
+# Where a v2 batch keeps its producer id and epoch (the KIP-890 verifier needs them).
+KAFKA_HEADER_SIZE = KAFKA_LAYOUT.size
+_PRODUCER = struct.Struct(">qh")
+_PRODUCER_AT = KAFKA_LAYOUT.offset["producer_id"]
 
 log = get_logger(component="kafka")
 
@@ -240,6 +248,23 @@ def _max_message_bytes(ctx: BrokerContext, topic: str) -> int:
         return ctx.manager.default_config().max_message_bytes
 
 
+def _verify_txn(
+    ctx: BrokerContext, body: dict[str, Any], topic: str, partition: int, records: Any
+) -> tuple[KafkaError, str] | None:
+    """KIP-890 part 1: the coordinator's verifier (`LogManager.txn_verifier`), asked for
+    a transactional producer's batch when one is installed; else nothing to verify."""
+    verifier = ctx.manager.txn_verifier
+    txn_id = body.get("transactional_id")
+    if verifier is None or txn_id is None or len(records) < KAFKA_HEADER_SIZE:
+        return None
+    producer_id, producer_epoch = _PRODUCER.unpack_from(records, _PRODUCER_AT)
+    error = verifier(txn_id, producer_id, producer_epoch, topic, partition)
+    if error is None:
+        return None
+    kafka_error = for_tidelog_code(error)
+    return kafka_error, f"transaction {txn_id!r} did not add {topic}-{partition}"
+
+
 async def produce(call: KafkaCall) -> KafkaAnswer | Deferred[KafkaAnswer] | None:
     """Append through the native produce, the Kafka batches as they were sent.
 
@@ -278,6 +303,10 @@ async def produce(call: KafkaCall) -> KafkaAnswer | Deferred[KafkaAnswer] | None
                 log.info("kafka_produce_rejected", topic=t["name"], partition=p["index"],
                          error=exc.error.name, reason=exc.message)  # fmt: skip
                 continue
+            refusal = _verify_txn(call.ctx, body, name, p["index"], records)
+            if refusal is not None:
+                refused[(name, p["index"])] = refusal
+                continue
             parts.append({"partition": p["index"], "records": records})
         topics.append({"topic": t["name"], "partitions": parts})
     native_body: ProduceRequest = {
@@ -307,15 +336,18 @@ def _fetch_partition(
     res: dict[str, Any], records: bytes | RecordSource, committed: bool
 ) -> dict[str, Any]:
     error = _kafka_error(res["error"])
-    high_watermark = res["high_watermark"] if error is KafkaError.NONE else -1
+    ok = error is KafkaError.NONE
+    high_watermark = res["high_watermark"] if ok else -1
+    aborted = res.get("aborted_transactions") if ok else None
     return {
         "partition_index": res["partition"],
         "error_code": error.code,
         "high_watermark": high_watermark,
-        # No transactions: everything below the high watermark is stable.
-        "last_stable_offset": high_watermark,
-        "log_start_offset": res["log_start_offset"] if error is KafkaError.NONE else -1,
-        "aborted_transactions": [] if committed else None,
+        "last_stable_offset": res.get("last_stable_offset", high_watermark) if ok else -1,
+        "log_start_offset": res["log_start_offset"] if ok else -1,
+        # read_committed: the aborted transactions of the range (Kafka sends null, not
+        # an empty list, to a read_uncommitted fetch).
+        "aborted_transactions": (aborted if aborted is not None else []) if committed else None,
         "preferred_read_replica": -1,
         "records": records,
     }
@@ -362,7 +394,9 @@ async def fetch(call: KafkaCall) -> KafkaAnswer:
         ],
         "local_read": False,  # the records travel on this connection
         "kafka_batches": True,  # as stored: edge.to_kafka converts Tidelog batches only
+        "isolation_level": 1 if body["isolation_level"] == 1 else 0,
     }
+    cast("dict[str, Any]", native_body)[REPORT_LSO_KEY] = True  # Kafka answers the LSO
     native = await handler_for("fetch")(call.ctx, native_body)
     assert native is not None and not isinstance(native, Deferred)
     committed = body["isolation_level"] == 1
@@ -430,6 +464,7 @@ async def list_offsets(call: KafkaCall) -> KafkaAnswer:
             for t in answer["topics"]:
                 for p in t["partitions"]:
                     found[(t["topic"], p["partition"])] = p
+    committed = call.body.get("isolation_level", 0) == 1
     topics = []
     for t in call.body["topics"]:
         parts = []
@@ -437,6 +472,8 @@ async def list_offsets(call: KafkaCall) -> KafkaAnswer:
             key = (t["name"], p["partition_index"])
             res = found.get(key)
             error = refused.get(key) or _kafka_error(res["error"] if res else None)
+            if committed and res is not None and p["timestamp"] == LATEST_TIMESTAMP:
+                res = _last_stable(call.ctx, key, res)
             parts.append(
                 {
                     "partition_index": p["partition_index"],
@@ -448,6 +485,17 @@ async def list_offsets(call: KafkaCall) -> KafkaAnswer:
             )
         topics.append({"name": t["name"], "partitions": parts})
     return {"throttle_time_ms": 0, "topics": topics}
+
+
+def _last_stable(ctx: BrokerContext, key: tuple[str, int], res: dict[str, Any]) -> dict[str, Any]:
+    """ListOffsets read_committed: "latest" is the last stable offset (Kafka's)."""
+    if res.get("error") is not None:
+        return res
+    try:
+        plog = ctx.manager.get_log(*key)
+    except (TidelogError, KeyError, IndexError):
+        return res
+    return {**res, "offset": plog.last_stable_offset}
 
 
 HANDLERS: dict[int, KafkaApi] = {

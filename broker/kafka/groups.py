@@ -42,8 +42,13 @@ from protocol.kafka.messages import (
 )
 from protocol.offsets_schema import MAX_METADATA_CHARS
 
-# FindCoordinator key types (KIP-98): only groups have a coordinator here.
+# FindCoordinator key types (KIP-98).
 GROUP_KEY_TYPE = 0
+TRANSACTION_KEY_TYPE = 1
+# FindCoordinator versions that ask for a batch of keys (KIP-699).
+FIND_COORDINATOR_BATCH_MIN_VERSION = 4
+# OffsetFetch versions that ask for several groups (KIP-709).
+OFFSET_FETCH_GROUPS_MIN_VERSION = 8
 # JoinGroup versions whose clients know MEMBER_ID_REQUIRED (KIP-394).
 MEMBER_ID_REQUIRED_MIN_VERSION = 4
 # LeaveGroup versions that name several members (KIP-345).
@@ -63,18 +68,52 @@ async def _native(call: KafkaCall, api: str, body: dict[str, Any]) -> dict[str, 
     return answer
 
 
+def _coordinator_for(call: KafkaCall, key: str, key_type: int) -> tuple[KafkaError, str | None]:
+    """Whether this broker answers as the coordinator of `key` (it coordinates every
+    group and, once its transaction log is loaded, every transactional id)."""
+    if key_type == GROUP_KEY_TYPE:
+        if not call.permits(_DESCRIBE_GROUP, key):
+            return KafkaError.GROUP_AUTHORIZATION_FAILED, f"not authorized to describe {key}"
+        return KafkaError.NONE, None
+    if key_type == TRANSACTION_KEY_TYPE:
+        if not key:
+            return KafkaError.INVALID_REQUEST, "an empty transactional id"
+        if not call.ctx.transactions.loaded:
+            return KafkaError.COORDINATOR_NOT_AVAILABLE, "the transaction log is loading"
+        return KafkaError.NONE, None
+    return KafkaError.INVALID_REQUEST, f"key_type {key_type}: groups (0) and transactions (1)"
+
+
 async def find_coordinator(call: KafkaCall) -> KafkaAnswer:
-    """This broker coordinates every group; transactions have no coordinator here."""
+    """This broker coordinates every group and every transactional id (v4+: a batch
+    of keys, each answered)."""
     host, port = advertised_address(call)
-    if call.body.get("key_type", GROUP_KEY_TYPE) != GROUP_KEY_TYPE:
-        return _no_coordinator(
-            call, KafkaError.INVALID_REQUEST, "only group coordinators (key_type 0) are served"
-        )
+    node = call.ctx.config.node_id
+    key_type = call.body.get("key_type", GROUP_KEY_TYPE)
+    if call.version >= FIND_COORDINATOR_BATCH_MIN_VERSION:
+        coordinators = []
+        for key in call.body["coordinator_keys"]:
+            error, message = _coordinator_for(call, key, key_type)
+            found = error is KafkaError.NONE
+            coordinators.append(
+                {
+                    "key": key,
+                    "node_id": node if found else -1,
+                    "host": host if found else "",
+                    "port": port if found else -1,
+                    "error_code": error.code,
+                    "error_message": message,
+                }
+            )
+        return {"throttle_time_ms": 0, "coordinators": coordinators}
+    error, message = _coordinator_for(call, call.body["key"], key_type)
+    if error is not KafkaError.NONE:
+        return _no_coordinator(call, error, message or error.name)
     return {
         "throttle_time_ms": 0,
         "error_code": KafkaError.NONE.code,
         "error_message": None,
-        "node_id": call.ctx.config.node_id,
+        "node_id": node,
         "host": host,
         "port": port,
     }
@@ -351,19 +390,36 @@ async def offset_commit(call: KafkaCall) -> KafkaAnswer:
 
 
 async def offset_fetch(call: KafkaCall) -> KafkaAnswer:
-    """Committed offsets (-1 and no error where none was committed, as Kafka answers)."""
+    """Committed offsets (-1 and no error where none was committed, as Kafka answers).
+
+    v8+ asks for several groups at once. `require_stable` (v7+, KIP-447): a partition
+    an open transaction has a pending TxnOffsetCommit for answers
+    UNSTABLE_OFFSET_COMMIT (retriable) until the transaction ends."""
     body = call.body
-    topics = body["topics"]
+    stable = bool(body.get("require_stable", False))
+    if call.version < OFFSET_FETCH_GROUPS_MIN_VERSION:
+        topics, error = await _fetch_group(call, body["group_id"], body["topics"], stable)
+        return {"throttle_time_ms": 0, "topics": topics, "error_code": error}
+    groups = []
+    for group in body["groups"]:
+        topics, error = await _fetch_group(call, group["group_id"], group["topics"], stable)
+        groups.append({"group_id": group["group_id"], "topics": topics, "error_code": error})
+    return {"throttle_time_ms": 0, "groups": groups}
+
+
+async def _fetch_group(
+    call: KafkaCall, group: str, topics: list[dict[str, Any]] | None, require_stable: bool
+) -> tuple[list[dict[str, Any]], int]:
+    """One group's topics as OffsetFetch answers them, and its error code."""
     wanted = (
         None
         if topics is None
         else [{"topic": t["name"], "partitions": list(t["partition_indexes"])} for t in topics]
     )
-    if not body["group_id"]:
-        error = KafkaError.INVALID_GROUP_ID
-        return {"throttle_time_ms": 0, "topics": [], "error_code": error.code}
+    if not group:
+        return [], KafkaError.INVALID_GROUP_ID.code
     try:
-        answer = await _native(call, "fetch_offsets", {"group": body["group_id"], "topics": wanted})
+        answer = await _native(call, "fetch_offsets", {"group": group, "topics": wanted})
     except GroupAuthorizationFailed:  # v2+ read the top-level code, v0-1 each partition's
         denied = GroupAuthorizationFailed.code
         refused = [
@@ -377,27 +433,26 @@ async def offset_fetch(call: KafkaCall) -> KafkaAnswer:
             for t in wanted or []
         ]
         answer = {"topics": refused, "error": denied}
-    return {
-        "throttle_time_ms": 0,
-        "topics": [
-            {
-                "name": t["topic"],
-                "partitions": [
-                    {
-                        "partition_index": p["partition"],
-                        "committed_offset": p["offset"],
-                        "committed_leader_epoch": NO_EPOCH,
-                        "metadata": p["metadata"],
-                        # a topic the principal may not describe: TOPIC_AUTHORIZATION_FAILED
-                        "error_code": _code(p.get("error")),
-                    }
-                    for p in t["partitions"]
-                ],
-            }
-            for t in answer["topics"]
-        ],
-        "error_code": _code(answer.get("error")),
-    }
+    pending = call.ctx.transactions.has_pending_offset if require_stable else None
+    out = []
+    for t in answer["topics"]:
+        parts = []
+        for p in t["partitions"]:
+            error = _code(p.get("error"))  # a topic not described: TOPIC_AUTHORIZATION_FAILED
+            offset = p["offset"]
+            if pending is not None and error == 0 and pending(group, (t["topic"], p["partition"])):
+                error, offset = KafkaError.UNSTABLE_OFFSET_COMMIT.code, -1
+            parts.append(
+                {
+                    "partition_index": p["partition"],
+                    "committed_offset": offset,
+                    "committed_leader_epoch": NO_EPOCH,
+                    "metadata": p["metadata"],
+                    "error_code": error,
+                }
+            )
+        out.append({"name": t["topic"], "partitions": parts})
+    return out, _code(answer.get("error"))
 
 
 async def offset_delete(call: KafkaCall) -> KafkaAnswer:
@@ -429,7 +484,9 @@ _DELETE_GROUP = Right(Operation.DELETE, ResourceType.GROUP)
 _READ_TOPIC = Right(Operation.READ, ResourceType.TOPIC)
 HANDLERS: dict[int, KafkaApi] = {
     FIND_COORDINATOR.key: KafkaApi(
-        find_coordinator, Requires(whole=_DESCRIBE_GROUP, name_from="key"), _no_coordinator
+        find_coordinator,
+        Requires(each=_DESCRIBE_GROUP),
+        versions="0-5",
     ),
     JOIN_GROUP.key: KafkaApi(join_group, via=("join_group",)),
     SYNC_GROUP.key: KafkaApi(sync_group, via=("sync_group",)),
@@ -439,7 +496,7 @@ HANDLERS: dict[int, KafkaApi] = {
     DESCRIBE_GROUPS.key: KafkaApi(describe_groups, via=("describe_groups",)),
     DELETE_GROUPS.key: KafkaApi(delete_groups, via=("delete_groups",)),
     OFFSET_COMMIT.key: KafkaApi(offset_commit, via=("commit_offsets",)),
-    OFFSET_FETCH.key: KafkaApi(offset_fetch, via=("fetch_offsets",)),
+    OFFSET_FETCH.key: KafkaApi(offset_fetch, via=("fetch_offsets",), versions="1-9"),
     OFFSET_DELETE.key: KafkaApi(
         offset_delete, Requires(whole=_DELETE_GROUP, name_from="group_id", each=_READ_TOPIC)
     ),

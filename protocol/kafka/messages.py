@@ -278,7 +278,7 @@ OFFSET_COMMIT = Api(
 OFFSET_FETCH = Api(
     key=9,
     name="OffsetFetch",
-    versions="1-5",
+    versions="0-9",
     flexible="6+",
     request=(
         F("group_id", "string", "0-7"),
@@ -290,6 +290,23 @@ OFFSET_FETCH = Api(
             F("partition_indexes", "[]int32", "0-7"),
             nullable="2-7",
         ),
+        F(
+            "groups",
+            "[]",
+            "8+",
+            F("group_id", "string", "8+"),
+            F("member_id", "string", "9+", nullable="9+", default=None),
+            F("member_epoch", "int32", "9+", default=-1),
+            F(
+                "topics",
+                "[]",
+                "8+",
+                F("name", "string", "8-9"),
+                F("partition_indexes", "[]int32", "8+"),
+                nullable="8+",
+            ),
+        ),
+        F("require_stable", "bool", "7+"),
     ),
     response=(
         F("throttle_time_ms", "int32", "3+"),
@@ -310,17 +327,41 @@ OFFSET_FETCH = Api(
             ),
         ),
         F("error_code", "int16", "2-7"),
+        F(
+            "groups",
+            "[]",
+            "8+",
+            F("group_id", "string", "8+"),
+            F(
+                "topics",
+                "[]",
+                "8+",
+                F("name", "string", "8-9"),
+                F(
+                    "partitions",
+                    "[]",
+                    "8+",
+                    F("partition_index", "int32", "8+"),
+                    F("committed_offset", "int64", "8+"),
+                    F("committed_leader_epoch", "int32", "8+", default=-1),
+                    F("metadata", "string", "8+", nullable="8+"),
+                    F("error_code", "int16", "8+"),
+                ),
+            ),
+            F("error_code", "int16", "8+"),
+        ),
     ),
 )
 
 FIND_COORDINATOR = Api(
     key=10,
     name="FindCoordinator",
-    versions="0-2",
+    versions="0-6",
     flexible="3+",
     request=(
         F("key", "string", "0-3"),
         F("key_type", "int8", "1+"),
+        F("coordinator_keys", "[]string", "4+"),
     ),
     response=(
         F("throttle_time_ms", "int32", "1+"),
@@ -329,6 +370,17 @@ FIND_COORDINATOR = Api(
         F("node_id", "int32", "0-3"),
         F("host", "string", "0-3"),
         F("port", "int32", "0-3"),
+        F(
+            "coordinators",
+            "[]",
+            "4+",
+            F("key", "string", "4+"),
+            F("node_id", "int32", "4+"),
+            F("host", "string", "4+"),
+            F("port", "int32", "4+"),
+            F("error_code", "int16", "4+"),
+            F("error_message", "string", "4+", nullable="4+"),
+        ),
     ),
 )
 
@@ -650,17 +702,23 @@ DELETE_RECORDS = Api(
 INIT_PRODUCER_ID = Api(
     key=22,
     name="InitProducerId",
-    versions="0-1",
+    versions="0-6",
     flexible="2+",
     request=(
         F("transactional_id", "string", "0+", nullable="0+"),
         F("transaction_timeout_ms", "int32", "0+"),
+        F("producer_id", "int64", "3+", default=-1),
+        F("producer_epoch", "int16", "3+", default=-1),
+        F("enable2_pc", "bool", "6+"),
+        F("keep_prepared_txn", "bool", "6+"),
     ),
     response=(
         F("throttle_time_ms", "int32", "0+"),
         F("error_code", "int16", "0+"),
         F("producer_id", "int64", "0+", default=-1),
         F("producer_epoch", "int16", "0+"),
+        F("ongoing_txn_producer_id", "int64", "6+", default=-1),
+        F("ongoing_txn_producer_epoch", "int16", "6+", default=-1),
     ),
 )
 
@@ -1420,6 +1478,307 @@ ALTER_USER_SCRAM_CREDENTIALS = Api(
     ),
 )
 
+ADD_PARTITIONS_TO_TXN = Api(
+    key=24,
+    name="AddPartitionsToTxn",
+    versions="0-5",
+    flexible="3+",
+    request=(
+        F(
+            "transactions",
+            "[]",
+            "4+",
+            F("transactional_id", "string", "4+"),
+            F("producer_id", "int64", "4+"),
+            F("producer_epoch", "int16", "4+"),
+            F("verify_only", "bool", "4+"),
+            F(
+                "topics",
+                "[]",
+                "4+",
+                F("name", "string", "0+"),
+                F("partitions", "[]int32", "0+"),
+            ),
+        ),
+        F("v3_and_below_transactional_id", "string", "0-3"),
+        F("v3_and_below_producer_id", "int64", "0-3"),
+        F("v3_and_below_producer_epoch", "int16", "0-3"),
+        F(
+            "v3_and_below_topics",
+            "[]",
+            "0-3",
+            F("name", "string", "0+"),
+            F("partitions", "[]int32", "0+"),
+        ),
+    ),
+    response=(
+        F("throttle_time_ms", "int32", "0+"),
+        F("error_code", "int16", "4+"),
+        F(
+            "results_by_transaction",
+            "[]",
+            "4+",
+            F("transactional_id", "string", "4+"),
+            F(
+                "topic_results",
+                "[]",
+                "4+",
+                F("name", "string", "0+"),
+                F(
+                    "results_by_partition",
+                    "[]",
+                    "0+",
+                    F("partition_index", "int32", "0+"),
+                    F("partition_error_code", "int16", "0+"),
+                ),
+            ),
+        ),
+        F(
+            "results_by_topic_v3_and_below",
+            "[]",
+            "0-3",
+            F("name", "string", "0+"),
+            F(
+                "results_by_partition",
+                "[]",
+                "0+",
+                F("partition_index", "int32", "0+"),
+                F("partition_error_code", "int16", "0+"),
+            ),
+        ),
+    ),
+)
+
+ADD_OFFSETS_TO_TXN = Api(
+    key=25,
+    name="AddOffsetsToTxn",
+    versions="0-4",
+    flexible="3+",
+    request=(
+        F("transactional_id", "string", "0+"),
+        F("producer_id", "int64", "0+"),
+        F("producer_epoch", "int16", "0+"),
+        F("group_id", "string", "0+"),
+    ),
+    response=(
+        F("throttle_time_ms", "int32", "0+"),
+        F("error_code", "int16", "0+"),
+    ),
+)
+
+END_TXN = Api(
+    key=26,
+    name="EndTxn",
+    versions="0-5",
+    flexible="3+",
+    request=(
+        F("transactional_id", "string", "0+"),
+        F("producer_id", "int64", "0+"),
+        F("producer_epoch", "int16", "0+"),
+        F("committed", "bool", "0+"),
+    ),
+    response=(
+        F("throttle_time_ms", "int32", "0+"),
+        F("error_code", "int16", "0+"),
+        F("producer_id", "int64", "5+", default=-1),
+        F("producer_epoch", "int16", "5+", default=-1),
+    ),
+)
+
+WRITE_TXN_MARKERS = Api(
+    key=27,
+    name="WriteTxnMarkers",
+    versions="0-2",
+    flexible="1+",
+    request=(
+        F(
+            "markers",
+            "[]",
+            "0+",
+            F("producer_id", "int64", "0+"),
+            F("producer_epoch", "int16", "0+"),
+            F("transaction_result", "bool", "0+"),
+            F(
+                "topics",
+                "[]",
+                "0+",
+                F("name", "string", "0+"),
+                F("partition_indexes", "[]int32", "0+"),
+            ),
+            F("coordinator_epoch", "int32", "0+"),
+            F("transaction_version", "int8", "2+"),
+        ),
+    ),
+    response=(
+        F(
+            "markers",
+            "[]",
+            "0+",
+            F("producer_id", "int64", "0+"),
+            F(
+                "topics",
+                "[]",
+                "0+",
+                F("name", "string", "0+"),
+                F(
+                    "partitions",
+                    "[]",
+                    "0+",
+                    F("partition_index", "int32", "0+"),
+                    F("error_code", "int16", "0+"),
+                ),
+            ),
+        ),
+    ),
+)
+
+TXN_OFFSET_COMMIT = Api(
+    key=28,
+    name="TxnOffsetCommit",
+    versions="0-5",
+    flexible="3+",
+    request=(
+        F("transactional_id", "string", "0+"),
+        F("group_id", "string", "0+"),
+        F("producer_id", "int64", "0+"),
+        F("producer_epoch", "int16", "0+"),
+        F("generation_id", "int32", "3+", default=-1),
+        F("member_id", "string", "3+"),
+        F("group_instance_id", "string", "3+", nullable="3+", default=None),
+        F(
+            "topics",
+            "[]",
+            "0+",
+            F("name", "string", "0+"),
+            F(
+                "partitions",
+                "[]",
+                "0+",
+                F("partition_index", "int32", "0+"),
+                F("committed_offset", "int64", "0+"),
+                F("committed_leader_epoch", "int32", "2+", default=-1),
+                F("committed_metadata", "string", "0+", nullable="0+"),
+            ),
+        ),
+    ),
+    response=(
+        F("throttle_time_ms", "int32", "0+"),
+        F(
+            "topics",
+            "[]",
+            "0+",
+            F("name", "string", "0+"),
+            F(
+                "partitions",
+                "[]",
+                "0+",
+                F("partition_index", "int32", "0+"),
+                F("error_code", "int16", "0+"),
+            ),
+        ),
+    ),
+)
+
+DESCRIBE_PRODUCERS = Api(
+    key=61,
+    name="DescribeProducers",
+    versions="0",
+    flexible="0+",
+    request=(
+        F(
+            "topics",
+            "[]",
+            "0+",
+            F("name", "string", "0+"),
+            F("partition_indexes", "[]int32", "0+"),
+        ),
+    ),
+    response=(
+        F("throttle_time_ms", "int32", "0+"),
+        F(
+            "topics",
+            "[]",
+            "0+",
+            F("name", "string", "0+"),
+            F(
+                "partitions",
+                "[]",
+                "0+",
+                F("partition_index", "int32", "0+"),
+                F("error_code", "int16", "0+"),
+                F("error_message", "string", "0+", nullable="0+", default=None),
+                F(
+                    "active_producers",
+                    "[]",
+                    "0+",
+                    F("producer_id", "int64", "0+"),
+                    F("producer_epoch", "int32", "0+"),
+                    F("last_sequence", "int32", "0+", default=-1),
+                    F("last_timestamp", "int64", "0+", default=-1),
+                    F("coordinator_epoch", "int32", "0+"),
+                    F("current_txn_start_offset", "int64", "0+", default=-1),
+                ),
+            ),
+        ),
+    ),
+)
+
+DESCRIBE_TRANSACTIONS = Api(
+    key=65,
+    name="DescribeTransactions",
+    versions="0",
+    flexible="0+",
+    request=(F("transactional_ids", "[]string", "0+"),),
+    response=(
+        F("throttle_time_ms", "int32", "0+"),
+        F(
+            "transaction_states",
+            "[]",
+            "0+",
+            F("error_code", "int16", "0+"),
+            F("transactional_id", "string", "0+"),
+            F("transaction_state", "string", "0+"),
+            F("transaction_timeout_ms", "int32", "0+"),
+            F("transaction_start_time_ms", "int64", "0+"),
+            F("producer_id", "int64", "0+"),
+            F("producer_epoch", "int16", "0+"),
+            F(
+                "topics",
+                "[]",
+                "0+",
+                F("topic", "string", "0+"),
+                F("partitions", "[]int32", "0+"),
+            ),
+        ),
+    ),
+)
+
+LIST_TRANSACTIONS = Api(
+    key=66,
+    name="ListTransactions",
+    versions="0-2",
+    flexible="0+",
+    request=(
+        F("state_filters", "[]string", "0+"),
+        F("producer_id_filters", "[]int64", "0+"),
+        F("duration_filter", "int64", "1+", default=-1),
+        F("transactional_id_pattern", "string", "2+", nullable="2+", default=None),
+    ),
+    response=(
+        F("throttle_time_ms", "int32", "0+"),
+        F("error_code", "int16", "0+"),
+        F("unknown_state_filters", "[]string", "0+"),
+        F(
+            "transaction_states",
+            "[]",
+            "0+",
+            F("transactional_id", "string", "0+"),
+            F("producer_id", "int64", "0+"),
+            F("transaction_state", "string", "0+"),
+        ),
+    ),
+)
+
 ALL_APIS: tuple[Api, ...] = (
     PRODUCE,
     FETCH,
@@ -1460,4 +1819,12 @@ ALL_APIS: tuple[Api, ...] = (
     ALTER_CLIENT_QUOTAS,
     DESCRIBE_USER_SCRAM_CREDENTIALS,
     ALTER_USER_SCRAM_CREDENTIALS,
+    ADD_PARTITIONS_TO_TXN,
+    ADD_OFFSETS_TO_TXN,
+    END_TXN,
+    WRITE_TXN_MARKERS,
+    TXN_OFFSET_COMMIT,
+    DESCRIBE_PRODUCERS,
+    DESCRIBE_TRANSACTIONS,
+    LIST_TRANSACTIONS,
 )
