@@ -39,16 +39,18 @@ def run_scenario(
     Returns the app's JSON document and what `while_open` returned. The app's stderr
     (its log) goes to `log`; a non-zero exit raises with its tail.
     """
-    with log.open("w") as err:
-        proc = subprocess.Popen(
+    with (
+        log.open("w") as err,
+        subprocess.Popen(
             _argv("scenario", bootstrap, topic, txn_prefix),
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True,
-        )  # fmt: skip
+        ) as proc,
+    ):  # fmt: skip
         assert proc.stdin is not None and proc.stdout is not None
         timer = _Killer(proc, SCENARIO_TIMEOUT_S)
+        seen_open: Any = None
+        lines: list[str] = []
         try:
-            seen_open: Any = None
-            lines: list[str] = []
             for line in proc.stdout:
                 lines.append(line)
                 if line.strip() == "OPEN":
@@ -100,6 +102,8 @@ class HangingProducer:
         if self.proc.poll() is None:
             os.kill(self.proc.pid, signal.SIGKILL)
             self.proc.wait()
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
         self._log.close()
 
 
