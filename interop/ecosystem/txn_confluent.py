@@ -133,6 +133,20 @@ def read(bootstrap: str, topic: str, isolation: str) -> list[tuple[int, int, str
         consumer.close()
 
 
+def _settled(bootstrap: str, topic: str) -> bool:
+    offsets = list_offsets(bootstrap, topic)
+    return offsets["read_committed"] == offsets["read_uncommitted"]
+
+
+def _wait(check: Callable[[], bool], timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(0.05)
+    return check()
+
+
 def observe(bootstrap: str, src: str, dst: str, group: str, txn_id: str) -> dict[str, Any]:
     """The scenario on `bootstrap` (topics `src`, `dst` of two partitions exist; `src`
     holds three records per partition): see the module doc."""
@@ -186,6 +200,9 @@ def observe(bootstrap: str, src: str, dst: str, group: str, txn_id: str) -> dict
     finally:
         source.close()
         producer.flush(1)
+    # Kafka answers EndTxn before it writes the markers: wait until no transaction is open.
+    if not _wait(lambda: _settled(bootstrap, dst), TXN_TIMEOUT_S):
+        raise TimeoutError(f"{dst}: the last commit's markers never landed")
     seen["committed_end"] = committed(bootstrap, src, group, "read_committed")
     seen["offsets_end"] = list_offsets(bootstrap, dst)
     seen["read_committed"] = read(bootstrap, dst, "read_committed")

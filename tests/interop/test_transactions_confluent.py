@@ -91,3 +91,11 @@ def test_confluent_transactions_as_on_kafka(
     on_tidelog = _observe(tidelog, unique)
     assert differences(on_kafka, on_tidelog) == []
     _check_model(on_tidelog)
+
+
+@pytest.mark.timeout(300)
+def test_one_kafka_broker_twice_looks_the_same(
+    kafka_tv1: Target, unique: Callable[[str], str]
+) -> None:
+    """Nothing run-specific is kept: two runs on one broker agree."""
+    assert differences(_observe(kafka_tv1, unique), _observe(kafka_tv1, unique)) == []

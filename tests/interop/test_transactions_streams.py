@@ -155,6 +155,9 @@ def _run(broker_name: str, work_dir: Path, unique: Callable[[str], str]) -> None
             _produce(broker.bootstrap, src, lines, STAGES[2])
             lines += STAGES[2]
             _wait_progress(broker, out, before + 50)
+            assert _committed_counts(broker.bootstrap, out) != _expected(lines), (
+                "the app finished stage 3 before the broker was killed: not mid-stream"
+            )
             broker.crash_restart()
             _wait_counts(app, broker, out, _expected(lines), "stage 3 (broker killed -9)")
         finally:

@@ -162,3 +162,12 @@ def test_kafka_transactions_tool_as_on_kafka(
     on_tidelog = _observe(tidelog, unique, tmp_path)
     assert differences(on_kafka, on_tidelog) == []
     _check_model(on_tidelog)
+
+
+@pytest.mark.timeout(300)
+def test_one_kafka_broker_twice_looks_the_same(
+    kafka_tv1: Target, unique: Callable[[str], str], tmp_path: Path
+) -> None:
+    """Nothing run-specific is kept (ids, epochs, clocks masked): two runs on one broker agree."""
+    first = _observe(kafka_tv1, unique, tmp_path)
+    assert differences(first, _observe(kafka_tv1, unique, tmp_path)) == []

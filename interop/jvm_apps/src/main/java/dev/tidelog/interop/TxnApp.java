@@ -48,6 +48,11 @@ public final class TxnApp {
   private final String bootstrap;
   private final String topic;
   private final List<String> sends = new ArrayList<>();
+  /** Each partition's high watermark once every marker asked for so far is written. */
+  private final Map<Integer, Long> expectedEnd = new TreeMap<>();
+  /** The partitions each producer's open transaction has touched. */
+  private final Map<KafkaProducer<String, String>, java.util.Set<Integer>> touched =
+      new HashMap<>();
 
   private TxnApp(String bootstrap, String topic) {
     this.bootstrap = bootstrap;
@@ -84,6 +89,38 @@ public final class TxnApp {
       throws Exception {
     long offset = producer.send(new ProducerRecord<>(topic, partition, value, value)).get().offset();
     sends.add("[" + quote(value) + "," + partition + "," + offset + "]");
+    expectedEnd.merge(partition, offset + 1, Math::max);
+    touched.computeIfAbsent(producer, k -> new java.util.TreeSet<>()).add(partition);
+  }
+
+  /**
+   * Commit or abort, then wait until its markers are in the log. Kafka answers EndTxn once
+   * PrepareCommit/PrepareAbort is durable and writes the markers after, so without the wait
+   * the markers of two transactions ended one after the other may land in either order.
+   */
+  private void end(KafkaProducer<String, String> producer, boolean commit) throws Exception {
+    if (commit) {
+      producer.commitTransaction();
+    } else {
+      producer.abortTransaction();
+    }
+    markersFor(producer);
+  }
+
+  /** The producer's open transaction ends (by it or by the coordinator): wait for markers. */
+  private void markersFor(KafkaProducer<String, String> producer) throws Exception {
+    for (int p : touched.getOrDefault(producer, java.util.Set.of())) {
+      expectedEnd.merge(p, 1L, Long::sum);
+    }
+    touched.remove(producer);
+    long deadline = System.currentTimeMillis() + READ_DEADLINE.toMillis();
+    while (!endOffsets("read_uncommitted").equals(expectedEnd)) {
+      if (System.currentTimeMillis() > deadline) {
+        throw new IllegalStateException("markers not written: " + endOffsets("read_uncommitted")
+            + " != " + expectedEnd);
+      }
+      Thread.sleep(20);
+    }
   }
 
   private String scenario(String prefix) throws Exception {
@@ -99,26 +136,26 @@ public final class TxnApp {
       send(a, 1, "a1-1");
       send(b, 1, "b1-1");
       send(a, 0, "a1-2");
-      b.commitTransaction();
-      a.abortTransaction();
+      end(b, true);
+      end(a, false);
 
       a.beginTransaction();
       send(a, 1, "a2-0");
       send(a, 1, "a2-1");
-      a.commitTransaction();
+      end(a, true);
 
       b.beginTransaction();
       send(b, 0, "b2-0");
-      b.abortTransaction();
+      end(b, false);
 
       a.beginTransaction();
       send(a, 0, "a3-0");
       b.beginTransaction();
       send(b, 1, "b3-0");
       send(a, 1, "a3-1");
-      a.commitTransaction();
+      end(a, true);
       send(b, 0, "b3-1");
-      b.abortTransaction();
+      end(b, false);
 
       a.beginTransaction();
       send(a, 0, "a4-0");
@@ -128,6 +165,7 @@ public final class TxnApp {
       new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8)).readLine();
 
       try (KafkaProducer<String, String> a2 = producer(prefix + "-a", 60_000)) {
+        markersFor(a); // the new instance's initTransactions aborted A's transaction
         afterFence = listOffsets();
         String sendError = error(() -> send(a, 1, "a4-1"));
         String commitError = error(a::commitTransaction);
@@ -138,7 +176,7 @@ public final class TxnApp {
         a2.beginTransaction();
         send(a2, 0, "a5-0");
         send(a2, 1, "a5-1");
-        a2.commitTransaction();
+        end(a2, true);
       }
     }
     out.append("\"sends\":[").append(String.join(",", sends)).append("]");
@@ -147,6 +185,7 @@ public final class TxnApp {
     out.append(",\"offsets_end\":").append(listOffsets());
     out.append(",\"read_committed\":").append(readAll("read_committed"));
     out.append(",\"read_uncommitted\":").append(readAll("read_uncommitted"));
+    admin.close();
     return out.append("}").toString();
   }
 
@@ -174,6 +213,27 @@ public final class TxnApp {
     } catch (Exception e) {
       return e.getClass().getSimpleName();
     }
+  }
+
+  private Admin admin;
+
+  /** Latest offsets of partitions 0 and 1 under `isolation` (ListOffsets). */
+  private Map<Integer, Long> endOffsets(String isolation) throws Exception {
+    if (admin == null) {
+      Properties props = new Properties();
+      props.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+      admin = Admin.create(props);
+    }
+    Map<TopicPartition, OffsetSpec> specs = new HashMap<>();
+    for (int p = 0; p < 2; p++) {
+      specs.put(new TopicPartition(topic, p), OffsetSpec.latest());
+    }
+    IsolationLevel level = IsolationLevel.valueOf(isolation.toUpperCase());
+    Map<Integer, Long> latest = new TreeMap<>();
+    admin.listOffsets(specs, new ListOffsetsOptions(level)).all().get()
+        .forEach((tp, info) -> latest.put(tp.partition(), info.offset()));
+    latest.keySet().retainAll(expectedEnd.keySet());
+    return latest;
   }
 
   /** {"read_committed": {p: latest}, "read_uncommitted": {p: latest}} from Admin.listOffsets. */
