@@ -31,10 +31,10 @@ from protocol.kafka.schema import version_range
 # API name -> the versions its table covers. What is served (and advertised) is each
 # adapter row's `versions` within these (broker/kafka/registry.py).
 VERSIONS: dict[str, str] = {
-    "Produce": "0-8",
-    "Fetch": "4-11",
-    "ListOffsets": "1-7",  # v7: the max-timestamp lookup (KIP-734)
-    "Metadata": "0-8",
+    "Produce": "0-13",  # v9+ flexible; v13: topics by id
+    "Fetch": "4-18",  # v12+ flexible (diverging epoch); v13+: topics by id
+    "ListOffsets": "1-10",  # v7: max timestamp (KIP-734); v8: local start; v9: tiered
+    "Metadata": "0-13",  # v10+: topic ids; v12+: asked by id; v13: error_code
     "OffsetCommit": "2-7",
     "OffsetFetch": "0-9",  # v7: require_stable (KIP-447); v8+: groups (batched)
     "FindCoordinator": "0-6",  # v4+: coordinator_keys (batched)

@@ -11,7 +11,7 @@ from protocol.kafka.schema import Api, F
 PRODUCE = Api(
     key=0,
     name="Produce",
-    versions="0-8",
+    versions="0-13",
     flexible="9+",
     request=(
         F("transactional_id", "string", "3+", nullable="3+", default=None),
@@ -22,6 +22,7 @@ PRODUCE = Api(
             "[]",
             "0+",
             F("name", "string", "0-12"),
+            F("topic_id", "uuid", "13+"),
             F(
                 "partition_data",
                 "[]",
@@ -37,6 +38,7 @@ PRODUCE = Api(
             "[]",
             "0+",
             F("name", "string", "0-12"),
+            F("topic_id", "uuid", "13+"),
             F(
                 "partition_responses",
                 "[]",
@@ -54,19 +56,46 @@ PRODUCE = Api(
                     F("batch_index_error_message", "string", "8+", nullable="8+", default=None),
                 ),
                 F("error_message", "string", "8+", nullable="8+", default=None),
+                F(
+                    "current_leader",
+                    "struct",
+                    "10+",
+                    F("leader_id", "int32", "10+", default=-1),
+                    F("leader_epoch", "int32", "10+", default=-1),
+                    tag=0,
+                ),
             ),
         ),
         F("throttle_time_ms", "int32", "1+"),
+        F(
+            "node_endpoints",
+            "[]",
+            "10+",
+            F("node_id", "int32", "10+"),
+            F("host", "string", "10+"),
+            F("port", "int32", "10+"),
+            F("rack", "string", "10+", nullable="10+", default=None),
+            tag=0,
+        ),
     ),
 )
 
 FETCH = Api(
     key=1,
     name="Fetch",
-    versions="4-11",
+    versions="4-18",
     flexible="12+",
     request=(
+        F("cluster_id", "string", "12+", nullable="12+", tag=0, default=None),
         F("replica_id", "int32", "0-14", default=-1),
+        F(
+            "replica_state",
+            "struct",
+            "15+",
+            F("replica_id", "int32", "15+", default=-1),
+            F("replica_epoch", "int64", "15+", default=-1),
+            tag=1,
+        ),
         F("max_wait_ms", "int32", "0+"),
         F("min_bytes", "int32", "0+"),
         F("max_bytes", "int32", "3+", default=2147483647),
@@ -78,6 +107,7 @@ FETCH = Api(
             "[]",
             "0+",
             F("topic", "string", "0-12"),
+            F("topic_id", "uuid", "13+"),
             F(
                 "partitions",
                 "[]",
@@ -85,8 +115,11 @@ FETCH = Api(
                 F("partition", "int32", "0+"),
                 F("current_leader_epoch", "int32", "9+", default=-1),
                 F("fetch_offset", "int64", "0+"),
+                F("last_fetched_epoch", "int32", "12+", default=-1),
                 F("log_start_offset", "int64", "5+", default=-1),
                 F("partition_max_bytes", "int32", "0+"),
+                F("replica_directory_id", "uuid", "17+", tag=0),
+                F("high_watermark", "int64", "18+", tag=1, default=9223372036854775807),
             ),
         ),
         F(
@@ -94,6 +127,7 @@ FETCH = Api(
             "[]",
             "7+",
             F("topic", "string", "7-12"),
+            F("topic_id", "uuid", "13+"),
             F("partitions", "[]int32", "7+"),
         ),
         F("rack_id", "string", "11+"),
@@ -107,6 +141,7 @@ FETCH = Api(
             "[]",
             "0+",
             F("topic", "string", "0-12"),
+            F("topic_id", "uuid", "13+"),
             F(
                 "partitions",
                 "[]",
@@ -116,6 +151,30 @@ FETCH = Api(
                 F("high_watermark", "int64", "0+"),
                 F("last_stable_offset", "int64", "4+", default=-1),
                 F("log_start_offset", "int64", "5+", default=-1),
+                F(
+                    "diverging_epoch",
+                    "struct",
+                    "12+",
+                    F("epoch", "int32", "12+", default=-1),
+                    F("end_offset", "int64", "12+", default=-1),
+                    tag=0,
+                ),
+                F(
+                    "current_leader",
+                    "struct",
+                    "12+",
+                    F("leader_id", "int32", "12+", default=-1),
+                    F("leader_epoch", "int32", "12+", default=-1),
+                    tag=1,
+                ),
+                F(
+                    "snapshot_id",
+                    "struct",
+                    "12+",
+                    F("end_offset", "int64", "0+", default=-1),
+                    F("epoch", "int32", "0+", default=-1),
+                    tag=2,
+                ),
                 F(
                     "aborted_transactions",
                     "[]",
@@ -128,13 +187,23 @@ FETCH = Api(
                 F("records", "records", "0+", nullable="0+"),
             ),
         ),
+        F(
+            "node_endpoints",
+            "[]",
+            "16+",
+            F("node_id", "int32", "16+"),
+            F("host", "string", "16+"),
+            F("port", "int32", "16+"),
+            F("rack", "string", "16+", nullable="16+", default=None),
+            tag=0,
+        ),
     ),
 )
 
 LIST_OFFSETS = Api(
     key=2,
     name="ListOffsets",
-    versions="1-7",
+    versions="1-10",
     flexible="6+",
     request=(
         F("replica_id", "int32", "0+"),
@@ -153,6 +222,7 @@ LIST_OFFSETS = Api(
                 F("timestamp", "int64", "0+"),
             ),
         ),
+        F("timeout_ms", "int32", "10+"),
     ),
     response=(
         F("throttle_time_ms", "int32", "2+"),
@@ -178,14 +248,15 @@ LIST_OFFSETS = Api(
 METADATA = Api(
     key=3,
     name="Metadata",
-    versions="0-8",
+    versions="0-13",
     flexible="9+",
     request=(
         F(
             "topics",
             "[]",
             "0+",
-            F("name", "string", "0+"),
+            F("topic_id", "uuid", "10+"),
+            F("name", "string", "0+", nullable="10+"),
             nullable="1+",
         ),
         F("allow_auto_topic_creation", "bool", "4+", default=True),
@@ -210,7 +281,8 @@ METADATA = Api(
             "[]",
             "0+",
             F("error_code", "int16", "0+"),
-            F("name", "string", "0+"),
+            F("name", "string", "0+", nullable="12+"),
+            F("topic_id", "uuid", "10+"),
             F("is_internal", "bool", "1+"),
             F(
                 "partitions",
@@ -227,6 +299,7 @@ METADATA = Api(
             F("topic_authorized_operations", "int32", "8+", default=-2147483648),
         ),
         F("cluster_authorized_operations", "int32", "8-10", default=-2147483648),
+        F("error_code", "int16", "13+"),
     ),
 )
 

@@ -103,10 +103,10 @@ def test_api_versions_lists_what_is_served(neighbour: KafkaSocket) -> None:
     answer = neighbour.call(API_VERSIONS, 3, {"client_software_name": "t",
                                                "client_software_version": "1"})  # fmt: skip
     ranges = {a["api_key"]: (a["min_version"], a["max_version"]) for a in answer["api_keys"]}
-    assert ranges[PRODUCE.key] == (0, 8)
-    assert ranges[FETCH.key] == (4, 11)
-    assert ranges[LIST_OFFSETS.key] == (1, 7)
-    assert ranges[METADATA.key] == (0, 8)
+    assert ranges[PRODUCE.key] == (0, 13)
+    assert ranges[FETCH.key] == (4, 18)
+    assert ranges[LIST_OFFSETS.key] == (1, 10)
+    assert ranges[METADATA.key] == (0, 13)
     assert ranges[API_VERSIONS.key] == (0, 5)
     assert answer["finalized_features"] == [
         {"name": "metadata.version", "max_version_level": 33, "min_version_level": 33}
@@ -178,9 +178,9 @@ def test_unknown_api_key_closes_only_that_connection(
 def test_version_out_of_range_without_error_field_closes(
     broker: BrokerProcess, neighbour: KafkaSocket
 ) -> None:
-    """Metadata v12 has no top-level error code to answer in: closed, as in Kafka."""
+    """Metadata v14 (beyond our table) has no answer layout: closed, as in Kafka."""
     with KafkaSocket(broker.address) as sock:
-        body = struct.pack(">hhih", METADATA.key, 12, 7, -1) + b"\x00" + b"\x01\x00\x00\x00"
+        body = struct.pack(">hhih", METADATA.key, 14, 7, -1) + b"\x00" + b"\x01\x00\x00\x00"
         sock.send_raw(struct.pack(">i", len(body)) + body)
         assert sock.closed_by_peer()
 
