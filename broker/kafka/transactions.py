@@ -233,6 +233,29 @@ async def write_txn_markers(call: KafkaCall) -> KafkaAnswer:
     return {"markers": results}
 
 
+def _markers_refused(call: KafkaCall, error: KafkaError, message: str) -> KafkaAnswer:
+    """ClusterAction refused: every partition of every marker answers it."""
+    del message
+    return {
+        "markers": [
+            {
+                "producer_id": marker["producer_id"],
+                "topics": [
+                    {
+                        "name": t["name"],
+                        "partitions": [
+                            {"partition_index": p, "error_code": error.code}
+                            for p in t["partition_indexes"]
+                        ],
+                    }
+                    for t in marker["topics"]
+                ],
+            }
+            for marker in call.body["markers"]
+        ]
+    }
+
+
 async def describe_producers(call: KafkaCall) -> KafkaAnswer:
     topics = []
     for topic in call.body["topics"]:
@@ -367,7 +390,10 @@ HANDLERS: dict[int, KafkaApi] = {
         versions="0-4",
     ),
     WRITE_TXN_MARKERS.key: KafkaApi(
-        write_txn_markers, on_cluster(Operation.CLUSTER_ACTION), versions="0-1"
+        write_txn_markers,
+        on_cluster(Operation.CLUSTER_ACTION),
+        _markers_refused,
+        versions="0-1",
     ),
     DESCRIBE_PRODUCERS.key: KafkaApi(describe_producers, Requires(each=_READ_TOPIC)),
     DESCRIBE_TRANSACTIONS.key: KafkaApi(describe_transactions, LOGGED_IN),

@@ -40,6 +40,8 @@ CLUSTER_DENIED = ERRORS_BY_NAME["CLUSTER_AUTHORIZATION_FAILED"].code
 SASL_FAILED = ERRORS_BY_NAME["SASL_AUTHENTICATION_FAILED"].code
 MEMBER_ID_REQUIRED = ERRORS_BY_NAME["MEMBER_ID_REQUIRED"].code
 UNKNOWN_MEMBER_ID = ERRORS_BY_NAME["UNKNOWN_MEMBER_ID"].code
+NO_PRODUCER_ID_MAPPING = ERRORS_BY_NAME["INVALID_PRODUCER_ID_MAPPING"].code
+TXN_ID_NOT_FOUND = ERRORS_BY_NAME["TRANSACTIONAL_ID_NOT_FOUND"].code
 OK = 0
 
 SETTINGS = (
@@ -428,6 +430,98 @@ ROWS = [
         22,
         0,
         {"transactional_id": None, "transaction_timeout_ms": 60000},
+        lambda a: a.error_code,
+        OK,
+        OK,
+    ),
+    # Transactions (docs/transactions.md): alice passes the ACLs and meets the
+    # coordinator (no such transactional id), bob is refused first.
+    Row(
+        "AddPartitionsToTxn",
+        24,
+        1,
+        {
+            "v3_and_below_transactional_id": "tx-a",
+            "v3_and_below_producer_id": 0,
+            "v3_and_below_producer_epoch": 0,
+            "v3_and_below_topics": [{"name": "orders", "partitions": [0]}],
+        },
+        lambda a: a.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code,
+        NO_PRODUCER_ID_MAPPING,
+        TOPIC_DENIED,
+    ),
+    Row(
+        "AddOffsetsToTxn",
+        25,
+        1,
+        {"transactional_id": "tx-a", "producer_id": 0, "producer_epoch": 0, "group_id": "billing"},
+        lambda a: a.error_code,
+        NO_PRODUCER_ID_MAPPING,
+        GROUP_DENIED,
+    ),
+    Row(
+        "EndTxn",
+        26,
+        1,
+        {"transactional_id": "tx-a", "producer_id": 0, "producer_epoch": 0, "committed": True},
+        lambda a: a.error_code,
+        NO_PRODUCER_ID_MAPPING,
+        NO_PRODUCER_ID_MAPPING,
+    ),
+    Row(
+        "TxnOffsetCommit",
+        28,
+        1,
+        {
+            "transactional_id": "tx-a", "group_id": "billing", "producer_id": 0,
+            "producer_epoch": 0,
+            "topics": [{"name": "orders", "partitions": [
+                {"partition_index": 0, "committed_offset": 1, "committed_leader_epoch": -1,
+                 "committed_metadata": ""}]}],
+        },  # fmt: skip
+        lambda a: _part(a, "topics"),
+        NO_PRODUCER_ID_MAPPING,
+        GROUP_DENIED,
+    ),
+    Row(
+        "WriteTxnMarkers",
+        27,
+        0,
+        {
+            "markers": [{
+                "producer_id": 0, "producer_epoch": 0, "transaction_result": False,
+                "topics": [{"name": "orders", "partition_indexes": [0]}],
+                "coordinator_epoch": 0,
+            }]
+        },  # fmt: skip
+        lambda a: a.markers[0].topics[0].partitions[0].error_code,
+        OK,
+        CLUSTER_DENIED,
+        users=("admin", "alice"),
+    ),
+    Row(
+        "DescribeProducers",
+        61,
+        0,
+        {"topics": [{"name": "orders", "partition_indexes": [0]}]},
+        lambda a: _part(a, "topics"),
+        OK,
+        TOPIC_DENIED,
+    ),
+    Row(
+        "DescribeTransactions",
+        65,
+        0,
+        {"transactional_ids": ["tx-a"]},
+        lambda a: a.transaction_states[0].error_code,
+        TXN_ID_NOT_FOUND,
+        TXN_ID_NOT_FOUND,
+    ),
+    Row(
+        "ListTransactions",
+        66,
+        0,
+        {"state_filters": [], "producer_id_filters": []},
         lambda a: a.error_code,
         OK,
         OK,
