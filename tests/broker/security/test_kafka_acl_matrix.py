@@ -473,12 +473,24 @@ ROWS = [
         28,
         1,
         {
-            "transactional_id": "tx-a", "group_id": "billing", "producer_id": 0,
+            "transactional_id": "tx-a",
+            "group_id": "billing",
+            "producer_id": 0,
             "producer_epoch": 0,
-            "topics": [{"name": "orders", "partitions": [
-                {"partition_index": 0, "committed_offset": 1, "committed_leader_epoch": -1,
-                 "committed_metadata": ""}]}],
-        },  # fmt: skip
+            "topics": [
+                {
+                    "name": "orders",
+                    "partitions": [
+                        {
+                            "partition_index": 0,
+                            "committed_offset": 1,
+                            "committed_leader_epoch": -1,
+                            "committed_metadata": "",
+                        }
+                    ],
+                }
+            ],
+        },
         lambda a: _part(a, "topics"),
         NO_PRODUCER_ID_MAPPING,
         GROUP_DENIED,
@@ -488,12 +500,16 @@ ROWS = [
         27,
         0,
         {
-            "markers": [{
-                "producer_id": 0, "producer_epoch": 0, "transaction_result": False,
-                "topics": [{"name": "orders", "partition_indexes": [0]}],
-                "coordinator_epoch": 0,
-            }]
-        },  # fmt: skip
+            "markers": [
+                {
+                    "producer_id": 0,
+                    "producer_epoch": 0,
+                    "transaction_result": False,
+                    "topics": [{"name": "orders", "partition_indexes": [0]}],
+                    "coordinator_epoch": 0,
+                }
+            ]
+        },
         lambda a: a.markers[0].topics[0].partitions[0].error_code,
         OK,
         CLUSTER_DENIED,
