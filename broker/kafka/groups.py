@@ -23,6 +23,7 @@ from typing import Any
 from broker.dispatch import handler_for
 from broker.kafka.call import KafkaAnswer, KafkaApi, KafkaCall
 from broker.kafka.core import advertised_address
+from broker.kafka.transactions import DESCRIBE_TRANSACTIONAL_ID, transactional_id_permitted
 from broker.security.acl import Operation, ResourceType
 from broker.security.requires import Requires, Right
 from protocol.errors import GroupAuthorizationFailed, TidelogError
@@ -78,6 +79,9 @@ def _coordinator_for(call: KafkaCall, key: str, key_type: int) -> tuple[KafkaErr
     if key_type == TRANSACTION_KEY_TYPE:
         if not key:
             return KafkaError.INVALID_REQUEST, "an empty transactional id"
+        if not transactional_id_permitted(call, DESCRIBE_TRANSACTIONAL_ID, key):
+            error = KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+            return error, f"not authorized to describe transactional id {key}"
         if not call.ctx.transactions.loaded:
             return KafkaError.COORDINATOR_NOT_AVAILABLE, "the transaction log is loading"
         return KafkaError.NONE, None

@@ -42,6 +42,7 @@ MEMBER_ID_REQUIRED = ERRORS_BY_NAME["MEMBER_ID_REQUIRED"].code
 UNKNOWN_MEMBER_ID = ERRORS_BY_NAME["UNKNOWN_MEMBER_ID"].code
 NO_PRODUCER_ID_MAPPING = ERRORS_BY_NAME["INVALID_PRODUCER_ID_MAPPING"].code
 TXN_ID_NOT_FOUND = ERRORS_BY_NAME["TRANSACTIONAL_ID_NOT_FOUND"].code
+TXN_ID_DENIED = ERRORS_BY_NAME["TRANSACTIONAL_ID_AUTHORIZATION_FAILED"].code
 OK = 0
 
 SETTINGS = (
@@ -64,6 +65,7 @@ ALICE_ACLS = (
     "Allow User:alice Delete Group Literal billing",
     "Allow User:alice Alter Cluster Literal kafka-cluster",
     "Allow User:alice AlterConfigs Cluster Literal kafka-cluster",
+    "Allow User:alice Write TransactionalId Literal tx-a",
 )
 
 
@@ -173,6 +175,18 @@ class Row:
 
 def _part(answer: Any, topics: str, parts: str = "partitions") -> int:
     return getattr(getattr(answer, topics)[0], parts)[0].error_code
+
+
+ADD_PARTITIONS = {
+    "v3_and_below_transactional_id": "tx-a",
+    "v3_and_below_producer_id": 0,
+    "v3_and_below_producer_epoch": 0,
+    "v3_and_below_topics": [{"name": "orders", "partitions": [0]}],
+}
+
+
+def _added(answer: Any) -> int:
+    return int(answer.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code)
 
 
 JOIN = {
@@ -434,21 +448,45 @@ ROWS = [
         OK,
         OK,
     ),
-    # Transactions (docs/transactions.md): alice passes the ACLs and meets the
-    # coordinator (no such transactional id), bob is refused first.
+    # Transactions (docs/transactions.md): alice (Write on transactional id tx-a, which
+    # implies Describe) passes the ACLs and meets the coordinator (no such id yet),
+    # bob is refused first.
     Row(
         "AddPartitionsToTxn",
         24,
         1,
-        {
-            "v3_and_below_transactional_id": "tx-a",
-            "v3_and_below_producer_id": 0,
-            "v3_and_below_producer_epoch": 0,
-            "v3_and_below_topics": [{"name": "orders", "partitions": [0]}],
-        },
-        lambda a: a.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code,
+        ADD_PARTITIONS,
+        _added,
+        NO_PRODUCER_ID_MAPPING,
+        TXN_ID_DENIED,
+    ),
+    Row(  # the id allowed, the topic not (admin: a super user, may)
+        "AddPartitionsToTxn(payments)",
+        24,
+        1,
+        {**ADD_PARTITIONS, "v3_and_below_topics": [{"name": "payments", "partitions": [0]}]},
+        _added,
         NO_PRODUCER_ID_MAPPING,
         TOPIC_DENIED,
+        users=("admin", "alice"),
+    ),
+    Row(
+        "InitProducerId(transactional)",
+        22,
+        1,
+        {"transactional_id": "tx-a", "transaction_timeout_ms": 60000},
+        lambda a: a.error_code,
+        OK,
+        TXN_ID_DENIED,
+    ),
+    Row(
+        "FindCoordinator(transaction)",
+        10,
+        1,
+        {"key": "tx-a", "key_type": 1},
+        lambda a: a.error_code,
+        OK,
+        TXN_ID_DENIED,
     ),
     Row(
         "AddOffsetsToTxn",
@@ -466,7 +504,7 @@ ROWS = [
         {"transactional_id": "tx-a", "producer_id": 0, "producer_epoch": 0, "committed": True},
         lambda a: a.error_code,
         NO_PRODUCER_ID_MAPPING,
-        NO_PRODUCER_ID_MAPPING,
+        TXN_ID_DENIED,
     ),
     Row(
         "TxnOffsetCommit",
@@ -531,7 +569,7 @@ ROWS = [
         {"transactional_ids": ["tx-a"]},
         lambda a: a.transaction_states[0].error_code,
         TXN_ID_NOT_FOUND,
-        TXN_ID_NOT_FOUND,
+        TXN_ID_DENIED,
     ),
     Row(
         "ListTransactions",
