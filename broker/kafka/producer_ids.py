@@ -1,9 +1,12 @@
-"""Kafka's InitProducerId (API 22, v0-1) on Tidelog's init_producer_id handler.
+"""Kafka's InitProducerId (API 22, v0-5) on Tidelog's init_producer_id handler.
 
-v0-1 carry no previous producer id (that is v3+), so every answer is a fresh id at
-epoch 0, as Kafka's coordinator gives an idempotent producer. A transactional id is
-refused with INVALID_REQUEST (transactions are not served; the native handler's
-message says so), and `transaction_timeout_ms` is ignored for the same reason.
+Every answer is a fresh id at epoch 0, as Kafka's coordinator gives an idempotent
+producer: v3+'s previous producer id and epoch matter only with a transactional id
+(Kafka, too, gives a producer without one a new id). A transactional id is refused
+with INVALID_REQUEST (transactions are not served; the native handler's message says
+so), and `transaction_timeout_ms` is ignored for the same reason. v2+ are flexible;
+v4-5 only allow the newer errors (PRODUCER_FENCED, TRANSACTION_ABORTABLE), which an
+idempotent producer never gets. v6 (two-phase commit, KIP-939) is not served.
 """
 
 from __future__ import annotations
@@ -47,5 +50,5 @@ async def init_producer_id(call: KafkaCall) -> KafkaAnswer:
 
 
 HANDLERS: dict[int, KafkaApi] = {
-    INIT_PRODUCER_ID.key: KafkaApi(init_producer_id, via=("init_producer_id",), versions="0-1")
+    INIT_PRODUCER_ID.key: KafkaApi(init_producer_id, via=("init_producer_id",), versions="0-5")
 }
