@@ -1,8 +1,9 @@
 """Kafka's InitProducerId (API 22, v0-5): idempotent producers and transactional ones.
 
 Without a transactional id the answer comes from Tidelog's init_producer_id handler:
-a fresh id at epoch 0, or (v3+, a producer naming its current id and epoch: KIP-360)
-the same id at the next epoch. With one, the transaction coordinator answers
+a fresh id at epoch 0, as Kafka's coordinator gives an idempotent producer (v3+'s
+previous producer id and epoch matter only with a transactional id: Kafka, too,
+gives a producer without one a new id). With one, the transaction coordinator answers
 (broker/transactions/): an epoch bump that fences the older instance, the abort of
 its open transaction first (CONCURRENT_TRANSACTIONS, retried by the client), a new
 producer id once the epoch is exhausted; INVALID_TRANSACTION_TIMEOUT above
@@ -55,8 +56,8 @@ async def init_producer_id(call: KafkaCall) -> KafkaAnswer:
         return _answer(error, answer.producer_id, answer.producer_epoch)
     body: InitProducerIdRequest = {
         "transactional_id": None,
-        "producer_id": producer_id,
-        "producer_epoch": epoch,
+        "producer_id": NO_PRODUCER_ID,
+        "producer_epoch": NO_PRODUCER_EPOCH,
     }
     try:
         granted = await handler_for("init_producer_id")(call.ctx, body)
