@@ -16,8 +16,12 @@ from __future__ import annotations
 
 from protocol.batch import (
     ANY_LAYOUT,
+    CONTROL_MASK,
+    F_ATTRIBUTES,
+    F_BATCH_LENGTH,
     F_MAGIC,
     KAFKA_MAGIC,
+    LOG_OVERHEAD,
     MAGIC,
     UNPRICED_NS,
     BatchWalk,
@@ -53,7 +57,11 @@ def to_layout(buf: bytes | bytearray | memoryview, magic: int) -> bytes:
     """Every batch of `buf` in the layout of `magic` (MAGIC: Tidelog's, KAFKA_MAGIC:
     Kafka's v2), offsets, producer fields and timestamps kept; batches already in it
     copied as they are. A converted Tidelog batch gets partition leader epoch 0, as
-    every stored Kafka batch has. CorruptMessage for bytes that are no batch."""
+    every stored Kafka batch has. Into Tidelog's layout, a Kafka control batch (a
+    transaction marker, issue 36) has no §3 form and is left out, and a transactional
+    batch becomes a plain one (its bit 4 cleared: §3 knows no transactions; a
+    read_committed fetch has removed aborted ones before). CorruptMessage for bytes
+    that are no batch."""
     if magic not in (MAGIC, KAFKA_MAGIC):
         raise ValueError(f"no batch layout has magic {magic}")
     view = memoryview(buf)
@@ -68,6 +76,8 @@ def to_layout(buf: bytes | bytearray | memoryview, magic: int) -> bytes:
                 out.append(view[kept_from:pos])
             if magic == KAFKA_MAGIC:
                 converted, size = tidelog_to_kafka(buf, pos, fields=fields)
+            elif fields[F_ATTRIBUTES] & CONTROL_MASK:
+                converted, size = b"", fields[F_BATCH_LENGTH] + LOG_OVERHEAD
             else:
                 converted, size = kafka_to_tidelog(buf, pos)
             out.append(converted)
