@@ -14,6 +14,8 @@ CorruptMessage, whichever side found them. Stateless; thread-safe.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from protocol.batch import (
     ANY_LAYOUT,
     CONTROL_MASK,
@@ -23,15 +25,18 @@ from protocol.batch import (
     KAFKA_MAGIC,
     LOG_OVERHEAD,
     MAGIC,
+    TRANSACTIONAL_MASK,
     UNPRICED_NS,
+    BatchHeader,
     BatchWalk,
     tally,
 )
 from protocol.errors import CorruptMessage
+from protocol.kafka.control import AbortedFilter
 from protocol.kafka.convert import conversion_cost_ns, kafka_to_tidelog, tidelog_to_kafka
 from protocol.kafka.errors import KafkaCodecError
 
-__all__ = ["conversion_cost", "layouts_of", "to_layout"]
+__all__ = ["conversion_cost", "drop_uncommitted", "layouts_of", "to_layout"]
 
 
 def layouts_of(buf: bytes | bytearray | memoryview) -> int:
@@ -90,3 +95,34 @@ def to_layout(buf: bytes | bytearray | memoryview, magic: int) -> bytes:
         return bytes(buf)
     out.append(view[kept_from:])
     return b"".join(out)
+
+
+def drop_uncommitted(data: bytes, aborted: Sequence[tuple[int, int]]) -> tuple[bytes, int]:
+    """Fetched batches (either layout) without markers and without the batches of the
+    aborted transactions (`AbortedFilter`): what a read_committed reader that gets
+    records, not batches, may see; and the offset after the last batch walked (-1:
+    none), where such a reader goes on. One header walk; kept runs copied once."""
+    skip = AbortedFilter(aborted)
+    kept: list[bytes] = []
+    run_start = 0
+    next_offset = -1
+    view = memoryview(data)
+    for pos, fields in BatchWalk(data, whole=False, layout=ANY_LAYOUT):
+        header = BatchHeader(*fields)
+        next_offset = header.next_offset
+        attributes = header.attributes
+        if attributes & _TXN_BITS and (attributes & CONTROL_MASK or skip.aborted(header)):
+            if attributes & CONTROL_MASK:
+                skip.marker(data, pos, header)
+            kept.append(bytes(view[run_start:pos]))
+            run_start = pos + header.size
+            continue
+        if header.producer_id >= 0:
+            skip.consume_up_to(header.last_offset)
+    if run_start == 0:
+        return data, next_offset
+    kept.append(bytes(view[run_start:]))
+    return b"".join(kept), next_offset
+
+
+_TXN_BITS = TRANSACTIONAL_MASK | CONTROL_MASK
