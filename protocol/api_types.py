@@ -68,6 +68,7 @@ class MetadataPartitionAnswer(TypedDict):
     log_end_offset: int
     size_bytes: int
     segments: int
+    last_stable_offset: NotRequired[int | None]
 
 
 class MetadataTopicAnswer(TypedDict):
@@ -221,6 +222,7 @@ class FetchPartitionAnswer(TypedDict):
     local: NotRequired[LocalRecords | None]
     last_stable_offset: NotRequired[int | None]
     aborted_transactions: NotRequired[list[FetchAbortedTransactionAnswer] | None]
+    next_offset: NotRequired[int | None]
 
 
 class FetchTopicAnswer(TypedDict):
@@ -240,7 +242,7 @@ class ListOffsetsPartition(TypedDict):
     """An item of `ListOffsetsTopic.partitions`."""
 
     partition: int
-    spec: Literal["earliest", "latest", "max_timestamp"]
+    spec: Literal["earliest", "last_stable", "latest", "max_timestamp"]
 
 
 class ListOffsetsTopic(TypedDict):

@@ -132,6 +132,8 @@ FETCH_PARTITION_ANSWER = Struct(
     # docs/protocol.md §9 (extension), only for a fetch with isolation_level 1:
     last_stable_offset=_NULLABLE_INT64,
     aborted_transactions=opt(Nullable(ListOf(Struct(producer_id=INT64, first_offset=INT64))), None),
+    # ... and without kafka_batches: where the next fetch starts (batches were left out).
+    next_offset=_NULLABLE_INT64,
 )
 
 _OFFSET_RESULT = Struct(
@@ -142,7 +144,8 @@ _OFFSET_RESULT = Struct(
     timestamp=_NULLABLE_INT64,
 )
 
-LIST_OFFSET_SPECS = frozenset({"earliest", "latest", "max_timestamp"})
+# "last_stable": the last stable offset (docs/protocol.md §9, transactions).
+LIST_OFFSET_SPECS = frozenset({"earliest", "latest", "max_timestamp", "last_stable"})
 ACKS = frozenset({0, 1, -1})
 
 
@@ -188,6 +191,9 @@ _SCHEMAS = (
                                 log_end_offset=INT64,
                                 size_bytes=INT64,
                                 segments=INT64,
+                                # docs/protocol.md §9 (extension): only while a
+                                # transaction is open (else it equals high_watermark).
+                                last_stable_offset=_NULLABLE_INT64,
                             )
                         ),
                         [],

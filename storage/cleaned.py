@@ -128,6 +128,10 @@ class CleanedSegmentWriter:
             for path in self.paths[:3]:
                 os.utime(path, ns=(mtime_ns, mtime_ns))
 
+    def add_aborted(self, entries: list[AbortedTxn]) -> None:
+        """Keep these AbortedTxn entries in the cleaned segment's `.txnindex`."""
+        self.aborted.extend(entries)
+
     def abort(self) -> None:
         """Close and delete whatever `.cleaned` files remain (the cleaning failed)."""
         if self._fd >= 0:  # not finished: the log file is still open

@@ -609,6 +609,13 @@ class Log:
             listener(self)
         return offset
 
+    def aborted_transactions_of(self, bases: list[int]) -> list[AbortedTxn]:
+        """The `.txnindex` entries of the segments at `bases` (the cleaner's view)."""
+        with self._lock:
+            wanted = set(bases)
+            segments = [s for s in self._local.segments if s.base_offset in wanted]
+        return [e for s in segments for e in s.txn_index.entries]
+
     def _index_aborted(self, txn: CompletedTxn) -> None:
         """The AbortedTxn of a transaction that just ended, in the active segment
         (under `_lock`, after `end_transaction`: the LSO is the one after it)."""

@@ -27,7 +27,7 @@ from broker.longpoll import FETCH_MAX_WAIT_MS_CAP
 from protocol.api_types import FetchAnswer, FetchPartition, FetchPartitionAnswer, FetchRequest
 from protocol.batch import ANY_LAYOUT, F_RECORD_COUNT, KAFKA_BATCHES, MAGIC, BatchWalk
 from protocol.errors import TidelogError
-from protocol.layouts import conversion_cost, to_layout
+from protocol.layouts import conversion_cost, drop_uncommitted, to_layout
 from storage.fileio import ReadWouldWait, reads_must_not_wait
 from storage.log import FetchData, Location, Log
 from storage.record_source import RecordSource
@@ -113,7 +113,11 @@ async def _fetch_once(
                     ctx.memory.release(max(limit, 1), freed=False)
                 records = data.records
                 if data.layouts & KAFKA_BATCHES and not kafka_batches:
-                    records = await _as_tidelog(records)
+                    # §3 readers get records: markers left out, and for read_committed
+                    # the aborted transactions' batches too (docs/protocol.md §9).
+                    records, after = await _as_tidelog(records, data.aborted_transactions)
+                    if committed and after >= 0:
+                        res["next_offset"] = after
                 res["records"] = records
                 res["high_watermark"] = data.high_watermark
                 res["log_start_offset"] = data.log_start_offset
@@ -141,20 +145,33 @@ async def _fetch_once(
     return by_topic, total
 
 
-def _read_as_tidelog(source: RecordSource) -> bytes:
+def _read_as_tidelog(
+    source: RecordSource, aborted: tuple[tuple[int, int], ...]
+) -> tuple[bytes, int]:
     try:
-        return to_layout(source.read(), MAGIC)
+        return _to_tidelog(source.read(), aborted)
     finally:
         source.close()
 
 
-async def _as_tidelog(records: bytes | RecordSource) -> bytes:
+def _to_tidelog(records: bytes, aborted: tuple[tuple[int, int], ...]) -> tuple[bytes, int]:
+    """§3 batches, and where the next read starts when batches were left out (else -1)."""
+    after = -1
+    if aborted:
+        records, after = drop_uncommitted(records, aborted)
+    return to_layout(records, MAGIC), after
+
+
+async def _as_tidelog(
+    records: bytes | RecordSource, aborted: tuple[tuple[int, int], ...] = ()
+) -> tuple[bytes, int]:
     """Fetched batches with every Kafka v2 one converted to §3 (a msgpack reader that
-    did not ask for Kafka batches). A span is read first, in a worker: it may wait
-    for the disk."""
+    did not ask for Kafka batches), markers left out, and `aborted`'s batches (a
+    read_committed fetch's aborted transactions) too. A span is read first, in a
+    worker: it may wait for the disk."""
     if isinstance(records, RecordSource):
-        return await offload.to_worker(_read_as_tidelog, records)
-    return await offload.run(conversion_cost(records), to_layout, records, MAGIC)
+        return await offload.to_worker(_read_as_tidelog, records, aborted)
+    return await offload.run(conversion_cost(records), _to_tidelog, records, aborted)
 
 
 async def fetch(ctx: BrokerContext, body: FetchRequest) -> FetchAnswer:

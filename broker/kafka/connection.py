@@ -61,6 +61,7 @@ from protocol.kafka.errors import (
 from protocol.kafka.framing import KafkaFrameDecoder
 from protocol.kafka.messages import API_VERSIONS, FETCH
 from protocol.kafka.schema import Api, version_range
+from protocol.kafka.varint import read_uvarint
 
 log = get_logger(component="kafka")
 
@@ -68,10 +69,13 @@ log = get_logger(component="kafka")
 _FETCH_KEY_BYTES = FETCH.key.to_bytes(2, "big")
 # Where a request header's client id starts (after api key, version, correlation id),
 # and where a Fetch's max_bytes is after it (replica id, max wait, min bytes), in the
-# versions with a fixed layout there (flexible ones, v12+, put tagged fields first).
+# versions with a fixed layout there (flexible ones, v12+, put the header's tagged
+# fields before the body; v15+ have no replica id).
 _CLIENT_ID_AT = 8
 _FETCH_MAX_BYTES_AFTER = 12
 _FETCH_FIXED_LAYOUT_MAX_VERSION = 11
+# v15+ drop the replica id (KIP-903 moved it to a tagged replica state).
+_FETCH_REPLICA_ID_MAX_VERSION = 14
 _INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")
 # A Kafka frame's decode price, per byte: the msgpack codec's figure (its densest
@@ -308,18 +312,25 @@ class KafkaCodec:
         return size * FRAME_DECODE_NS_PER_BYTE
 
     def answer_room(self, message: bytes) -> int:
-        """A Fetch's `max_bytes`, read from its fixed-layout start (v4-11: after the
-        header's client id, replica id, max wait and min bytes); the largest answer
-        when it cannot be read there (the decode then refuses or serves it)."""
+        """A Fetch's `max_bytes`, read where its layout puts it: after the header's client
+        id (and, v12+, its tagged fields), the replica id (up to v14), max wait and min
+        bytes; the largest answer when it cannot be read there (the decode then refuses
+        or serves it)."""
         if message[:2] != _FETCH_KEY_BYTES:
             return 0
         try:
+            version = _INT16.unpack_from(message, 2)[0]
             client_id = _INT16.unpack_from(message, _CLIENT_ID_AT)[0]
-            at = _CLIENT_ID_AT + 2 + max(client_id, 0) + _FETCH_MAX_BYTES_AFTER
-            wanted: int = _INT32.unpack_from(message, at)[0]
-        except struct.error:
+            at = _CLIENT_ID_AT + 2 + max(client_id, 0)
+            if version > _FETCH_FIXED_LAYOUT_MAX_VERSION:
+                at = _skip_tags(message, at)
+            after = _FETCH_MAX_BYTES_AFTER
+            if version > _FETCH_REPLICA_ID_MAX_VERSION:
+                after -= _INT32.size
+            wanted: int = _INT32.unpack_from(message, at + after)[0]
+        except (struct.error, ValueError, IndexError):
             return FETCH_RESPONSE_MAX_BYTES
-        if _INT16.unpack_from(message, 2)[0] > _FETCH_FIXED_LAYOUT_MAX_VERSION or wanted < 1:
+        if wanted < 1:
             return FETCH_RESPONSE_MAX_BYTES
         return min(wanted, FETCH_RESPONSE_MAX_BYTES)
 
@@ -389,6 +400,16 @@ class KafkaCodec:
 
     def refuse(self, error: TidelogError) -> Frame | None:
         return None  # a bad frame size: Kafka closes without answering
+
+
+def _skip_tags(message: bytes, at: int) -> int:
+    """Past a tagged-field section starting at `at` (a request header v2's)."""
+    count, at = read_uvarint(message, at)
+    for _ in range(count):
+        _, at = read_uvarint(message, at)
+        size, at = read_uvarint(message, at)
+        at += size
+    return at
 
 
 def _header_of(message: bytes) -> RequestHeader | None:

@@ -20,9 +20,11 @@ from __future__ import annotations
 import ipaddress
 from typing import Any
 
+from broker.authz.access import denied_message
 from broker.dispatch import handler_for
 from broker.kafka.call import KafkaAnswer, KafkaApi, KafkaCall
 from broker.kafka.core import advertised_address
+from broker.kafka.transactions import DESCRIBE_TRANSACTIONAL_ID, transactional_id_permitted
 from broker.security.acl import Operation, ResourceType
 from broker.security.requires import Requires, Right
 from protocol.errors import GroupAuthorizationFailed, TidelogError
@@ -42,13 +44,15 @@ from protocol.kafka.messages import (
 )
 from protocol.offsets_schema import MAX_METADATA_CHARS
 
-# FindCoordinator key types (KIP-98).
+# FindCoordinator key types (KIP-98): this broker coordinates groups and transactions.
 GROUP_KEY_TYPE = 0
 TRANSACTION_KEY_TYPE = 1
-# FindCoordinator versions that ask for a batch of keys (KIP-699).
-FIND_COORDINATOR_BATCH_MIN_VERSION = 4
-# OffsetFetch versions that ask for several groups (KIP-709).
-OFFSET_FETCH_GROUPS_MIN_VERSION = 8
+# FindCoordinator versions that batch their keys (KIP-699).
+BATCHED_COORDINATORS_MIN_VERSION = 4
+# OffsetFetch versions that batch their groups (KIP-709).
+BATCHED_OFFSET_FETCH_MIN_VERSION = 8
+# ListGroups' group type (v5+): every group here is a classic one.
+CLASSIC_GROUP_TYPE = "classic"
 # JoinGroup versions whose clients know MEMBER_ID_REQUIRED (KIP-394).
 MEMBER_ID_REQUIRED_MIN_VERSION = 4
 # LeaveGroup versions that name several members (KIP-345).
@@ -68,68 +72,61 @@ async def _native(call: KafkaCall, api: str, body: dict[str, Any]) -> dict[str, 
     return answer
 
 
-def _coordinator_for(call: KafkaCall, key: str, key_type: int) -> tuple[KafkaError, str | None]:
-    """Whether this broker answers as the coordinator of `key` (it coordinates every
-    group and, once its transaction log is loaded, every transactional id)."""
-    if key_type == GROUP_KEY_TYPE:
-        if not call.permits(_DESCRIBE_GROUP, key):
-            return KafkaError.GROUP_AUTHORIZATION_FAILED, f"not authorized to describe {key}"
-        return KafkaError.NONE, None
+def _coordinator(call: KafkaCall, key_type: int, key: str) -> dict[str, Any]:
+    """One key's coordinator: this broker for a group the principal may describe, and
+    for a transactional id it may describe once the transaction log is loaded
+    (COORDINATOR_NOT_AVAILABLE, retriable, until then: Kafka's answer)."""
     if key_type == TRANSACTION_KEY_TYPE:
         if not key:
-            return KafkaError.INVALID_REQUEST, "an empty transactional id"
+            return _none(key, KafkaError.INVALID_REQUEST, "an empty transactional id")
+        if not transactional_id_permitted(call, DESCRIBE_TRANSACTIONAL_ID, key):
+            message = denied_message(Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key)
+            return _none(key, KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, message)
         if not call.ctx.transactions.loaded:
-            return KafkaError.COORDINATOR_NOT_AVAILABLE, "the transaction log is loading"
-        return KafkaError.NONE, None
-    return KafkaError.INVALID_REQUEST, f"key_type {key_type}: groups (0) and transactions (1)"
-
-
-async def find_coordinator(call: KafkaCall) -> KafkaAnswer:
-    """This broker coordinates every group and every transactional id (v4+: a batch
-    of keys, each answered)."""
+            error = KafkaError.COORDINATOR_NOT_AVAILABLE
+            return _none(key, error, "the transaction log is loading")
+    elif key_type != GROUP_KEY_TYPE:
+        return _none(
+            key,
+            KafkaError.INVALID_REQUEST,
+            f"key_type {key_type}: groups (0) and transactions (1) have coordinators here",
+        )
+    elif not call.permits(_DESCRIBE_GROUP, key):
+        message = denied_message(Operation.DESCRIBE, ResourceType.GROUP, key)
+        return _none(key, KafkaError.GROUP_AUTHORIZATION_FAILED, message)
     host, port = advertised_address(call)
-    node = call.ctx.config.node_id
-    key_type = call.body.get("key_type", GROUP_KEY_TYPE)
-    if call.version >= FIND_COORDINATOR_BATCH_MIN_VERSION:
-        coordinators = []
-        for key in call.body["coordinator_keys"]:
-            error, message = _coordinator_for(call, key, key_type)
-            found = error is KafkaError.NONE
-            coordinators.append(
-                {
-                    "key": key,
-                    "node_id": node if found else -1,
-                    "host": host if found else "",
-                    "port": port if found else -1,
-                    "error_code": error.code,
-                    "error_message": message,
-                }
-            )
-        return {"throttle_time_ms": 0, "coordinators": coordinators}
-    error, message = _coordinator_for(call, call.body["key"], key_type)
-    if error is not KafkaError.NONE:
-        return _no_coordinator(call, error, message or error.name)
     return {
-        "throttle_time_ms": 0,
-        "error_code": KafkaError.NONE.code,
-        "error_message": None,
-        "node_id": node,
+        "key": key,
+        "node_id": call.ctx.config.node_id,
         "host": host,
         "port": port,
+        "error_code": KafkaError.NONE.code,
+        "error_message": None,
     }
 
 
-def _no_coordinator(call: KafkaCall, error: KafkaError, message: str) -> KafkaAnswer:
-    """FindCoordinator's refusal (also the gate's, for a group the principal may not
-    describe): no node."""
+def _none(key: str, error: KafkaError, message: str) -> dict[str, Any]:
     return {
-        "throttle_time_ms": 0,
-        "error_code": error.code,
-        "error_message": message,
+        "key": key,
         "node_id": -1,
         "host": "",
         "port": -1,
+        "error_code": error.code,
+        "error_message": message,
     }
+
+
+async def find_coordinator(call: KafkaCall) -> KafkaAnswer:
+    """This broker coordinates every group and every transactional id.
+    From v4 the keys come batched, each answered on its own (KIP-699)."""
+    body = call.body
+    if call.version >= BATCHED_COORDINATORS_MIN_VERSION:
+        keys = body["coordinator_keys"]
+        found = [_coordinator(call, body["key_type"], key) for key in keys]
+        return {"throttle_time_ms": 0, "coordinators": found}
+    one = _coordinator(call, body["key_type"], body["key"])
+    del one["key"]
+    return {"throttle_time_ms": 0, **one}
 
 
 def _member_fields(body: dict[str, Any]) -> dict[str, Any]:
@@ -172,6 +169,7 @@ async def join_group(call: KafkaCall) -> KafkaAnswer:
     return {
         **head,
         "generation_id": answer["generation"],
+        "protocol_type": answer["protocol_type"],  # v7+
         "protocol_name": answer["protocol"] or "",
         "leader": answer["leader"],
         "member_id": answer["member_id"],
@@ -193,15 +191,21 @@ async def sync_group(call: KafkaCall) -> KafkaAnswer:
         "sync_group",
         {
             "generation": body["generation_id"],
-            "protocol_type": None,
-            "protocol": None,
+            # v5+: checked against the group's (INCONSISTENT_GROUP_PROTOCOL); null before
+            "protocol_type": body["protocol_type"],
+            "protocol": body["protocol_name"],
             "assignments": [
                 {"member_id": a["member_id"], "assignment": bytes(a["assignment"])}
                 for a in body["assignments"]
             ],
         },
     )
-    return {**head, "assignment": answer["assignment"]}
+    return {
+        **head,
+        "protocol_type": answer["protocol_type"],
+        "protocol_name": answer["protocol"],
+        "assignment": answer["assignment"],
+    }
 
 
 async def heartbeat(call: KafkaCall) -> KafkaAnswer:
@@ -237,13 +241,24 @@ async def leave_group(call: KafkaCall) -> KafkaAnswer:
 
 
 async def list_groups(call: KafkaCall) -> KafkaAnswer:
+    """Every group, or (v4+) those in the states asked, (v5+) of the types asked (all
+    classic here); both filters are case-insensitive, as Kafka's."""
     answer = await _native(call, "list_groups", {})
+    states = {state.lower() for state in call.body["states_filter"]}
+    types = {kind.lower() for kind in call.body["types_filter"]}
+    groups = [] if types and CLASSIC_GROUP_TYPE not in types else answer["groups"]
     return {
         "throttle_time_ms": 0,
         "error_code": KafkaError.NONE.code,
         "groups": [
-            {"group_id": g["group"], "protocol_type": g["protocol_type"] or ""}
-            for g in answer["groups"]
+            {
+                "group_id": g["group"],
+                "protocol_type": g["protocol_type"] or "",
+                "group_state": g["state"],
+                "group_type": CLASSIC_GROUP_TYPE,
+            }
+            for g in groups
+            if not states or g["state"].lower() in states
         ],
     }
 
@@ -389,35 +404,20 @@ async def offset_commit(call: KafkaCall) -> KafkaAnswer:
     return {"throttle_time_ms": 0, "topics": _partition_errors(body["topics"], error_of)}
 
 
-async def offset_fetch(call: KafkaCall) -> KafkaAnswer:
-    """Committed offsets (-1 and no error where none was committed, as Kafka answers).
-
-    v8+ asks for several groups at once. `require_stable` (v7+, KIP-447): a partition
-    an open transaction has a pending TxnOffsetCommit for answers
-    UNSTABLE_OFFSET_COMMIT (retriable) until the transaction ends."""
-    body = call.body
-    stable = bool(body.get("require_stable", False))
-    if call.version < OFFSET_FETCH_GROUPS_MIN_VERSION:
-        topics, error = await _fetch_group(call, body["group_id"], body["topics"], stable)
-        return {"throttle_time_ms": 0, "topics": topics, "error_code": error}
-    groups = []
-    for group in body["groups"]:
-        topics, error = await _fetch_group(call, group["group_id"], group["topics"], stable)
-        groups.append({"group_id": group["group_id"], "topics": topics, "error_code": error})
-    return {"throttle_time_ms": 0, "groups": groups}
-
-
-async def _fetch_group(
+async def _group_offsets(
     call: KafkaCall, group: str, topics: list[dict[str, Any]] | None, require_stable: bool
-) -> tuple[list[dict[str, Any]], int]:
-    """One group's topics as OffsetFetch answers them, and its error code."""
+) -> tuple[list[dict[str, Any]], KafkaError]:
+    """One group's committed offsets (-1 and no error where none was committed, as
+    Kafka answers) in Kafka's topic layout, and the group's error. `require_stable`:
+    a partition an open transaction holds a TxnOffsetCommit for answers
+    UNSTABLE_OFFSET_COMMIT (retriable) until the transaction ends (KIP-447)."""
     wanted = (
         None
         if topics is None
         else [{"topic": t["name"], "partitions": list(t["partition_indexes"])} for t in topics]
     )
     if not group:
-        return [], KafkaError.INVALID_GROUP_ID.code
+        return [], KafkaError.INVALID_GROUP_ID
     try:
         answer = await _native(call, "fetch_offsets", {"group": group, "topics": wanted})
     except GroupAuthorizationFailed:  # v2+ read the top-level code, v0-1 each partition's
@@ -434,7 +434,7 @@ async def _fetch_group(
         ]
         answer = {"topics": refused, "error": denied}
     pending = call.ctx.transactions.has_pending_offset if require_stable else None
-    out = []
+    found = []
     for t in answer["topics"]:
         parts = []
         for p in t["partitions"]:
@@ -451,8 +451,24 @@ async def _fetch_group(
                     "error_code": error,
                 }
             )
-        out.append({"name": t["topic"], "partitions": parts})
-    return out, _code(answer.get("error"))
+        found.append({"name": t["topic"], "partitions": parts})
+    return found, for_tidelog_code(answer.get("error"))
+
+
+async def offset_fetch(call: KafkaCall) -> KafkaAnswer:
+    """Committed offsets of one group, or (v8+) of each group asked; `require_stable`
+    (v7+) as `_group_offsets` says. v9's member id and epoch belong to KIP-848 groups, which
+    Tidelog does not have (a classic group's offsets are answered as Kafka does)."""
+    body = call.body
+    stable = bool(body.get("require_stable", False))
+    if call.version >= BATCHED_OFFSET_FETCH_MIN_VERSION:
+        groups = []
+        for g in body["groups"]:
+            topics, error = await _group_offsets(call, g["group_id"], g["topics"], stable)
+            groups.append({"group_id": g["group_id"], "topics": topics, "error_code": error.code})
+        return {"throttle_time_ms": 0, "groups": groups}
+    topics, error = await _group_offsets(call, body["group_id"], body["topics"], stable)
+    return {"throttle_time_ms": 0, "topics": topics, "error_code": error.code}
 
 
 async def offset_delete(call: KafkaCall) -> KafkaAnswer:
@@ -483,11 +499,7 @@ _DESCRIBE_GROUP = Right(Operation.DESCRIBE, ResourceType.GROUP)
 _DELETE_GROUP = Right(Operation.DELETE, ResourceType.GROUP)
 _READ_TOPIC = Right(Operation.READ, ResourceType.TOPIC)
 HANDLERS: dict[int, KafkaApi] = {
-    FIND_COORDINATOR.key: KafkaApi(
-        find_coordinator,
-        Requires(each=_DESCRIBE_GROUP),
-        versions="0-5",
-    ),
+    FIND_COORDINATOR.key: KafkaApi(find_coordinator, Requires(each=_DESCRIBE_GROUP)),
     JOIN_GROUP.key: KafkaApi(join_group, via=("join_group",)),
     SYNC_GROUP.key: KafkaApi(sync_group, via=("sync_group",)),
     HEARTBEAT.key: KafkaApi(heartbeat, via=("heartbeat",)),

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from broker.authz.access import allows as allowed
+from broker.authz.access import permits
 from broker.groups.messages import OffsetCommitRequest
 from broker.kafka.call import KafkaAnswer, KafkaApi, KafkaCall
 from broker.security.acl import Operation, ResourceType
@@ -36,7 +38,13 @@ from protocol.kafka.messages import (
 )
 from protocol.offsets_schema import INTERNAL_TOPICS, MAX_METADATA_CHARS
 
-__all__ = ["HANDLERS", "fenced_for"]
+__all__ = [
+    "DESCRIBE_TRANSACTIONAL_ID",
+    "HANDLERS",
+    "WRITE_TRANSACTIONAL_ID",
+    "fenced_for",
+    "transactional_id_permitted",
+]
 
 E = KafkaError
 # The first version of each API whose clients know PRODUCER_FENCED (KIP-588).
@@ -44,9 +52,19 @@ PRODUCER_FENCED_MIN_VERSION = 2
 # AddPartitionsToTxn versions with a batch of transactions (KIP-890 part 1).
 BATCHED_MIN_VERSION = 4
 
+WRITE_TRANSACTIONAL_ID = _WRITE_TID = Right(Operation.WRITE, ResourceType.TRANSACTIONAL_ID)
+DESCRIBE_TRANSACTIONAL_ID = _DESCRIBE_TID = Right(Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID)
 _WRITE_TOPIC = Right(Operation.WRITE, ResourceType.TOPIC)
 _READ_TOPIC = Right(Operation.READ, ResourceType.TOPIC)
 _READ_GROUP = Right(Operation.READ, ResourceType.GROUP)
+
+
+def transactional_id_permitted(call: KafkaCall, right: Right, tid: str) -> bool:
+    """Kafka's check on the TransactionalId resource (Write to use an id, Describe to
+    see it). Every transaction API asks it beside the rights its row declares (a row
+    declares one whole-request and one per-entry right; these APIs need a third), so
+    it goes to the authorizer directly; audited and counted like the others."""
+    return permits(call.ctx, call.request.api.name, right, tid)
 
 
 def fenced_for(error: KafkaError, version: int, min_version: int) -> KafkaError:
@@ -88,6 +106,8 @@ async def _add_one(
 ) -> dict[TopicPartition, KafkaError]:
     wanted = [(t["name"], p) for t in topics for p in t["partitions"]]
     service = call.ctx.transactions
+    if not transactional_id_permitted(call, _WRITE_TID, tid):
+        return dict.fromkeys(wanted, E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     if verify_only:
         return service.verify_partitions(tid, producer_id, epoch, wanted)
     problems = {tp: error for tp in wanted if (error := _partition_error(call, *tp)) is not None}
@@ -128,6 +148,8 @@ async def add_partitions_to_txn(call: KafkaCall) -> KafkaAnswer:
 
 async def add_offsets_to_txn(call: KafkaCall) -> KafkaAnswer:
     body = call.body
+    if not transactional_id_permitted(call, _WRITE_TID, body["transactional_id"]):
+        return {"throttle_time_ms": 0, "error_code": E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED.code}
     error = await call.ctx.transactions.add_offsets(
         body["transactional_id"], body["producer_id"], body["producer_epoch"], body["group_id"]
     )
@@ -137,6 +159,8 @@ async def add_offsets_to_txn(call: KafkaCall) -> KafkaAnswer:
 
 async def end_txn(call: KafkaCall) -> KafkaAnswer:
     body = call.body
+    if not transactional_id_permitted(call, _WRITE_TID, body["transactional_id"]):
+        return {"throttle_time_ms": 0, "error_code": E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED.code}
     error = await call.ctx.transactions.end_txn(
         body["transactional_id"], body["producer_id"], body["producer_epoch"], body["committed"]
     )
@@ -162,7 +186,9 @@ async def txn_offset_commit(call: KafkaCall) -> KafkaAnswer:
                 bad[tp] = E.TOPIC_AUTHORIZATION_FAILED
             else:
                 offsets[tp] = (p["committed_offset"], metadata)
-    if offsets:
+    if not transactional_id_permitted(call, _WRITE_TID, body["transactional_id"]):
+        error = E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    elif offsets:
         request = OffsetCommitRequest(
             group_id=group,
             offsets=offsets,
@@ -231,6 +257,29 @@ async def write_txn_markers(call: KafkaCall) -> KafkaAnswer:
             }
         )
     return {"markers": results}
+
+
+def _markers_refused(call: KafkaCall, error: KafkaError, message: str) -> KafkaAnswer:
+    """ClusterAction refused: every partition of every marker answers it."""
+    del message
+    return {
+        "markers": [
+            {
+                "producer_id": marker["producer_id"],
+                "topics": [
+                    {
+                        "name": t["name"],
+                        "partitions": [
+                            {"partition_index": p, "error_code": error.code}
+                            for p in t["partition_indexes"]
+                        ],
+                    }
+                    for t in marker["topics"]
+                ],
+            }
+            for marker in call.body["markers"]
+        ]
+    }
 
 
 async def describe_producers(call: KafkaCall) -> KafkaAnswer:
@@ -305,7 +354,16 @@ async def describe_transactions(call: KafkaCall) -> KafkaAnswer:
             for tid in call.body["transactional_ids"]
         ]
     else:
-        states = [_state_entry(call, tid) for tid in call.body["transactional_ids"]]
+        states = [
+            _state_entry(call, tid)
+            if transactional_id_permitted(call, _DESCRIBE_TID, tid)
+            else {
+                **_state_entry(call, ""),
+                "transactional_id": tid,
+                "error_code": E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED.code,
+            }
+            for tid in call.body["transactional_ids"]
+        ]
     return {"throttle_time_ms": 0, "transaction_states": states}
 
 
@@ -335,6 +393,10 @@ async def list_transactions(call: KafkaCall) -> KafkaAnswer:
             continue
         if duration_ms >= 0 and not (meta.open and now - meta.start_ms > duration_ms):
             continue  # v1: open longer than the filter (Kafka's `durationFilter`)
+        if not allowed(
+            call.ctx, Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, meta.transactional_id
+        ):
+            continue  # ids the principal may not describe are left out, as Kafka does
         states.append(
             {
                 "transactional_id": meta.transactional_id,
@@ -367,7 +429,10 @@ HANDLERS: dict[int, KafkaApi] = {
         versions="0-4",
     ),
     WRITE_TXN_MARKERS.key: KafkaApi(
-        write_txn_markers, on_cluster(Operation.CLUSTER_ACTION), versions="0-1"
+        write_txn_markers,
+        on_cluster(Operation.CLUSTER_ACTION),
+        _markers_refused,
+        versions="0-1",
     ),
     DESCRIBE_PRODUCERS.key: KafkaApi(describe_producers, Requires(each=_READ_TOPIC)),
     DESCRIBE_TRANSACTIONS.key: KafkaApi(describe_transactions, LOGGED_IN),

@@ -7,15 +7,18 @@ compression, base sequence -1 and one record (Kafka's EndTransactionMarker):
     value  int16 version 0, int32 coordinator_epoch
 
 `marker_batch` builds one (base offset 0: the log stamps it); `read_marker` reads
-the type and coordinator epoch back from a stored control batch's bytes.
+the type and coordinator epoch back from a stored control batch's bytes;
+`AbortedFilter` is Kafka's read_committed batch filter, for our readers of fetched
+batches (tidelog's Consumer, the Spark Data Source).
 """
 
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 from typing import Final, NamedTuple
 
-from protocol.batch import CONTROL_MASK, TRANSACTIONAL_MASK
+from protocol.batch import CONTROL_MASK, TRANSACTIONAL_MASK, HeaderFields
 from protocol.kafka import records as kafka
 from protocol.kafka.varint import read_varint, varint
 
@@ -23,6 +26,7 @@ __all__ = [
     "ABORT",
     "COMMIT",
     "CONTROL_ATTRIBUTES",
+    "AbortedFilter",
     "Marker",
     "is_control",
     "marker_batch",
@@ -96,3 +100,35 @@ def read_marker(batch: bytes | bytearray | memoryview) -> Marker | None:
     if version < 0 or kind not in (ABORT, COMMIT):
         return None
     return Marker(kind == COMMIT, epoch)
+
+
+class AbortedFilter:
+    """Kafka's read_committed batch filter (its CompletedFetch): the aborted entries
+    whose first offset is at or below a batch's last offset mark their producers
+    aborted; an ABORT marker clears its producer; a transactional batch of an aborted
+    producer is skipped. Per batch, never per record."""
+
+    __slots__ = ("_aborted", "_pending")
+
+    def __init__(self, aborted: Sequence[tuple[int, int]]) -> None:
+        self._pending = sorted(aborted, key=lambda e: e[1], reverse=True)  # pop() = lowest
+        self._aborted: set[int] = set()
+
+    def consume_up_to(self, offset: int) -> None:
+        pending = self._pending
+        while pending and pending[-1][1] <= offset:
+            self._aborted.add(pending.pop()[0])
+
+    def aborted(self, header: HeaderFields) -> bool:
+        """Whether a transactional batch is aborted data (its entries consumed first)."""
+        self.consume_up_to(header.last_offset)
+        return header.producer_id in self._aborted and not header.attributes & CONTROL_MASK
+
+    def marker(self, data: bytes | memoryview, pos: int, header: HeaderFields) -> None:
+        self.consume_up_to(header.last_offset)
+        found = read_marker(memoryview(data)[pos : pos + header.size])
+        if found is not None and not found.commit:
+            self._aborted.discard(header.producer_id)
+
+
+_TXN_BITS = TRANSACTIONAL_MASK | CONTROL_MASK

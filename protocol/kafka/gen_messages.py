@@ -35,38 +35,38 @@ VERSIONS: dict[str, str] = {
     "Fetch": "4-18",  # v12+ flexible (diverging epoch); v13+: topics by id
     "ListOffsets": "1-10",  # v7: max timestamp (KIP-734); v8: local start; v9: tiered
     "Metadata": "0-13",  # v10+: topic ids; v12+: asked by id; v13: error_code
-    "OffsetCommit": "2-7",
+    "OffsetCommit": "2-9",  # v8+ flexible; v9: KIP-848 epochs (classic groups alike)
     "OffsetFetch": "0-9",  # v7: require_stable (KIP-447); v8+: groups (batched)
     "FindCoordinator": "0-6",  # v4+: coordinator_keys (batched)
-    "JoinGroup": "0-5",
-    "Heartbeat": "0-3",
-    "LeaveGroup": "0-3",
-    "SyncGroup": "0-3",
-    "DescribeGroups": "0-4",
-    "ListGroups": "0-2",
+    "JoinGroup": "0-9",
+    "Heartbeat": "0-4",
+    "LeaveGroup": "0-5",
+    "SyncGroup": "0-5",
+    "DescribeGroups": "0-6",
+    "ListGroups": "0-5",
     "ApiVersions": "0-5",  # v4: features with a minimum of 0 too; v5: EXTRA_FIELDS
-    "CreateTopics": "2-4",
-    "DeleteTopics": "1-3",
-    "DeleteRecords": "0-1",
+    "CreateTopics": "2-7",  # v5+: the created topic described; v7: its id
+    "DeleteTopics": "1-6",  # v6: by name or id
+    "DeleteRecords": "0-2",
     "InitProducerId": "0-6",
-    "DescribeConfigs": "1-3",
-    "AlterConfigs": "0-1",
-    "DeleteGroups": "0-1",
+    "DescribeConfigs": "1-4",
+    "AlterConfigs": "0-2",
+    "DeleteGroups": "0-2",
     "IncrementalAlterConfigs": "0-1",
     "OffsetDelete": "0",
     "DescribeCluster": "0-2",
-    # Security (docs/security.md): SASL login and kafka-acls, non-flexible versions.
+    # Security (docs/security.md): SASL login and kafka-acls.
     # The admin APIs the tools call (docs/kafka.md, "Cluster administration").
     "CreatePartitions": "0-3",
-    "DescribeLogDirs": "1-4",
+    "DescribeLogDirs": "1-5",
     "ElectLeaders": "0-2",
     "AlterPartitionReassignments": "0",
     "ListPartitionReassignments": "0",
     "SaslHandshake": "1",  # v0 (raw tokens after it) is gone in Kafka 4 (KIP-896)
-    "SaslAuthenticate": "0-1",
-    "CreateAcls": "1",
-    "DescribeAcls": "1",
-    "DeleteAcls": "1",
+    "SaslAuthenticate": "0-2",
+    "CreateAcls": "1-3",
+    "DescribeAcls": "1-3",
+    "DeleteAcls": "1-3",
     # Issue 37's remaining admin APIs (docs/kafka.md, "Cluster administration"): quotas,
     # SCRAM users (flexible-only in Kafka) and the truncation check Java consumers send.
     "OffsetForLeaderEpoch": "2-4",

@@ -306,7 +306,7 @@ METADATA = Api(
 OFFSET_COMMIT = Api(
     key=8,
     name="OffsetCommit",
-    versions="2-7",
+    versions="2-9",
     flexible="8+",
     request=(
         F("group_id", "string", "0+"),
@@ -460,7 +460,7 @@ FIND_COORDINATOR = Api(
 JOIN_GROUP = Api(
     key=11,
     name="JoinGroup",
-    versions="0-5",
+    versions="0-9",
     flexible="6+",
     request=(
         F("group_id", "string", "0+"),
@@ -476,13 +476,16 @@ JOIN_GROUP = Api(
             F("name", "string", "0+"),
             F("metadata", "bytes", "0+"),
         ),
+        F("reason", "string", "8+", nullable="8+", default=None),
     ),
     response=(
         F("throttle_time_ms", "int32", "2+"),
         F("error_code", "int16", "0+"),
         F("generation_id", "int32", "0+", default=-1),
-        F("protocol_name", "string", "0+"),
+        F("protocol_type", "string", "7+", nullable="7+", default=None),
+        F("protocol_name", "string", "0+", nullable="7+"),
         F("leader", "string", "0+"),
+        F("skip_assignment", "bool", "9+"),
         F("member_id", "string", "0+"),
         F(
             "members",
@@ -498,7 +501,7 @@ JOIN_GROUP = Api(
 HEARTBEAT = Api(
     key=12,
     name="Heartbeat",
-    versions="0-3",
+    versions="0-4",
     flexible="4+",
     request=(
         F("group_id", "string", "0+"),
@@ -515,7 +518,7 @@ HEARTBEAT = Api(
 LEAVE_GROUP = Api(
     key=13,
     name="LeaveGroup",
-    versions="0-3",
+    versions="0-5",
     flexible="4+",
     request=(
         F("group_id", "string", "0+"),
@@ -526,6 +529,7 @@ LEAVE_GROUP = Api(
             "3+",
             F("member_id", "string", "3+"),
             F("group_instance_id", "string", "3+", nullable="3+", default=None),
+            F("reason", "string", "5+", nullable="5+", default=None),
         ),
     ),
     response=(
@@ -545,13 +549,15 @@ LEAVE_GROUP = Api(
 SYNC_GROUP = Api(
     key=14,
     name="SyncGroup",
-    versions="0-3",
+    versions="0-5",
     flexible="4+",
     request=(
         F("group_id", "string", "0+"),
         F("generation_id", "int32", "0+"),
         F("member_id", "string", "0+"),
         F("group_instance_id", "string", "3+", nullable="3+", default=None),
+        F("protocol_type", "string", "5+", nullable="5+", default=None),
+        F("protocol_name", "string", "5+", nullable="5+", default=None),
         F(
             "assignments",
             "[]",
@@ -563,6 +569,8 @@ SYNC_GROUP = Api(
     response=(
         F("throttle_time_ms", "int32", "1+"),
         F("error_code", "int16", "0+"),
+        F("protocol_type", "string", "5+", nullable="5+", default=None),
+        F("protocol_name", "string", "5+", nullable="5+", default=None),
         F("assignment", "bytes", "0+"),
     ),
 )
@@ -570,7 +578,7 @@ SYNC_GROUP = Api(
 DESCRIBE_GROUPS = Api(
     key=15,
     name="DescribeGroups",
-    versions="0-4",
+    versions="0-6",
     flexible="5+",
     request=(
         F("groups", "[]string", "0+"),
@@ -583,6 +591,7 @@ DESCRIBE_GROUPS = Api(
             "[]",
             "0+",
             F("error_code", "int16", "0+"),
+            F("error_message", "string", "6+", nullable="6+", default=None),
             F("group_id", "string", "0+"),
             F("group_state", "string", "0+"),
             F("protocol_type", "string", "0+"),
@@ -606,9 +615,12 @@ DESCRIBE_GROUPS = Api(
 LIST_GROUPS = Api(
     key=16,
     name="ListGroups",
-    versions="0-2",
+    versions="0-5",
     flexible="3+",
-    request=(),
+    request=(
+        F("states_filter", "[]string", "4+"),
+        F("types_filter", "[]string", "5+"),
+    ),
     response=(
         F("throttle_time_ms", "int32", "1+"),
         F("error_code", "int16", "0+"),
@@ -618,6 +630,8 @@ LIST_GROUPS = Api(
             "0+",
             F("group_id", "string", "0+"),
             F("protocol_type", "string", "0+"),
+            F("group_state", "string", "4+"),
+            F("group_type", "string", "5+"),
         ),
     ),
 )
@@ -670,7 +684,7 @@ API_VERSIONS = Api(
 CREATE_TOPICS = Api(
     key=19,
     name="CreateTopics",
-    versions="2-4",
+    versions="2-7",
     flexible="5+",
     request=(
         F(
@@ -705,8 +719,23 @@ CREATE_TOPICS = Api(
             "[]",
             "0+",
             F("name", "string", "0+"),
+            F("topic_id", "uuid", "7+"),
             F("error_code", "int16", "0+"),
             F("error_message", "string", "1+", nullable="0+"),
+            F("topic_config_error_code", "int16", "5+", tag=0),
+            F("num_partitions", "int32", "5+", default=-1),
+            F("replication_factor", "int16", "5+", default=-1),
+            F(
+                "configs",
+                "[]",
+                "5+",
+                F("name", "string", "5+"),
+                F("value", "string", "5+", nullable="5+"),
+                F("read_only", "bool", "5+"),
+                F("config_source", "int8", "5+", default=-1),
+                F("is_sensitive", "bool", "5+"),
+                nullable="5+",
+            ),
         ),
     ),
 )
@@ -714,9 +743,16 @@ CREATE_TOPICS = Api(
 DELETE_TOPICS = Api(
     key=20,
     name="DeleteTopics",
-    versions="1-3",
+    versions="1-6",
     flexible="4+",
     request=(
+        F(
+            "topics",
+            "[]",
+            "6+",
+            F("name", "string", "6+", nullable="6+", default=None),
+            F("topic_id", "uuid", "6+"),
+        ),
         F("topic_names", "[]string", "0-5"),
         F("timeout_ms", "int32", "0+"),
     ),
@@ -726,8 +762,10 @@ DELETE_TOPICS = Api(
             "responses",
             "[]",
             "0+",
-            F("name", "string", "0+"),
+            F("name", "string", "0+", nullable="6+"),
+            F("topic_id", "uuid", "6+"),
             F("error_code", "int16", "0+"),
+            F("error_message", "string", "5+", nullable="5+", default=None),
         ),
     ),
 )
@@ -735,7 +773,7 @@ DELETE_TOPICS = Api(
 DELETE_RECORDS = Api(
     key=21,
     name="DeleteRecords",
-    versions="0-1",
+    versions="0-2",
     flexible="2+",
     request=(
         F(
@@ -798,7 +836,7 @@ INIT_PRODUCER_ID = Api(
 DESCRIBE_CONFIGS = Api(
     key=32,
     name="DescribeConfigs",
-    versions="1-3",
+    versions="1-4",
     flexible="4+",
     request=(
         F(
@@ -849,7 +887,7 @@ DESCRIBE_CONFIGS = Api(
 ALTER_CONFIGS = Api(
     key=33,
     name="AlterConfigs",
-    versions="0-1",
+    versions="0-2",
     flexible="2+",
     request=(
         F(
@@ -885,7 +923,7 @@ ALTER_CONFIGS = Api(
 DELETE_GROUPS = Api(
     key=42,
     name="DeleteGroups",
-    versions="0-1",
+    versions="0-2",
     flexible="2+",
     request=(F("groups_names", "[]string", "0+"),),
     response=(
@@ -1046,7 +1084,7 @@ CREATE_PARTITIONS = Api(
 DESCRIBE_LOG_DIRS = Api(
     key=35,
     name="DescribeLogDirs",
-    versions="1-4",
+    versions="1-5",
     flexible="2+",
     request=(
         F(
@@ -1084,6 +1122,7 @@ DESCRIBE_LOG_DIRS = Api(
             ),
             F("total_bytes", "int64", "4+", default=-1),
             F("usable_bytes", "int64", "4+", default=-1),
+            F("is_cordoned", "bool", "5+"),
         ),
     ),
 )
@@ -1221,7 +1260,7 @@ SASL_HANDSHAKE = Api(
 SASL_AUTHENTICATE = Api(
     key=36,
     name="SaslAuthenticate",
-    versions="0-1",
+    versions="0-2",
     flexible="2+",
     request=(F("auth_bytes", "bytes", "0+"),),
     response=(
@@ -1235,7 +1274,7 @@ SASL_AUTHENTICATE = Api(
 CREATE_ACLS = Api(
     key=30,
     name="CreateAcls",
-    versions="1",
+    versions="1-3",
     flexible="2+",
     request=(
         F(
@@ -1266,7 +1305,7 @@ CREATE_ACLS = Api(
 DESCRIBE_ACLS = Api(
     key=29,
     name="DescribeAcls",
-    versions="1",
+    versions="1-3",
     flexible="2+",
     request=(
         F("resource_type_filter", "int8", "0+"),
@@ -1304,7 +1343,7 @@ DESCRIBE_ACLS = Api(
 DELETE_ACLS = Api(
     key=31,
     name="DeleteAcls",
-    versions="1",
+    versions="1-3",
     flexible="2+",
     request=(
         F(

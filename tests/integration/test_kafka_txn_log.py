@@ -16,6 +16,8 @@ import confluent_kafka
 import pytest
 import trio
 
+import tidelog
+from protocol.batch import KAFKA_LAYOUT, iter_records
 from protocol.kafka import records as kafka
 from protocol.kafka.errors import KafkaError
 from protocol.kafka.messages import FETCH, LIST_OFFSETS, PRODUCE
@@ -209,3 +211,118 @@ async def test_fencing_and_txn_state_errors_over_kafka(inprocess_broker: Any) ->
     with pytest.raises(InvalidProducerEpoch):
         plog.append_txn_marker(7, 1, commit=True, coordinator_epoch=5, append_time_ms=TS)
     assert plog.last_stable_offset == plog.high_watermark == 2
+
+
+def _prepare(manager: Any, topic: str) -> Any:
+    """plain(0) p1-a,p1-b(1-2, aborted) p2-a(3, committed) plain(4) abort(5) commit(6)
+    p3-open(7, open): the LSO is 7, the high watermark 8."""
+    manager.create_topic(topic, 1)
+    plog = manager.get_log(topic, 0)
+    plog.append(txn_batch([b"plain-0"], txn=False), layout=KAFKA_LAYOUT)
+    plog.append(txn_batch([b"p1-a", b"p1-b"], (1000, 0, 0)), layout=KAFKA_LAYOUT)
+    plog.append(txn_batch([b"p2-a"], (2000, 0, 0)), layout=KAFKA_LAYOUT)
+    plog.append(txn_batch([b"plain-1"], txn=False), layout=KAFKA_LAYOUT)
+    plog.append_txn_marker(1000, 0, commit=False, coordinator_epoch=0, append_time_ms=TS)
+    plog.append_txn_marker(2000, 0, commit=True, coordinator_epoch=0, append_time_ms=TS)
+    plog.append(txn_batch([b"p3-open"], (3000, 0, 0)), layout=KAFKA_LAYOUT)
+    assert (plog.last_stable_offset, plog.high_watermark) == (7, 8)
+    return plog
+
+
+async def test_msgpack_readers_honour_isolation(inprocess_broker: Any) -> None:
+    """The msgpack fetch's isolation_level, raw and through tidelog's Consumer."""
+    _prepare(inprocess_broker.context.manager, "mp")
+    bootstrap = f"{inprocess_broker.address[0]}:{inprocess_broker.address[1]}"
+
+    def raw(isolation: int | None) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 20,
+            "topics": [{"topic": "mp", "partitions": [
+                {"partition": 0, "offset": 0, "max_bytes": 1 << 20}]}],
+        }  # fmt: skip
+        if isolation is not None:
+            body["isolation_level"] = isolation
+        with tidelog.Client(bootstrap) as client:
+            answer = client.request("fetch", body)
+        return answer["topics"][0]["partitions"][0]
+
+    def consumed(isolation: str | None) -> list[bytes | None]:
+        kwargs = {} if isolation is None else {"isolation_level": isolation}
+        consumer = tidelog.Consumer(
+            bootstrap_servers=bootstrap, auto_offset_reset="earliest",
+            consumer_timeout_ms=1500, **kwargs,
+        )  # fmt: skip
+        try:
+            consumer.assign([tidelog.TopicPartition("mp", 0)])
+            return [r.value for r in consumer]
+        finally:
+            consumer.close()
+
+    default, uncommitted, committed = await trio.to_thread.run_sync(
+        lambda: (raw(None), raw(0), raw(1))
+    )
+    # Without the field (or 0): none of the extension's keys is answered.
+    for key in ("last_stable_offset", "aborted_transactions", "next_offset"):
+        assert default.get(key) is None and uncommitted.get(key) is None
+    all_values = [b"plain-0", b"p1-a", b"p1-b", b"p2-a", b"plain-1", b"p3-open"]
+    assert [r.value for r in iter_records(default["records"])] == all_values  # no markers
+    assert uncommitted["records"] == default["records"]
+    assert committed["last_stable_offset"] == 7
+    assert committed["aborted_transactions"] == [{"producer_id": 1000, "first_offset": 1}]
+    assert [r.value for r in iter_records(committed["records"])] == [
+        b"plain-0",
+        b"p2-a",
+        b"plain-1",
+    ]
+    assert committed["next_offset"] == 7
+
+    assert await trio.to_thread.run_sync(consumed, None) == all_values  # Kafka's default
+    assert await trio.to_thread.run_sync(consumed, "read_uncommitted") == all_values
+    assert await trio.to_thread.run_sync(consumed, "read_committed") == [
+        b"plain-0", b"p2-a", b"plain-1"
+    ]  # fmt: skip
+
+
+async def test_msgpack_answers_without_isolation_keep_their_keys(inprocess_broker: Any) -> None:
+    """The existing contract byte for byte: a fetch without `isolation_level` (or 0),
+    or a metadata request, answers exactly the keys it did before issue 36."""
+    from tests.broker.rawconn import RawConn
+
+    _prepare(inprocess_broker.context.manager, "raw")
+    conn = await RawConn.open(inprocess_broker)
+    async with conn.stream:
+        fetch_body = {"max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 20,
+                      "topics": [{"topic": "raw", "partitions": [
+                          {"partition": 0, "offset": 0, "max_bytes": 1 << 20}]}]}  # fmt: skip
+        for extra in ({}, {"isolation_level": 0}, {"kafka_batches": True}):
+            answer = await conn.call("fetch", {**fetch_body, **extra})
+            (part,) = answer["body"]["topics"][0]["partitions"]
+            assert set(part) == {"partition", "error", "message", "high_watermark",
+                                 "log_start_offset", "records"}  # fmt: skip
+        committed = await conn.call("fetch", {**fetch_body, "isolation_level": 1})
+        (part,) = committed["body"]["topics"][0]["partitions"]
+        assert {"last_stable_offset", "aborted_transactions", "next_offset"} <= set(part)
+        meta = await conn.call("metadata", {"topics": ["raw"]})
+        (p,) = meta["body"]["topics"][0]["partitions"]
+        assert p["last_stable_offset"] == 7  # only while a transaction is open
+
+
+async def test_tidelog_consume_isolation_flag(
+    inprocess_broker: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from broker.cli.main import main as tidelog_main
+
+    _prepare(inprocess_broker.context.manager, "cli")
+    bootstrap = f"{inprocess_broker.address[0]}:{inprocess_broker.address[1]}"
+
+    def run(*extra: str) -> list[str]:
+        assert tidelog_main(["consume", "cli", "-b", bootstrap, *extra]) == 0
+        # The in-process broker logs to stdout too: its lines start with the date.
+        return [line for line in capsys.readouterr().out.splitlines() if line[:2] != "20"]
+
+    assert await trio.to_thread.run_sync(run) == [
+        "plain-0", "p1-a", "p1-b", "p2-a", "plain-1", "p3-open"
+    ]  # fmt: skip
+    assert await trio.to_thread.run_sync(run, "--isolation-level", "read_committed") == [
+        "plain-0", "p2-a", "plain-1"
+    ]  # fmt: skip

@@ -1,6 +1,7 @@
 """kill -9 of the real broker during EndTxn: after the restart the transaction completes
 with the client's result; no committed record is lost, no aborted one is read by a
-read_committed consumer, and the partitions' transactions are closed (LSO = HW).
+read_committed consumer, the partitions' transactions are closed (LSO = HW), and the
+transaction's TxnOffsetCommit is the group's committed offset exactly when it commits.
 
 The broker dies at one of the coordinator's failpoints (broker/transactions/service.py):
 with the Prepare* durable and no marker written, after the first marker, or with every
@@ -20,13 +21,16 @@ import pytest
 
 import tidelog
 from protocol.kafka.messages import (
+    ADD_OFFSETS_TO_TXN,
     ADD_PARTITIONS_TO_TXN,
     DESCRIBE_PRODUCERS,
     DESCRIBE_TRANSACTIONS,
     END_TXN,
     FIND_COORDINATOR,
     INIT_PRODUCER_ID,
+    OFFSET_FETCH,
     PRODUCE,
+    TXN_OFFSET_COMMIT,
 )
 from storage.failpoints import ENV_VAR
 from tests.conftest import BrokerFactory, BrokerProcess
@@ -42,6 +46,7 @@ pytestmark = [
 ]
 
 TOPIC = "crash-txn"
+GROUP = "crash-group"
 PARTITIONS = 2
 # Each point with the hit that falls in the second EndTxn (the first commits two
 # partitions: `txn.markers.after_one` is hit twice by it).
@@ -126,6 +131,17 @@ def test_kill_during_end_txn_then_restart_completes_it(
         end = {"transactional_id": tid, "producer_id": pid, "producer_epoch": epoch}
         assert sock.call(END_TXN, 3, {**end, "committed": True})["error_code"] == 0
         _transaction(sock, tid, pid, epoch, 2, [b"crash-1", b"crash-2"])
+        # and its consumer offsets (what Kafka Streams commits with each transaction)
+        added = sock.call(ADD_OFFSETS_TO_TXN, 3, {**end, "group_id": GROUP})
+        assert added["error_code"] == 0, added
+        offsets = sock.call(TXN_OFFSET_COMMIT, 3, {
+            **end, "group_id": GROUP, "generation_id": -1, "member_id": "",
+            "group_instance_id": None,
+            "topics": [{"name": TOPIC, "partitions": [{
+                "partition_index": 0, "committed_offset": 42, "committed_leader_epoch": -1,
+                "committed_metadata": "m"}]}],
+        })  # fmt: skip
+        assert offsets["topics"][0]["partitions"][0]["error_code"] == 0, offsets
         sock.send_raw(sock.request_bytes(END_TXN, 3, {**end, "committed": commit}))
         sock.recv_frame()  # the broker dies before or after it answers (the point decides)
     broker.proc.wait(timeout=CLIENT_TIMEOUT_S)
@@ -147,6 +163,12 @@ def test_kill_during_end_txn_then_restart_completes_it(
             "producer_id": -1, "producer_epoch": -1})  # fmt: skip
         assert (again["error_code"], again["producer_id"]) == (0, pid)
         assert again["producer_epoch"] == epoch + 1
+        fetched = sock.call(OFFSET_FETCH, 7, {
+            "group_id": GROUP, "topics": [{"name": TOPIC, "partition_indexes": [0]}],
+            "require_stable": True,
+        })["topics"][0]["partitions"][0]  # fmt: skip
+        assert fetched["error_code"] == 0, fetched
+        assert fetched["committed_offset"] == (42 if commit else -1)
 
     kept = [b"kept-1", b"kept-2"] * PARTITIONS
     crashed = [b"crash-1", b"crash-2"] * PARTITIONS
