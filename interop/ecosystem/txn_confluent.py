@@ -21,7 +21,7 @@ from confluent_kafka import (
     Producer,
     TopicPartition,
 )
-from confluent_kafka.admin import OffsetSpec
+from confluent_kafka.admin import OffsetSpec  # type: ignore[attr-defined]  # not in __all__
 
 from interop.ecosystem import kafka_io, txn_wire
 
@@ -80,7 +80,10 @@ def list_offsets(bootstrap: str, topic: str) -> dict[str, dict[int, int]]:
     client = kafka_io.admin(bootstrap)
     out: dict[str, dict[int, int]] = {}
     for level in (IsolationLevel.READ_UNCOMMITTED, IsolationLevel.READ_COMMITTED):
-        specs = {TopicPartition(topic, p): OffsetSpec.latest() for p in range(PARTITIONS)}
+        specs = {
+            TopicPartition(topic, p): OffsetSpec.latest()  # type: ignore[no-untyped-call]
+            for p in range(PARTITIONS)
+        }
         futures = client.list_offsets(specs, isolation_level=level)
         out[level.name.lower()] = {
             tp.partition: f.result(kafka_io.ADMIN_TIMEOUT_S).offset for tp, f in futures.items()
