@@ -25,9 +25,9 @@ from protocol.kafka.messages import (
     API_VERSIONS,
     END_TXN,
     FETCH,
+    INIT_PRODUCER_ID,
     LIST_OFFSETS,
     METADATA,
-    OFFSET_FETCH,
     PRODUCE,
 )
 from tests.conftest import BrokerProcess, start_broker
@@ -194,7 +194,7 @@ def test_a_table_ahead_of_its_handler_is_neither_advertised_nor_served(
                                                "client_software_version": "1"})  # fmt: skip
     ranges = {a["api_key"]: (a["min_version"], a["max_version"]) for a in answer["api_keys"]}
     assert END_TXN.key not in ranges
-    assert ranges[OFFSET_FETCH.key][1] < OFFSET_FETCH.max_version
+    assert ranges[INIT_PRODUCER_ID.key][1] < INIT_PRODUCER_ID.max_version  # v6: 2PC
     body = {"transactional_id": "t", "producer_id": 1, "producer_epoch": 0, "committed": True}
     with KafkaSocket(broker.address) as sock:
         sock.call(API_VERSIONS, 0, {})
