@@ -79,9 +79,10 @@ class _Run:
             lambda a: a.topics and (topic_id is not None or a.topics[0].error_code == 0),
         )
         return [
-            (t.error_code, t.name, _as_uuid(t.topic_id) == self.topic_id, len(t.partitions))
+            (t.error_code, t.name == self.topic, _as_uuid(t.topic_id) == self.topic_id,
+             len(t.partitions))
             for t in answer.topics
-        ]
+        ]  # fmt: skip
 
     def produce(self, topic_id: uuid.UUID | None = None) -> list[Any]:
         R = ProduceRequest[13]
@@ -138,7 +139,10 @@ class _Run:
 
     def find_coordinators(self) -> list[Any]:
         R = FindCoordinatorRequest[4]
-        answer = self.client.call(R(key_type=0, coordinator_keys=["g1", "g2"]))
+        answer = wait_until(  # Kafka: COORDINATOR_NOT_AVAILABLE until its offsets topic is up
+            lambda: self.client.call(R(key_type=0, coordinator_keys=["g1", "g2"])),
+            lambda a: not any(c.error_code for c in a.coordinators),
+        )
         return sorted((c.key, c.error_code, c.node_id >= 0) for c in answer.coordinators)
 
     def offset_fetch(self) -> list[Any]:
@@ -147,7 +151,10 @@ class _Run:
             name=self.topic, partition_indexes=[0]
         )
         groups = [R.OffsetFetchRequestGroup(group_id="nobody", topics=[topic])]
-        answer = self.client.call(R(groups=groups, require_stable=False))
+        answer = wait_until(  # Kafka: NOT_COORDINATOR while its coordinator loads
+            lambda: self.client.call(R(groups=groups, require_stable=False)),
+            lambda a: not any(g.error_code for g in a.groups),
+        )
         return [
             (g.group_id, g.error_code,
              [(p.partition_index, p.committed_offset, p.error_code)
@@ -159,7 +166,7 @@ class _Run:
         R = DeleteTopicsRequest[6]
         state = R.DeleteTopicState(name=None, topic_id=topic_id or self.topic_id)
         answer = self.client.call(R(topics=[state], timeout_ms=10_000))
-        return [(r.error_code, r.name) for r in answer.responses]
+        return [(r.error_code, r.name == self.topic if r.name else None) for r in answer.responses]
 
 
 def _cases(run: _Run) -> dict[str, Callable[[], list[Any]]]:

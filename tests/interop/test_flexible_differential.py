@@ -18,8 +18,9 @@ from interop.targets import Target
 pytestmark = pytest.mark.interop
 
 # The APIs whose newest version Tidelog serves as Kafka 4.4 does (others stop earlier on
-# purpose: docs/kafka.md "APIs and versions").
-SAME_MAX = (0, 1, 3, 10, 11, 12, 13, 14, 15, 16, 19, 20, 21, 32, 33, 42)
+# purpose: docs/kafka.md "APIs and versions"; DeleteGroups' v3 is newer than the schemas
+# kafka-python bundles, which our tables come from).
+SAME_MAX = (0, 1, 3, 10, 11, 12, 13, 14, 15, 16, 19, 20, 21, 32, 33)
 
 
 def _ranges(bootstrap: str) -> dict[int, tuple[int, int]]:
