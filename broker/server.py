@@ -217,7 +217,7 @@ async def serve_broker(
         finally:
             gc_watch.close()
             with trio.CancelScope(shield=True):
-                ctx.groups.close()  # no coordinator tick may write while the logs close
+                _close_coordinators(ctx)  # no coordinator tick may write while the logs close
                 cleaner.request_stop()  # running cleanings give up at their next chunk
                 await scheduler.aclose()  # no task may touch the logs while they close
                 try:
@@ -234,6 +234,12 @@ async def _start_coordinators(services: trio.Nursery, ctx: BrokerContext) -> Non
     broker listens."""
     await services.start(ctx.groups.serve)
     await services.start(ctx.transactions.serve)
+
+
+def _close_coordinators(ctx: BrokerContext) -> None:
+    """Stop both coordinators' timers before the logs close."""
+    ctx.groups.close()
+    ctx.transactions.close()
 
 
 # Shortest period of a cleaner worker's task, so `log.cleaner.backoff.ms=0` cannot spin.

@@ -104,6 +104,7 @@ class TransactionService:
         self.timed_out = 0  # aborted by the timeout
         self.failed_markers = 0  # marker rounds that failed (retried)
         self.malformed_records = 0
+        self._serve_scope = trio.CancelScope()
         # KIP-890 part 1: the Kafka produce asks whether a transactional batch's
         # partition was added to its transaction.
         manager.txn_verifier = self._verify
@@ -176,6 +177,15 @@ class TransactionService:
         """Load, report started, then run the timers until cancelled."""
         await self.load()
         task_status.started()
+        with self._serve_scope:
+            await self._run_timers()
+
+    def close(self) -> None:
+        """Stop the timers (the broker is shutting down: no abort may write while the
+        logs close); an open transaction stays open and is reloaded at the next start."""
+        self._serve_scope.cancel()
+
+    async def _run_timers(self) -> None:
         now = self._clock_ms()
         next_abort = now + self.config.abort_timed_out_interval_ms
         next_expire = now + self.config.remove_expired_interval_ms

@@ -301,10 +301,19 @@ async def test_find_coordinator_v4_answers_each_key(ctx: BrokerContext) -> None:
         ("g", 0, 7, 9192),
         ("h", 0, 7, 9192),
     ]
+    # a transactional id: retriable until the transaction log is loaded, then this broker
     other = await run(ctx, kp(FIND, 6, key_type=1, coordinator_keys=["txn"]))
     assert [(c.key, c.error_code, c.node_id) for c in other.coordinators] == [
-        ("txn", CODE["INVALID_REQUEST"], -1)
+        ("txn", CODE["COORDINATOR_NOT_AVAILABLE"], -1)
     ]
+    await ctx.transactions.load()
+    other = await run(ctx, kp(FIND, 6, key_type=1, coordinator_keys=["txn", ""]))
+    assert [(c.key, c.error_code, c.node_id) for c in other.coordinators] == [
+        ("txn", 0, 7),
+        ("", CODE["INVALID_REQUEST"], -1),
+    ]
+    share = await run(ctx, kp(FIND, 6, key_type=2, coordinator_keys=["s"]))
+    assert share.coordinators[0].error_code == CODE["INVALID_REQUEST"]
 
 
 async def test_the_latest_group_versions_run_a_member(ctx: BrokerContext) -> None:

@@ -25,6 +25,7 @@ from protocol.kafka.messages import (
     API_VERSIONS,
     END_TXN,
     FETCH,
+    INIT_PRODUCER_ID,
     LIST_OFFSETS,
     METADATA,
     PRODUCE,
@@ -195,6 +196,7 @@ def test_a_table_ahead_of_its_handler_is_neither_advertised_nor_served(
     ranges = {a["api_key"]: (a["min_version"], a["max_version"]) for a in answer["api_keys"]}
     assert ranges[END_TXN.key] == (0, 4)
     assert END_TXN.max_version == 5
+    assert ranges[INIT_PRODUCER_ID.key][1] < INIT_PRODUCER_ID.max_version  # v6: 2PC
     body = {"transactional_id": "t", "producer_id": 1, "producer_epoch": 0, "committed": True}
     with KafkaSocket(broker.address) as sock:
         sock.call(API_VERSIONS, 0, {})
