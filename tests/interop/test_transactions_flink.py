@@ -2,10 +2,10 @@
 Apache Kafka and on Tidelog (issue 36's acceptance, "if it fits").
 
 `FlinkEosJob` (interop/flink) writes COUNT records through a map that fails the job once
-halfway; the job restarts from its last checkpoint. The sink's transaction of the failed
-attempt is aborted, so a read_committed reader sees each record exactly once, while a
-read_uncommitted reader also sees the aborted attempt's records again (the failure was
-real, and mid-stream).
+halfway (20 records after a checkpoint barrier); the job restarts from its last
+checkpoint. The sink's transaction of the failed attempt is aborted, so a read_committed
+reader sees each record exactly once, while a read_uncommitted reader also sees the
+aborted attempt's records again (the failure was real, and mid-stream).
 """
 
 from __future__ import annotations

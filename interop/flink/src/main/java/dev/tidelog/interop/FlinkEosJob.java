@@ -8,6 +8,9 @@ import org.apache.flink.api.common.functions.MapFunction;
 import org.apache.flink.api.common.serialization.SimpleStringSchema;
 import org.apache.flink.api.connector.source.util.ratelimit.RateLimiterStrategy;
 import org.apache.flink.configuration.Configuration;
+import org.apache.flink.runtime.state.FunctionInitializationContext;
+import org.apache.flink.runtime.state.FunctionSnapshotContext;
+import org.apache.flink.streaming.api.checkpoint.CheckpointedFunction;
 import org.apache.flink.configuration.RestartStrategyOptions;
 import org.apache.flink.connector.base.DeliveryGuarantee;
 import org.apache.flink.connector.datagen.source.DataGeneratorSource;
@@ -20,7 +23,7 @@ import org.apache.flink.api.common.typeinfo.Types;
  * Flink 2.0's KafkaSink with DeliveryGuarantee.EXACTLY_ONCE in a local MiniCluster for the
  * interop suite (issue 36): COUNT records "rec-0" .. "rec-{COUNT-1}" (a rate-limited
  * generator source, so several checkpoints happen mid-stream) go through a map that fails
- * the job once at record COUNT/2; the job restarts from its last checkpoint, and the sink's
+ * the job once past record COUNT/2, 20 records after a checkpoint barrier; the job restarts from its last checkpoint, and the sink's
  * transactions (one per checkpoint) are committed only when a checkpoint completes, so a
  * read_committed reader of TOPIC sees every record exactly once.
  *
@@ -31,6 +34,44 @@ public final class FlinkEosJob {
 
   /** Fails once per JVM (the MiniCluster restarts the task in this JVM). */
   static volatile boolean failed = false;
+
+  /**
+   * Fails the job once, past record `from` and at least AFTER_BARRIER records after the last
+   * checkpoint barrier, so the failed attempt's open transaction surely holds records (which
+   * read_committed must never show and read_uncommitted then shows twice).
+   */
+  static final class FailOnce implements MapFunction<String, String>, CheckpointedFunction {
+    private static final int AFTER_BARRIER = 20;
+    private final long from;
+    private long seen;
+    private long sinceBarrier;
+
+    FailOnce(long from) {
+      this.from = from;
+    }
+
+    @Override
+    public String map(String value) {
+      seen++;
+      sinceBarrier++;
+      if (!failed && seen > from && sinceBarrier >= AFTER_BARRIER) {
+        failed = true;
+        throw new IllegalStateException("injected failure at " + value);
+      }
+      return value;
+    }
+
+    @Override
+    public void snapshotState(FunctionSnapshotContext context) {
+      sinceBarrier = 0;
+    }
+
+    @Override
+    public void initializeState(FunctionInitializationContext context) {
+      seen = 0;
+      sinceBarrier = 0;
+    }
+  }
 
   public static void main(String[] args) throws Exception {
     String bootstrap = args[0];
@@ -63,15 +104,8 @@ public final class FlinkEosJob {
         .setTransactionalIdPrefix(prefix)
         .build();
 
-    long failAt = count / 2;
     env.fromSource(source, WatermarkStrategy.noWatermarks(), "records")
-        .map((MapFunction<String, String>) value -> {
-          if (!failed && value.equals("rec-" + failAt)) {
-            failed = true;
-            throw new IllegalStateException("injected failure at " + value);
-          }
-          return value;
-        })
+        .map(new FailOnce(count / 2))
         .sinkTo(sink);
     env.execute("flink-eos-" + topic);
     System.out.println("DONE failed=" + failed);
