@@ -372,3 +372,44 @@ def test_cli_and_metrics_show_an_open_transaction(
     )
     status, _, err = cli(broker, capsys, "transactions", "describe", "nobody")
     assert status != 0 and "TRANSACTIONAL_ID_NOT_FOUND" in err
+
+
+def test_partition_verification_kip_890_part_1(broker: BrokerProcess) -> None:
+    """AddPartitionsToTxn v4 verify_only answers whether a partition is in the open
+    transaction; the Kafka produce asks the same, so a transactional batch for a
+    partition never added is refused INVALID_TXN_STATE (nothing opens there)."""
+    from protocol.kafka.messages import ADD_PARTITIONS_TO_TXN
+
+    topic = _topic(broker, 2)
+    tid = f"verify-{topic}"
+    with KafkaSocket((broker.host, broker.port)) as sock:
+        init = _raw_init(sock, tid)
+        pid, epoch = init["producer_id"], init["producer_epoch"]
+        added = sock.call(ADD_PARTITIONS_TO_TXN, 3, {
+            "v3_and_below_transactional_id": tid, "v3_and_below_producer_id": pid,
+            "v3_and_below_producer_epoch": epoch,
+            "v3_and_below_topics": [{"name": topic, "partitions": [0]}],
+        })  # fmt: skip
+        codes = added["results_by_topic_v3_and_below"][0]["results_by_partition"]
+        assert [c["partition_error_code"] for c in codes] == [0]
+        verified = sock.call(ADD_PARTITIONS_TO_TXN, 4, {"transactions": [{
+            "transactional_id": tid, "producer_id": pid, "producer_epoch": epoch,
+            "verify_only": True, "topics": [{"name": topic, "partitions": [0, 1]}],
+        }]})  # fmt: skip
+        results = verified["results_by_transaction"][0]["topic_results"][0]
+        by_partition = {
+            r["partition_index"]: r["partition_error_code"] for r in results["results_by_partition"]
+        }
+        assert by_partition == {0: 0, 1: E.INVALID_TXN_STATE.code}
+
+        def produce(partition: int) -> int:
+            answer = sock.call(PRODUCE, 7, {
+                "transactional_id": tid, "acks": -1, "timeout_ms": 5000,
+                "topic_data": [{"name": topic, "partition_data": [{
+                    "index": partition,
+                    "records": _transactional_batch(pid, epoch, b"p%d" % partition)}]}],
+            })  # fmt: skip
+            return int(answer["responses"][0]["partition_responses"][0]["error_code"])
+
+        assert produce(0) == 0
+        assert produce(1) == E.INVALID_TXN_STATE.code

@@ -36,12 +36,14 @@ def test_advertised_is_every_row_at_its_versions() -> None:
 
 
 def test_tables_ahead_of_their_handlers_are_not_advertised() -> None:
-    assert END_TXN.key not in SERVED_VERSIONS
-    assert ADD_PARTITIONS_TO_TXN.key not in SERVED_VERSIONS
+    # transactions version 2 (KIP-890 part 2) and 2PC (KIP-939) are not served
+    assert SERVED_VERSIONS[END_TXN.key].high == 4 < END_TXN.max_version
+    assert SERVED_VERSIONS[ADD_PARTITIONS_TO_TXN.key].high == 4 < ADD_PARTITIONS_TO_TXN.max_version
     assert SERVED_VERSIONS[INIT_PRODUCER_ID.key].high == 5 < INIT_PRODUCER_ID.max_version
     assert not served(RequestHeader(INIT_PRODUCER_ID.key, 6, 1, None))
     assert served(RequestHeader(INIT_PRODUCER_ID.key, 5, 1, None))
-    assert not served(RequestHeader(END_TXN.key, 3, 1, None))
+    assert served(RequestHeader(END_TXN.key, 3, 1, None))
+    assert not served(RequestHeader(END_TXN.key, 5, 1, None))
 
 
 def test_a_row_beyond_its_table_is_a_programming_error() -> None:
