@@ -326,3 +326,30 @@ async def test_tidelog_consume_isolation_flag(
     assert await trio.to_thread.run_sync(run, "--isolation-level", "read_committed") == [
         "plain-0", "p2-a", "plain-1"
     ]  # fmt: skip
+
+
+async def test_the_kip_890_verifier_hook_is_asked_for_transactional_batches(
+    inprocess_broker: Any,
+) -> None:
+    manager = inprocess_broker.context.manager
+    manager.create_topic("verify", 1)
+    asked: list[tuple[str, int, int, str, int]] = []
+
+    def verifier(txn_id: str, pid: int, epoch: int, topic: str, partition: int) -> str | None:
+        asked.append((txn_id, pid, epoch, topic, partition))
+        return None if txn_id == "added" else "INVALID_TXN_STATE"
+
+    manager.txn_verifier = verifier
+
+    def produce_all() -> list[int]:
+        with KafkaSocket(inprocess_broker.address) as sock:
+            return [
+                produce(sock, "verify", txn_batch([b"x"], (5, 0, 0)), "not-added")["error_code"],
+                produce(sock, "verify", txn_batch([b"y"], (5, 0, 0)), "added")["error_code"],
+                produce(sock, "verify", txn_batch([b"z"], txn=False), None)["error_code"],
+            ]
+
+    codes = await trio.to_thread.run_sync(produce_all)
+    assert codes == [KafkaError.INVALID_TXN_STATE.code, 0, 0]
+    assert asked == [("not-added", 5, 0, "verify", 0), ("added", 5, 0, "verify", 0)]
+    assert manager.get_log("verify", 0).high_watermark == 2
