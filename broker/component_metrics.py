@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from broker.context import BrokerContext
 from broker.housekeeping import LogTasks
 from broker.metrics import Readiness, Sample
+from broker.transactions.metrics import transaction_samples
 from compaction.manager import CleanerStatistics
 from compaction.service import CleanerService
 from protocol.errors import TidelogError
@@ -63,6 +64,7 @@ def component_samples(
         offsets.malformed_records,
     )
     yield from group_samples(ctx)
+    yield from transaction_samples(ctx.transactions, ctx.manager)
     memory = ctx.memory.statistics()
     yield Sample(
         "tidelog_queued_memory_bytes",

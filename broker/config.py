@@ -33,6 +33,7 @@ from broker.security.listeners import (
     listeners_problem,
     parse_listeners,
 )
+from broker.transactions.config import TxnConfig
 from compaction.config import CLEANER_SETTINGS, CleanerConfig
 from protocol.api_types import DescribeConfigsConfigAnswer
 from protocol.errors import InvalidConfig
@@ -129,6 +130,23 @@ BROKER_SETTINGS: tuple[Setting, ...] = (
             low=1, section="groups"),
     Setting("offsets.retention.check.interval.ms", "offsets_retention_check_interval_ms", int,
             600000, "How often expired offsets are looked for.", low=1, section="groups"),
+    # The transaction coordinator's keys (broker/transactions/config.py).
+    Setting("transaction.max.timeout.ms", "transaction_max_timeout_ms", int, 900000,
+            "Longest transaction.timeout.ms a transactional producer may ask for.",
+            low=1, high=2**31 - 1, section="transactions"),
+    Setting("transaction.abort.timed.out.transaction.cleanup.interval.ms",
+            "transaction_abort_timed_out_transaction_cleanup_interval_ms", int, 10000,
+            "How often open transactions are checked against their timeout.",
+            low=1, section="transactions"),
+    Setting("transactional.id.expiration.ms", "transactional_id_expiration_ms", int, 604800000,
+            "An idle transactional id (no open transaction) is forgotten after this long.",
+            low=1, high=2**31 - 1, section="transactions"),
+    Setting("transaction.remove.expired.transaction.cleanup.interval.ms",
+            "transaction_remove_expired_transaction_cleanup_interval_ms", int, 3600000,
+            "How often expired transactional ids are looked for.", low=1, section="transactions"),
+    Setting("transaction.state.log.segment.bytes", "transaction_state_log_segment_bytes", int,
+            104857600, "segment.bytes of __transaction_state when the broker creates it.",
+            low=1, high=2**31 - 1, section="transactions"),
     Setting("log.retention.check.interval.ms", "log_retention_check_interval_ms", int, 300000,
             "Period of the retention task.", low=1, section="retention"),
     Setting("log.initial.task.delay.ms", "log_initial_task_delay_ms", int, 30000,
@@ -378,6 +396,11 @@ class BrokerConfig:
     offsets_retention_check_interval_ms: int = 600000
     node_id: int = 1
     advertised_listeners: str = ""
+    transaction_max_timeout_ms: int = 900000
+    transaction_abort_timed_out_transaction_cleanup_interval_ms: int = 10000
+    transactional_id_expiration_ms: int = 604800000
+    transaction_remove_expired_transaction_cleanup_interval_ms: int = 3600000
+    transaction_state_log_segment_bytes: int = 104857600
     kafka_listen: tuple[str, int] | None = None  # a port for Kafka clients only
     listeners: str = ""
     sasl_enabled_mechanisms: frozenset[str] = frozenset({"SCRAM-SHA-256", "SCRAM-SHA-512"})
@@ -452,6 +475,21 @@ class BrokerConfig:
             group_max_size=self.group_max_size,
             offsets_retention_minutes=self.offsets_retention_minutes,
             offsets_retention_check_interval_ms=self.offsets_retention_check_interval_ms,
+        )
+
+    @property
+    def txn_config(self) -> TxnConfig:
+        """The transaction coordinator's settings."""
+        return TxnConfig(
+            max_timeout_ms=self.transaction_max_timeout_ms,
+            abort_timed_out_interval_ms=(
+                self.transaction_abort_timed_out_transaction_cleanup_interval_ms
+            ),
+            id_expiration_ms=self.transactional_id_expiration_ms,
+            remove_expired_interval_ms=(
+                self.transaction_remove_expired_transaction_cleanup_interval_ms
+            ),
+            log_segment_bytes=self.transaction_state_log_segment_bytes,
         )
 
     @property

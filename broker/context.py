@@ -23,6 +23,7 @@ from broker.offsets_log import OffsetsLog
 from broker.quotas.limits import ClientQuotas
 from broker.quotas.store import QuotaStore
 from broker.security.service import BrokerSecurity
+from broker.transactions.service import TransactionService
 from protocol.clock import ClockMs, wall_clock_ms
 from storage.manager import LogManager
 
@@ -59,6 +60,8 @@ class BrokerContext:
     clock_ms: ClockMs = wall_clock_ms  # the broker's one wall clock (protocol/clock.py)
     memory: MemoryBudget = field(init=False)  # queued.max.request.bytes, broker-wide
     groups: GroupService = field(init=False)  # the group coordinator (broker/group_service.py)
+    # The transaction coordinator (broker/transactions/service.py).
+    transactions: TransactionService = field(init=False)
     quotas: ClientQuotas = field(init=False)  # client quotas (broker/quotas/)
     # TLS, SASL and ACLs (broker/security/); None: none of them (bare test contexts).
     security: BrokerSecurity | None = None
@@ -69,6 +72,9 @@ class BrokerContext:
         self.metrics.get("tidelog_inflight_requests").set_function(lambda: self.inflight_total)
         offsets_log = OffsetsLog(self.manager, self.config.offsets_topic_segment_bytes)
         self.groups = GroupService(self.config.group_config, offsets_log, self.clock_ms)
+        self.transactions = TransactionService(
+            self.config.txn_config, self.manager, self.groups, self.clock_ms
+        )
         self.quotas = ClientQuotas(
             QuotaStore(self.config.data_dir),
             samples=self.config.quota_window_num,

@@ -39,6 +39,7 @@ from broker.handlers.topics import (
     describe_configs,
     metadata,
 )
+from broker.handlers.transactions import list_transactions
 from broker.logging import get_logger
 from broker.security.acl import Operation as OP
 from broker.security.acl import ResourceType
@@ -139,6 +140,9 @@ APIS: dict[str, NativeApi] = {
     "list_groups": NativeApi(list_groups, each_group(OP.DESCRIBE), rules.groups_listed),
     "describe_groups": NativeApi(describe_groups, each_group(OP.DESCRIBE), rules.every_group),
     "delete_groups": NativeApi(delete_groups, each_group(OP.DELETE), rules.every_group),
+    # Extension (docs/transactions.md; schema in protocol/transactions_schema.py): the
+    # names of transactional ids are shown to who may describe the cluster.
+    "list_transactions": NativeApi(list_transactions, on_cluster(OP.DESCRIBE)),
     # Extension (docs/protocol.md §9, docs/security.md; schema in protocol/schemas.py).
     "authenticate": NativeApi(authenticate, ANYONE),
     "create_acls": NativeApi(create_acls, on_cluster(OP.ALTER)),

@@ -197,7 +197,7 @@ async def serve_broker(
             clock_ms=clock_ms,
             security=security,
         )
-        await services.start(ctx.groups.serve)  # group coordinator: loaded, then ticking
+        await _start_coordinators(services, ctx)
         if console is not None:
             console.attach(ctx, cleaner)
         scheduler.schedule(
@@ -217,7 +217,7 @@ async def serve_broker(
         finally:
             gc_watch.close()
             with trio.CancelScope(shield=True):
-                ctx.groups.close()  # no coordinator tick may write while the logs close
+                _close_coordinators(ctx)  # no coordinator tick may write while the logs close
                 cleaner.request_stop()  # running cleanings give up at their next chunk
                 await scheduler.aclose()  # no task may touch the logs while they close
                 try:
@@ -226,6 +226,20 @@ async def serve_broker(
                     raise ShutdownFailed(str(exc)) from exc
                 log.info("shutdown_complete")
             services.cancel_scope.cancel()
+
+
+async def _start_coordinators(services: trio.Nursery, ctx: BrokerContext) -> None:
+    """The group coordinator (loaded, then ticking), then the transaction coordinator
+    (loaded, its Prepare* transactions finished, then its timers): both before the
+    broker listens."""
+    await services.start(ctx.groups.serve)
+    await services.start(ctx.transactions.serve)
+
+
+def _close_coordinators(ctx: BrokerContext) -> None:
+    """Stop both coordinators' timers before the logs close."""
+    ctx.groups.close()
+    ctx.transactions.close()
 
 
 # Shortest period of a cleaner worker's task, so `log.cleaner.backoff.ms=0` cannot spin.

@@ -50,13 +50,18 @@ from compaction.recopy import (
 )
 from compaction.throttle import Throttler
 from protocol.batch import (
+    CONTROL_MASK,
+    F_ATTRIBUTES,
     F_BASE_OFFSET,
     F_LAST_OFFSET_DELTA,
+    F_PRODUCER_ID,
     F_RECORD_COUNT,
+    TRANSACTIONAL_MASK,
     BatchHeader,
     max_decompressed_bytes,
 )
 from storage import SegmentInfo, failpoints
+from storage.txn_index import AbortedTxn
 
 __all__ = ["Cleaner", "CleaningAborted", "CleaningResult"]
 
@@ -151,7 +156,9 @@ class Cleaner:
         )
         counters = _Counters()
         builder = self._build_map(log, dirty, offset_map, first_dirty_offset,
-                                  first_uncleanable_offset, counters)  # fmt: skip
+                                  first_uncleanable_offset, counters,
+                                  _AbortedRanges(log.aborted_transactions_of(
+                                      [s.base_offset for s in segments])))  # fmt: skip
         end_offset = builder.end_offset
         map_full = end_offset < first_uncleanable_offset
         to_clean = [s for s in segments[:-1] if s.base_offset < end_offset]
@@ -164,6 +171,7 @@ class Cleaner:
             max_index_bytes=log.config.segment_index_bytes,
         )
         by_base = {s.base_offset: s for s in to_clean}
+        aborted = log.aborted_transactions_of([s.base_offset for s in segments])
         recopier = _Recopier(
             offset_map,
             first_dirty_offset=first_dirty_offset,
@@ -172,6 +180,7 @@ class Cleaner:
             delete_retention_ms=log.config.delete_retention_ms,
             max_decompressed=max_decompressed_bytes(log.config.max_message_bytes),
             retained_batch_ends=log.producer_batch_ends(),
+            aborted=_AbortedRanges(aborted),
         )
         for group in groups:
             infos = [by_base[g.base_offset] for g in group]
@@ -228,12 +237,15 @@ class Cleaner:
         first_dirty_offset: int,
         first_uncleanable_offset: int,
         counters: _Counters,
+        aborted: _AbortedRanges,
     ) -> MapBuilder:
         builder = MapBuilder(offset_map, first_dirty_offset)
         cap = max_decompressed_bytes(log.config.max_message_bytes)
         for i, info in enumerate(dirty):
             full = False
             for view, fields in self._batches(log, info.base_offset, counters):
+                if aborted.skips_map(fields):
+                    continue  # markers and aborted records never shadow a key (Kafka)
                 if not add_to_map(builder, view, fields, cap):
                     full = True
                     break
@@ -253,6 +265,7 @@ class Cleaner:
             base, buffer_bytes=self.config.io_chunk_bytes, on_write=self._throttler.maybe_throttle
         )
         try:
+            writer.add_aborted(log.aborted_transactions_of([i.base_offset for i in infos]))
             for info in infos:
                 for view, fields in self._batches(log, info.base_offset, counters):
                     recopier.recopy(view, fields, writer)
@@ -312,9 +325,11 @@ class _Recopier:
         delete_retention_ms: int,
         max_decompressed: int,
         retained_batch_ends: frozenset[int] = frozenset(),
+        aborted: _AbortedRanges | None = None,
     ) -> None:
         self._map = offset_map
         self._retained = retained_batch_ends
+        self._aborted = aborted if aborted is not None else _AbortedRanges([])
         self._first_dirty = first_dirty_offset
         self._end = end_offset
         self._now_ms = now_ms
@@ -335,9 +350,14 @@ class _Recopier:
         """Recopy one batch (its bytes and raw header fields) into `writer`, or drop it."""
         base = fields[F_BASE_OFFSET]
         last = base + fields[F_LAST_OFFSET_DELTA]
-        if last in self._retained:  # a live producer's newest batch
+        if last in self._retained or fields[F_ATTRIBUTES] & CONTROL_MASK:
+            # A live producer's newest batch, or a transaction marker (kept: Kafka drops
+            # one only past the delete horizon once its transaction's data are gone).
             self.kept += fields[F_RECORD_COUNT]
             writer.append(view, BatchHeader(*fields))
+            return
+        if self._aborted.is_aborted(fields):  # Kafka's cleaner removes aborted records
+            self.removed += fields[F_RECORD_COUNT]
             return
         if base >= self._first_dirty and self._surely_dropped(base, last):
             self.removed += fields[F_RECORD_COUNT]
@@ -430,6 +450,31 @@ class _Recopier:
             now_ms=self._now_ms,
             delete_retention_ms=self._retention_ms,
         )
+
+
+class _AbortedRanges:
+    """The aborted transactions of a log as ranges per producer (from `.txnindex`):
+    a transactional batch inside one is aborted data. Per batch, not per record."""
+
+    __slots__ = ("_ranges",)
+
+    def __init__(self, entries: list[AbortedTxn]) -> None:
+        self._ranges: dict[int, list[tuple[int, int]]] = {}
+        for e in entries:
+            self._ranges.setdefault(e.producer_id, []).append((e.first_offset, e.last_offset))
+
+    def is_aborted(self, fields: tuple[int, ...]) -> bool:
+        if not fields[F_ATTRIBUTES] & TRANSACTIONAL_MASK or not self._ranges:
+            return False
+        ranges = self._ranges.get(fields[F_PRODUCER_ID])
+        if ranges is None:
+            return False
+        base = fields[F_BASE_OFFSET]
+        return any(first <= base < last for first, last in ranges)
+
+    def skips_map(self, fields: tuple[int, ...]) -> bool:
+        """Batches whose keys never enter the offset map: markers and aborted data."""
+        return bool(fields[F_ATTRIBUTES] & CONTROL_MASK) or self.is_aborted(fields)
 
 
 def _header_of(outcome: BatchOutcome, original: BatchHeader) -> BatchHeader:

@@ -160,7 +160,9 @@ class CleanerManager:
             segments,
             log_start_offset=current.log_start_offset,
             log_end_offset=current.log_end_offset,
-            high_watermark=current.high_watermark,
+            # Kafka's firstUncleanableOffset: nothing at or past the LSO is cleaned (an
+            # open transaction may still abort).
+            high_watermark=min(current.high_watermark, current.last_stable_offset),
             checkpoint=checkpoint,
             now_ms=now_ms,
             min_compaction_lag_ms=current.config.min_compaction_lag_ms,

@@ -85,6 +85,7 @@ SECTIONS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("cleaner", "Log cleaner (compaction)", ()),
     ("producers", "Idempotent producers (topic default)", ()),
     ("groups", "Consumer groups (docs/groups.md)", ()),
+    ("transactions", "Transactions (docs/transactions.md)", ()),
     (
         "security",
         "Security (docs/security.md)",

@@ -79,8 +79,11 @@ class KafkaServer:
         *,
         overrides: Mapping[str, str] | None = None,
         heap_mb: int = BROKER_HEAP_MB,
+        features: Mapping[str, int] | None = None,
     ) -> None:
         self.work_dir = work_dir
+        # `kafka-storage.sh format --feature name=level`: e.g. transaction.version=1
+        self.features = dict(features or {})
         self.heap_mb = heap_mb
         self.port = free_port()
         self.controller_port = free_port()
@@ -129,7 +132,8 @@ class KafkaServer:
         argv = java_argv(
             STORAGE_TOOL_MAIN,
             # `--cluster-id=`: an id may start with "-", which argparse would read as a flag
-            ["format", f"--cluster-id={new_cluster_id()}", "-c", str(self.properties_path)],
+            ["format", f"--cluster-id={new_cluster_id()}", "-c", str(self.properties_path)]
+            + [f"--feature={name}={level}" for name, level in self.features.items()],
             heap_mb=TOOLS_HEAP_MB,
             log4j=TOOLS_LOG4J,
         )

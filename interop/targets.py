@@ -36,6 +36,15 @@ def _kafka(work_dir: Path) -> Iterator[Target]:
 
 
 @contextmanager
+def _kafka_tv1(work_dir: Path) -> Iterator[Target]:
+    """Kafka formatted at transaction.version=1: transactions as before KIP-890 part 2
+    (no epoch bump per transaction, clients send AddPartitionsToTxn), the protocol a client
+    speaks to a broker that finalizes no transaction.version, as Tidelog does."""
+    with KafkaServer(work_dir, features={"transaction.version": 1}) as server:
+        yield Target("kafka-tv1", server.bootstrap, server.pid, server.data_dir)
+
+
+@contextmanager
 def _tidelog(work_dir: Path) -> Iterator[Target]:
     server = TidelogServer(work_dir)
     try:
@@ -46,6 +55,7 @@ def _tidelog(work_dir: Path) -> Iterator[Target]:
 
 TARGETS: dict[str, Callable[[Path], AbstractContextManager[Target]]] = {
     "kafka": _kafka,
+    "kafka-tv1": _kafka_tv1,
     "tidelog": _tidelog,
 }
 

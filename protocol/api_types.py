@@ -68,6 +68,7 @@ class MetadataPartitionAnswer(TypedDict):
     log_end_offset: int
     size_bytes: int
     segments: int
+    last_stable_offset: NotRequired[int | None]
 
 
 class MetadataTopicAnswer(TypedDict):
@@ -188,6 +189,7 @@ class FetchRequest(TypedDict):
     topics: list[FetchTopic]
     local_read: bool
     kafka_batches: bool
+    isolation_level: int
 
 
 class LocalRecords(TypedDict):
@@ -201,6 +203,13 @@ class LocalRecords(TypedDict):
     record_count: int
 
 
+class FetchAbortedTransactionAnswer(TypedDict):
+    """An item of `FetchPartitionAnswer.aborted_transactions`."""
+
+    producer_id: int
+    first_offset: int
+
+
 class FetchPartitionAnswer(TypedDict):
     """The shape `FETCH_PARTITION_ANSWER` of protocol.schemas."""
 
@@ -211,6 +220,9 @@ class FetchPartitionAnswer(TypedDict):
     log_start_offset: NotRequired[int | None]
     records: NotRequired[BinOut | None]
     local: NotRequired[LocalRecords | None]
+    last_stable_offset: NotRequired[int | None]
+    aborted_transactions: NotRequired[list[FetchAbortedTransactionAnswer] | None]
+    next_offset: NotRequired[int | None]
 
 
 class FetchTopicAnswer(TypedDict):
@@ -230,7 +242,7 @@ class ListOffsetsPartition(TypedDict):
     """An item of `ListOffsetsTopic.partitions`."""
 
     partition: int
-    spec: Literal["earliest", "latest", "max_timestamp"]
+    spec: Literal["earliest", "last_stable", "latest", "max_timestamp"]
 
 
 class ListOffsetsTopic(TypedDict):
@@ -689,6 +701,39 @@ class DeleteGroupsAnswer(TypedDict):
     groups: list[DeleteGroupsGroupAnswer]
 
 
+class ListTransactionsRequest(TypedDict):
+    """The `list_transactions` request body."""
+
+    transactional_ids: list[str] | None
+    states: list[str]
+
+
+class ListTransactionsPartitionAnswer(TypedDict):
+    """An item of `ListTransactionsTransactionAnswer.partitions`."""
+
+    topic: str
+    partition: int
+
+
+class ListTransactionsTransactionAnswer(TypedDict):
+    """An item of `ListTransactionsAnswer.transactions`."""
+
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    state: str
+    timeout_ms: int
+    start_ms: int
+    last_update_ms: int
+    partitions: list[ListTransactionsPartitionAnswer]
+
+
+class ListTransactionsAnswer(TypedDict):
+    """The `list_transactions` answer body."""
+
+    transactions: list[ListTransactionsTransactionAnswer]
+
+
 class AuthenticateRequest(TypedDict):
     """The `authenticate` request body."""
 
@@ -803,6 +848,7 @@ API_TYPES: dict[str, tuple[type[Any], type[Any]]] = {
     "list_groups": (ListGroupsRequest, ListGroupsAnswer),
     "describe_groups": (DescribeGroupsRequest, DescribeGroupsAnswer),
     "delete_groups": (DeleteGroupsRequest, DeleteGroupsAnswer),
+    "list_transactions": (ListTransactionsRequest, ListTransactionsAnswer),
     "authenticate": (AuthenticateRequest, AuthenticateAnswer),
     "create_acls": (CreateAclsRequest, CreateAclsAnswer),
     "describe_acls": (DescribeAclsRequest, DescribeAclsAnswer),

@@ -41,13 +41,16 @@ class FetchResult(NamedTuple):
 
     `local` is set instead of `records` when a local read was asked for and granted
     (docs/protocol.md §9): the segment file's path, device, inode, position, length and
-    record count of those batches.
+    record count of those batches. `aborted_transactions` ((producer id, first offset))
+    and `last_stable_offset` come with a read_committed fetch (None / -1 otherwise).
     """
 
     records: bytes
     high_watermark: int
     log_start_offset: int
     local: dict[str, Any] | None = None
+    aborted_transactions: tuple[tuple[int, int], ...] | None = None
+    last_stable_offset: int = -1
 
 
 # What a call's answer is read into.
@@ -144,6 +147,7 @@ def fetch(
     min_bytes: int = 1,
     local_read: bool = False,
     kafka_batches: bool = False,
+    read_committed: bool = False,
 ) -> Call[FetchResult]:
     """Whole batches of one partition starting with the one holding `offset`; with
     `local_read`, a large answer may say where they lie in the segment file instead;
@@ -158,14 +162,21 @@ def fetch(
         body["local_read"] = True
     if kafka_batches:
         body["kafka_batches"] = True
+    if read_committed:  # docs/protocol.md §9: up to the LSO, aborted transactions named
+        body["isolation_level"] = 1
 
     def extract(b: dict[str, Any]) -> FetchResult:
         entry = find_partition(b, topic, partition)
+        aborted = entry.get("aborted_transactions")
         return FetchResult(
             entry["records"] or b"",
             _int(entry["high_watermark"]),
             _int(entry["log_start_offset"]),
             entry.get("local"),
+            None
+            if aborted is None
+            else tuple((a["producer_id"], a["first_offset"]) for a in aborted),
+            _int(entry.get("last_stable_offset"), -1),
         )
 
     return Call("fetch", body, extract, wait_ms=max_wait_ms)

@@ -122,6 +122,15 @@ class ProducerFenced(TidelogError):
     code = "PRODUCER_FENCED"
 
 
+# Transactions in the log (issue 36, storage.producer_state), Kafka's names.
+class InvalidTxnState(TidelogError):
+    code = "INVALID_TXN_STATE"
+
+
+class TransactionCoordinatorFenced(TidelogError):
+    code = "TRANSACTION_COORDINATOR_FENCED"
+
+
 # Group coordination errors (issue 20, broker/groups/), Kafka's names and retriability.
 class CoordinatorNotAvailable(TidelogError):
     """The group is Dead (being removed) or its metadata could not be stored."""
@@ -255,6 +264,8 @@ ERRORS: dict[str, type[TidelogError]] = {
         InvalidProducerEpoch,
         UnknownProducerId,
         ProducerFenced,
+        InvalidTxnState,
+        TransactionCoordinatorFenced,
         CoordinatorNotAvailable,
         CoordinatorLoadInProgress,
         NotCoordinator,

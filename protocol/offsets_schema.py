@@ -41,9 +41,11 @@ from protocol.schemas import (
 )
 
 OFFSETS_TOPIC = "__consumer_offsets"
+# The transaction coordinator's log (broker/transactions/state_log.py).
+TRANSACTION_STATE_TOPIC = "__transaction_state"
 # Topics only the broker writes, creates, reconfigures or deletes (Kafka's
 # Topic.isInternal); clients may read and describe them.
-INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC})
+INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC})
 # Longest group id: like a topic name, it is part of every stored key.
 MAX_GROUP_CHARS = 249
 # Longest metadata string a commit may carry (Kafka's offset.metadata.max.bytes).

@@ -50,6 +50,7 @@ from protocol.schema_types import (
     TopicPartitions,
     opt,
 )
+from protocol.transactions_schema import TRANSACTION_SCHEMAS
 
 # The field types are re-exported: API tables and tests build schemas from here.
 __all__ = [
@@ -128,6 +129,11 @@ FETCH_PARTITION_ANSWER = Struct(
     log_start_offset=_NULLABLE_INT64,
     records=opt(Nullable(Bin(external=True)), b""),  # a large read: sent from the file
     local=opt(Nullable(LOCAL_RECORDS), None),
+    # docs/protocol.md §9 (extension), only for a fetch with isolation_level 1:
+    last_stable_offset=_NULLABLE_INT64,
+    aborted_transactions=opt(Nullable(ListOf(Struct(producer_id=INT64, first_offset=INT64))), None),
+    # ... and without kafka_batches: where the next fetch starts (batches were left out).
+    next_offset=_NULLABLE_INT64,
 )
 
 _OFFSET_RESULT = Struct(
@@ -138,7 +144,8 @@ _OFFSET_RESULT = Struct(
     timestamp=_NULLABLE_INT64,
 )
 
-LIST_OFFSET_SPECS = frozenset({"earliest", "latest", "max_timestamp"})
+# "last_stable": the last stable offset (docs/protocol.md §9, transactions).
+LIST_OFFSET_SPECS = frozenset({"earliest", "latest", "max_timestamp", "last_stable"})
 ACKS = frozenset({0, 1, -1})
 
 
@@ -184,6 +191,9 @@ _SCHEMAS = (
                                 log_end_offset=INT64,
                                 size_bytes=INT64,
                                 segments=INT64,
+                                # docs/protocol.md §9 (extension): only while a
+                                # transaction is open (else it equals high_watermark).
+                                last_stable_offset=_NULLABLE_INT64,
                             )
                         ),
                         [],
@@ -237,6 +247,8 @@ _SCHEMAS = (
             local_read=opt(Bool(), False),  # docs/protocol.md §9: local reads
             # docs/protocol.md §4 (extension): the client reads Kafka v2 batches too.
             kafka_batches=opt(Bool(), False),
+            # docs/protocol.md §9 (extension): 1 = read_committed (transactions).
+            isolation_level=opt(Int(0, 1), 0),
         ),
         Struct(topics=_topics(FETCH_PARTITION_ANSWER)),
     ),
@@ -454,6 +466,7 @@ _EXTENSIONS = (
     EXPLAIN_RETENTION_SCHEMA,
     INIT_PRODUCER_ID_SCHEMA,
     *GROUP_SCHEMAS,
+    *TRANSACTION_SCHEMAS,
     AUTHENTICATE_SCHEMA,
     CREATE_ACLS_SCHEMA,
     DESCRIBE_ACLS_SCHEMA,

@@ -26,8 +26,10 @@ import numpy as np
 import pyarrow as pa
 
 from protocol.batch import (
+    CONTROL_MASK,
     DEFAULT_MAX_DECOMPRESSED_BYTES,
     HEADER_SIZE,
+    TRANSACTIONAL_MASK,
     BatchHeader,
     RecordHeaders,
     TimestampType,
@@ -124,6 +126,9 @@ def collector_paused() -> Iterator[None]:
             gc.enable()
 
 
+_TXN_BITS = TRANSACTIONAL_MASK | CONTROL_MASK
+
+
 @dataclass(frozen=True, slots=True)
 class Selection:
     """The whole batches of a fetch answer holding offsets in [start, end), as
@@ -140,10 +145,24 @@ class Selection:
     next_offset: int
 
 
-def select_batches(buf: bytes | memoryview, start: int, end: int) -> Selection:
-    """One pass over the batch headers of a fetch answer (no payload is read)."""
+def select_batches(
+    buf: bytes | memoryview,
+    start: int,
+    end: int,
+    aborted: Sequence[tuple[int, int]] | None = None,
+) -> Selection:
+    """One pass over the batch headers of a fetch answer (no payload is read).
+
+    Transaction markers (control batches) are never rows; with `aborted` (a
+    read_committed answer's aborted transactions) the batches of aborted
+    transactions are left out too (Kafka's consumer rule, per batch)."""
     selected: list[tuple[int, BatchHeader]] = []
     next_offset = start
+    skip = None
+    if aborted is not None:
+        from protocol.kafka.control import AbortedFilter
+
+        skip = AbortedFilter(aborted)
     for pos, header in stored.iter_any_headers(buf):
         if header.base_offset >= end:
             next_offset = max(next_offset, end)
@@ -151,6 +170,18 @@ def select_batches(buf: bytes | memoryview, start: int, end: int) -> Selection:
         next_offset = max(next_offset, header.next_offset)
         if header.next_offset <= start:
             continue
+        attributes = header.attributes
+        if attributes & _TXN_BITS and (
+            attributes & CONTROL_MASK or (skip is not None and skip.aborted(header))
+        ):
+            if skip is not None and attributes & CONTROL_MASK:
+                skip.marker(buf, pos, header)
+            if header.next_offset >= end:
+                next_offset = max(next_offset, end)
+                break
+            continue
+        if skip is not None and header.producer_id >= 0:
+            skip.consume_up_to(header.last_offset)
         selected.append((pos, header))
         if header.next_offset >= end:
             next_offset = max(next_offset, end)

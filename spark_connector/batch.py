@@ -66,7 +66,9 @@ def plan_ranges(
     client: Client, opts: SourceOptions, bounds: Bounds = NO_BOUNDS
 ) -> list[OffsetRange]:
     """Resolved (or late-bound) ranges of every partition, narrowed by pushed filters."""
-    infos = with_retries(opts, lambda: describe_partitions(client, opts.subscription))
+    infos = with_retries(
+        opts, lambda: describe_partitions(client, opts.subscription, committed=opts.read_committed)
+    )
     infos = {tp: i for tp, i in infos.items() if bounds.allows(*tp)}
     starts = resolve_limit(client, opts.starting, infos, is_start=True)
     ends = resolve_limit(client, opts.ending, infos, is_start=False)

@@ -11,7 +11,7 @@ import re
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from protocol.errors import TidelogError, UnknownTopicOrPartition
 from spark_connector.options import (
@@ -86,10 +86,18 @@ def with_retries(opts: SourceOptions, action: Callable[[], T]) -> T:
     raise AssertionError("unreachable")
 
 
+def _readable_end(p: dict[str, Any], committed: bool) -> int:
+    """The high watermark, or for a read_committed reader the last stable offset."""
+    lso = p.get("last_stable_offset")
+    return int(lso) if committed and lso is not None else int(p["high_watermark"])
+
+
 def describe_partitions(
-    client: Client, subscription: Subscription
+    client: Client, subscription: Subscription, *, committed: bool = False
 ) -> dict[TopicPartition, PartitionInfo]:
-    """The partitions a subscription covers now, with their watermarks, in order."""
+    """The partitions a subscription covers now, with their watermarks, in order.
+    `committed` (read_committed): `high_watermark` is the readable end, the last stable
+    offset while a transaction is open (the metadata answer says it then)."""
     wanted: list[str] | None
     if isinstance(subscription, Subscribe):
         wanted = list(subscription.topics)
@@ -114,7 +122,7 @@ def describe_partitions(
                 topic,
                 p["partition"],
                 p["log_start_offset"],
-                p["high_watermark"],
+                _readable_end(p, committed),
                 p.get("size_bytes") or 0,
                 log_append,
             )

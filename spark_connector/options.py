@@ -145,6 +145,11 @@ SOURCE_SETTINGS: tuple[Setting, ...] = (
        "smaller wins.", low=1, section=_OURS),
     _S("includeHeaders", "include_headers", bool, False, "Add the `headers` column.",
        section=_KAFKA),
+    _S("isolationLevel", "isolation_level", str, "read_committed",
+       "`read_committed` (the default: a job never sees a record of an aborted transaction, "
+       "and reads up to the last stable offset) or `read_uncommitted` (every data record, "
+       "as Kafka's consumer default). Transaction markers are never rows.",
+       choices=("read_committed", "read_uncommitted"), section=_OURS),
     _S("pushdown", "pushdown", str, "auto",
        "Filter pushdown: `auto` follows `spark.sql.python.filterPushdown.enabled`; "
        "`true`/`false` force it (see below).", choices=_AUTO_TRUE_FALSE, section=_OURS),
@@ -364,6 +369,7 @@ class SourceOptions:
     max_bytes_per_trigger: int | None = None
     pushdown: str = "auto"
     local_reads: str = "auto"
+    isolation_level: str = "read_committed"
     poll_timeout_ms: int = DEFAULT_POLL_TIMEOUT_MS
     num_retries: int = DEFAULT_NUM_RETRIES
     retry_interval_ms: int = DEFAULT_RETRY_INTERVAL_MS
@@ -372,6 +378,11 @@ class SourceOptions:
     client_id: str = "tidelog-spark"
     security: Security = PLAINTEXT
     warnings: tuple[str, ...] = field(default=(), compare=False)
+
+    @property
+    def read_committed(self) -> bool:
+        """Rows of committed transactions only, up to the last stable offset."""
+        return self.isolation_level == "read_committed"
 
 
 @dataclass(frozen=True, slots=True)
@@ -652,6 +663,16 @@ def bootstrap_servers(opts: Mapping[str, str]) -> str:
     return value.strip()
 
 
+def _isolation_level(opts: Mapping[str, str]) -> str:
+    setting = _SOURCE["isolationLevel"]
+    value: str = opts.get("isolationlevel", setting.default).strip().lower()
+    if value not in setting.choices:
+        raise OptionError(
+            f"Option 'isolationLevel' must be 'read_committed' or 'read_uncommitted', got '{value}'"
+        )
+    return value
+
+
 def _auto_true_false(opts: Mapping[str, str], name: str) -> str:
     """An option that is `auto` (the default), `true` or `false`."""
     setting = _SOURCE[name]
@@ -785,6 +806,7 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool | None) 
         ending=ending,
         pushdown=_auto_true_false(opts, "pushdown"),
         local_reads=_auto_true_false(opts, "localReads"),
+        isolation_level=_isolation_level(opts),
         fail_on_data_loss=_source_bool(opts, "failOnDataLoss"),
         include_headers=_source_bool(opts, "includeHeaders"),
         **partitioning,  # type: ignore[arg-type]

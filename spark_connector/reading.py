@@ -73,10 +73,13 @@ def open_task_client(opts: SourceOptions) -> TaskClient:
     )
 
 
-def _watermarks(client: TaskClient, topic: str, partition: int) -> tuple[int, int]:
-    """(log start offset, high watermark) now."""
+def _watermarks(
+    client: TaskClient, topic: str, partition: int, committed: bool = False
+) -> tuple[int, int]:
+    """(log start offset, high watermark) now; for a read_committed task the last
+    stable offset instead of the high watermark (what it can read)."""
     earliest = client.list_offsets(topic, partition, "earliest")
-    latest = client.list_offsets(topic, partition, "latest")
+    latest = client.list_offsets(topic, partition, "last_stable" if committed else "latest")
     low = earliest.offset if earliest is not None else 0
     high = latest.offset if latest is not None else low
     return low, high
@@ -117,11 +120,13 @@ def read_ranges(
             log.warning("task skipped %d lost offsets in total", stats.lost_offsets)
 
 
-def _bind(client: TaskClient, rng: OffsetRange, bounds: Bounds) -> tuple[int, int]:
+def _bind(
+    client: TaskClient, rng: OffsetRange, bounds: Bounds, opts: SourceOptions
+) -> tuple[int, int]:
     """Late-bind earliest/latest now, then apply claimed offset bounds."""
     start, end = rng.start, rng.end
     if rng.late_start or rng.late_end:
-        low, high = _watermarks(client, rng.topic, rng.partition)
+        low, high = _watermarks(client, rng.topic, rng.partition, opts.read_committed)
         start = low if rng.late_start else start
         end = high if rng.late_end else end
     if bounds.offset_lower is not None:
@@ -159,6 +164,7 @@ class _Fetcher:
             max_wait_ms=max_wait_ms,
             local_read=local_read,
             kafka_batches=True,  # both layouts convert (arrow_convert): no broker conversion
+            read_committed=self.opts.read_committed,
         )
         self.client.send(call.api, call.body)
         self.pending = (offset, call)
@@ -208,7 +214,7 @@ def _read_range(
     local: LocalFiles | None = None,
 ) -> Iterator[pa.RecordBatch]:
     topic, partition = rng.topic, rng.partition
-    pos, end = _bind(client, rng, bounds)
+    pos, end = _bind(client, rng, bounds, opts)
     fetcher = _Fetcher(client, opts, topic, partition, local)
     waited = False
     try:
@@ -216,7 +222,7 @@ def _read_range(
             try:
                 result, records = fetcher.receive(pos, opts.poll_timeout_ms if waited else 0)
             except OffsetOutOfRange:
-                low, high = _watermarks(client, topic, partition)
+                low, high = _watermarks(client, topic, partition, opts.read_committed)
                 if pos < low:
                     lost_end = min(low, end)
                     report_data_loss(
@@ -238,7 +244,7 @@ def _read_range(
                 return
             stats.fetches += 1
             stats.fetched_bytes += len(records)
-            selection = select_batches(records, pos, end)
+            selection = select_batches(records, pos, end, result.aborted_transactions)
             if pos < selection.next_offset < end:
                 fetcher.send(selection.next_offset)  # on the wire while this one converts
             for chunk in split_selection(selection):

@@ -76,7 +76,10 @@ class TidelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def _describe(self) -> dict[TopicPartition, PartitionInfo]:
         self._infos = with_retries(
-            self.opts, lambda: describe_partitions(self._broker(), self.opts.subscription)
+            self.opts,
+            lambda: describe_partitions(
+                self._broker(), self.opts.subscription, committed=self.opts.read_committed
+            ),
         )
         return self._infos
 

@@ -25,6 +25,7 @@ from protocol.batch import BatchHeader
 from storage.fileio import FileIO
 from storage.files import CLEANED_SUFFIX, segment_paths
 from storage.index import OffsetIndex, TimeIndex, index_entry_due
+from storage.txn_index import AbortedTxn, encode_entries
 
 __all__ = ["CleanedSegmentWriter"]
 
@@ -69,6 +70,8 @@ class CleanedSegmentWriter:
         self.max_timestamp = -1
         self._offset_of_max_timestamp = -1
         self.next_offset = base_offset
+        # AbortedTxn entries the cleaned segment keeps (`.txnindex`), in order.
+        self.aborted: list[AbortedTxn] = []
 
     def append(self, batch: bytes | memoryview, header: BatchHeader) -> None:
         """Add one whole batch (offsets must increase)."""
@@ -117,9 +120,17 @@ class CleanedSegmentWriter:
         self._add_time_entry(final=True)
         OffsetIndex.write_file(self._io, self.paths[1], self._offset_entries)
         TimeIndex.write_file(self._io, self.paths[2], self._time_entries)
+        if self.aborted:  # the source segments' aborted transactions (storage.txn_index)
+            self._io.write_atomic(
+                self.paths[3], encode_entries(self.aborted), failpoint="txn_index", sync=True
+            )
         if mtime_ns is not None:
-            for path in self.paths:
+            for path in self.paths[:3]:
                 os.utime(path, ns=(mtime_ns, mtime_ns))
+
+    def add_aborted(self, entries: list[AbortedTxn]) -> None:
+        """Keep these AbortedTxn entries in the cleaned segment's `.txnindex`."""
+        self.aborted.extend(entries)
 
     def abort(self) -> None:
         """Close and delete whatever `.cleaned` files remain (the cleaning failed)."""

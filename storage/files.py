@@ -15,6 +15,8 @@ Layout::
         00000000000000000000.log         record batches, back to back
         00000000000000000000.index       offset index (8-byte entries)
         00000000000000000000.timeindex   time index (12-byte entries)
+        00000000000000000000.txnindex    aborted transactions (34-byte entries, storage.txn_index;
+                                         only in segments holding an ABORT marker)
         00000000000000000000.snapshot    producer state at that offset (storage.producer_snapshot)
         ... plus transient `.deleted`, `.cleaned`, `.swap` suffixes after the normal one,
         and `.quarantined` on files load refused (overlapping, out of order or out of
@@ -36,8 +38,9 @@ from pathlib import Path
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
+TXN_INDEX_SUFFIX = ".txnindex"  # aborted transactions (storage.txn_index)
 PRODUCER_SNAPSHOT_SUFFIX = ".snapshot"  # producer state at an offset (storage.producer_snapshot)
-SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
 DELETED_SUFFIX = ".deleted"
 CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
@@ -81,12 +84,18 @@ def time_index_path(directory: Path, base_offset: int, suffix: str = "") -> Path
     return directory / f"{offset_prefix(base_offset)}{TIME_INDEX_SUFFIX}{suffix}"
 
 
+def txn_index_path(directory: Path, base_offset: int, suffix: str = "") -> Path:
+    return directory / f"{offset_prefix(base_offset)}{TXN_INDEX_SUFFIX}{suffix}"
+
+
 def segment_paths(directory: Path, base_offset: int, suffix: str = "") -> list[Path]:
-    """The `.log`, `.index` and `.timeindex` paths of one segment, with an optional suffix."""
+    """The `.log`, `.index`, `.timeindex` and `.txnindex` paths of one segment, with an
+    optional suffix (the last one exists only where an ABORT marker was written)."""
     return [
         log_path(directory, base_offset, suffix),
         index_path(directory, base_offset, suffix),
         time_index_path(directory, base_offset, suffix),
+        txn_index_path(directory, base_offset, suffix),
     ]
 
 

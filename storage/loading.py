@@ -51,7 +51,7 @@ def load_segment(
     io: FileIO, directory: Path, base: int, config: LogConfig, now_ms: int, *, thorough: bool
 ) -> tuple[Segment, bool]:
     """Open one segment; returns it and whether its indexes must be rebuilt."""
-    _, index, time_index = segment_paths(directory, base)
+    _, index, time_index, _ = segment_paths(directory, base)
     missing = not index.exists() or not time_index.exists()
     segment = open_segment(directory, base, io, config, now_ms=now_ms)
     if missing:

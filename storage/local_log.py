@@ -304,12 +304,21 @@ class LocalLog:
     # ---- read ------------------------------------------------------------
 
     def find(
-        self, view: SegmentView, offset: int, max_bytes: int, *, min_one: bool, hw: int
+        self,
+        view: SegmentView,
+        offset: int,
+        max_bytes: int,
+        *,
+        min_one: bool,
+        hw: int,
+        stop: tuple[Segment, int] | None = None,
     ) -> Found | None:
         """Where a read of `offset` lies (None: nothing there yet). CorruptMessage when
         the batch lies in a fenced range, or when no batch below the high watermark `hw`
         holds `offset` or a later one on a topic that is not compacted: only compaction
-        leaves such offsets, and an empty answer would stall a consumer there for good."""
+        leaves such offsets, and an empty answer would stall a consumer there for good.
+        `stop` (segment, byte position): nothing at or past it is read (a read_committed
+        read stops at the LSO's batch)."""
         segments, bases, active_size = view
         index = max(bisect_right(bases, offset) - 1, 0)
         last = len(segments) - 1
@@ -317,9 +326,13 @@ class LocalLog:
             for i in range(index, len(segments)):
                 segment = segments[i]
                 end = active_size if i == last else segment.size
+                if stop is not None and segment is stop[0]:
+                    end = min(end, stop[1])
                 found = segment.extent(offset, max_bytes, end, min_one=min_one)
                 if found is not None:
                     return (segment, *found)
+                if stop is not None and segment is stop[0]:
+                    return None
         except OSError as exc:
             raise self.read_error(exc) from exc
         if offset < hw and "compact" not in self.config.cleanup_policy:

@@ -24,10 +24,32 @@ active size, then read with `pread` outside it. Append listeners run after the
 lock is released.
 
 After a crash: see storage.recovery; a log is opened through `open_log`.
+
+Transactions (issue 36; Kafka's UnifiedLog), the seam the coordinator and the
+readers use:
+
+- `append(..., layout=KAFKA_LAYOUT)` of a transactional v2 batch (attribute bit 4,
+  producer id and epoch required) opens or continues its producer's transaction
+  here; the idempotence checks apply, an older epoch is INVALID_PRODUCER_EPOCH, a
+  non-transactional batch of a producer with an open transaction INVALID_TXN_STATE.
+- `append_txn_marker(producer_id, producer_epoch, *, commit, coordinator_epoch,
+  append_time_ms, sync=True) -> int`: one v2 control batch (Kafka's
+  EndTransactionMarker, protocol.kafka.control) ends the producer's transaction;
+  an ABORT adds an entry to the active segment's `.txnindex` (storage.txn_index);
+  returns the marker's offset, fsynced when `sync` (acks=all), else left to the
+  flush policy.
+- `last_stable_offset`: min(first offset of the open transactions (at least the log
+  start), high watermark), Kafka's LSO.
+- `read(..., committed=True)` / `locate(..., committed=True)`: whole batches below
+  the LSO only, `FetchData.aborted_transactions` the (producer id, first offset) of
+  the aborted transactions meeting the fetched range (Kafka's
+  collectAbortedTransactions, per segment, no per-record work).
+- `producer_states()`: DescribeProducers' view of each producer.
 """
 
 from __future__ import annotations
 
+import bisect
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -57,16 +79,25 @@ from protocol.errors import (
     StorageError,
     UnknownTopicOrPartition,
 )
+from protocol.kafka.control import marker_batch
 from storage import failpoints
 from storage.config import LogConfig
 from storage.fdbudget import FdBudget
 from storage.fileio import FileIO
 from storage.files import DeletionQueue
 from storage.local_log import Found, LocalLog, SegmentFiles, SegmentView
-from storage.producer_state import Duplicate, PendingAppend, ProducerEntry, ProducerState
+from storage.producer_state import (
+    CompletedTxn,
+    Duplicate,
+    PendingAppend,
+    ProducerEntry,
+    ProducerState,
+)
 from storage.producer_state_manager import ProducerStateManager
 from storage.record_source import RecordSource
 from storage.segment import Segment, SegmentInfo
+from storage.segment_walk import find_batch
+from storage.txn_index import AbortedTxn
 from storage.validator import LogValidator, ValidBatch
 
 log = structlog.get_logger("tidelog.storage")
@@ -97,6 +128,9 @@ class FetchData:
     high_watermark: int
     log_start_offset: int
     layouts: int = BOTH_LAYOUTS
+    # A read_committed read (`committed=True`) only: its LSO and aborted transactions.
+    last_stable_offset: int = -1
+    aborted_transactions: tuple[tuple[int, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +142,20 @@ class Location:
     high_watermark: int
     log_start_offset: int
     layouts: int = BOTH_LAYOUTS
+    last_stable_offset: int = -1
+    aborted_transactions: tuple[tuple[int, int], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerView:
+    """One producer as DescribeProducers shows it."""
+
+    producer_id: int
+    producer_epoch: int
+    last_sequence: int
+    last_timestamp: int
+    coordinator_epoch: int
+    current_txn_start_offset: int  # -1: no open transaction
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,13 +189,15 @@ def _assign_offsets(
     contradict, rewritten with a fresh CRC."""
     max_ts, offset_of_max_ts = -1, -1
     pending = None
-    for pos, count, batch_max_ts, producer_id, epoch, sequence, magic, restamp in batches:
+    for pos, count, batch_max_ts, producer_id, epoch, sequence, magic, restamp, txn in batches:
         if log_append_time >= 0:
             batch_max_ts = log_append_time
         if producer_id >= 0:  # idempotent: checked before anything is written
             if pending is None:
                 pending = producers.begin_append()
-            outcome = pending.check(producer_id, epoch, sequence, count - 1, batch_max_ts, offset)
+            outcome = pending.check(
+                producer_id, epoch, sequence, count - 1, batch_max_ts, offset, txn
+            )
             if type(outcome) is Duplicate:
                 if len(batches) > 1:
                     raise DuplicateSequenceNumber(
@@ -259,6 +309,9 @@ class Log:
         self.quarantined_segments = 0
         self._listeners: list[AppendListener] = []
         self._log = log.bind(topic=topic, partition=partition)
+        # (lso, segment, byte position of the batch at the LSO): where a
+        # read_committed read stops, found once per LSO.
+        self._lso_stop: tuple[int, Segment, int] | None = None
 
     # ---- state -----------------------------------------------------------
 
@@ -439,6 +492,144 @@ class Log:
                 return False
             return self._producers.write_pending()
 
+    # ---- transactions --------------------------------------------------------
+
+    @property
+    def last_stable_offset(self) -> int:
+        """Kafka's LSO: the first offset of the oldest open transaction (at least the
+        log start), or the high watermark when none is open."""
+        with self._lock:
+            return self._lso_locked()
+
+    def last_stable_offset_now(self) -> int:
+        """`last_stable_offset` without the lock (two int reads: a fetch's answer)."""
+        first = self._producers.state.first_unstable
+        hw = self.high_watermark
+        if first < 0:
+            return hw
+        return min(max(first, self._log_start_offset), hw)
+
+    def _lso_locked(self) -> int:
+        hw = self.high_watermark
+        first = self._producers.state.first_unstable_offset()
+        if first < 0:
+            return hw
+        return min(max(first, self._log_start_offset), hw)
+
+    def ongoing_transactions(self) -> dict[int, int]:
+        """producer id -> first offset of its open transaction in this partition."""
+        with self._lock:
+            return self._producers.state.ongoing()
+
+    def producer_states(self) -> list[ProducerView]:
+        """Every producer this partition knows, for DescribeProducers."""
+        with self._lock:
+            entries = self._producers.state.entries()
+        return [
+            ProducerView(
+                pid,
+                e.epoch,
+                e.last_sequence,
+                e.last_timestamp,
+                e.coordinator_epoch,
+                e.txn_first_offset,
+            )
+            for pid, e in sorted(entries.items())
+        ]
+
+    def append_txn_marker(
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        *,
+        commit: bool,
+        coordinator_epoch: int,
+        append_time_ms: int,
+        sync: bool = True,
+    ) -> int:
+        """Write one COMMIT or ABORT marker for `producer_id` (a Kafka v2 control batch)
+        and end its transaction here; returns the marker's offset.
+
+        Kafka's checks first: an epoch older than the producer's is
+        INVALID_PRODUCER_EPOCH, a coordinator epoch older than the last marker's
+        TRANSACTION_COORDINATOR_FENCED (nothing written). A marker for a producer
+        without an open transaction is written too (Kafka does: the coordinator may
+        resend one), and changes no LSO. An ABORT of an open transaction appends its
+        AbortedTxn to the active segment's `.txnindex`. `sync`: fsync up to the marker
+        before returning (the coordinator counts it written only then).
+        """
+        self._check_writable()
+        buf = bytearray(
+            marker_batch(
+                producer_id,
+                producer_epoch,
+                commit=commit,
+                coordinator_epoch=coordinator_epoch,
+                timestamp=append_time_ms,
+            )
+        )
+        now_ms = self._clock_ms()
+        with self._lock:
+            self._check_writable()
+            state = self._producers.state
+            state.check_marker(producer_id, producer_epoch, coordinator_epoch)
+            offset = self.log_end_offset
+            set_base_offset(buf, 0, offset)
+            if self._local.roll_if_due(len(buf), append_time_ms, offset, now_ms):
+                self._producers.snapshot_at_roll()
+            self._local.append(
+                buf,
+                last_offset=offset,
+                max_timestamp=append_time_ms,
+                offset_of_max=offset,
+                layouts=KAFKA_BATCHES,
+            )
+            completed = state.end_transaction(
+                producer_id,
+                producer_epoch,
+                coordinator_epoch,
+                offset,
+                append_time_ms,
+                commit=commit,
+            )
+            if completed is not None and completed.aborted:
+                self._index_aborted(completed)
+            self._assert_invariants()
+            self._log.info(
+                "txn_marker_written",
+                producer_id=producer_id,
+                producer_epoch=producer_epoch,
+                commit=commit,
+                offset=offset,
+                first_offset=-1 if completed is None else completed.first_offset,
+            )
+        if sync:
+            self.flush(offset + 1)
+        for listener in list(self._listeners):
+            listener(self)
+        return offset
+
+    def aborted_transactions_of(self, bases: list[int]) -> list[AbortedTxn]:
+        """The `.txnindex` entries of the segments at `bases` (the cleaner's view)."""
+        with self._lock:
+            wanted = set(bases)
+            segments = [s for s in self._local.segments if s.base_offset in wanted]
+        return [e for s in segments for e in s.txn_index.entries]
+
+    def _index_aborted(self, txn: CompletedTxn) -> None:
+        """The AbortedTxn of a transaction that just ended, in the active segment
+        (under `_lock`, after `end_transaction`: the LSO is the one after it)."""
+        lso = self._lso_locked()
+        try:
+            self._local.active.txn_index.append(
+                AbortedTxn(txn.producer_id, txn.first_offset, txn.last_offset, lso)
+            )
+        except OSError as exc:
+            # The marker is written, its entry is not: no more writes until a restart,
+            # whose recovery rebuilds the entry from the marker.
+            self._local.poisoned = f"txn index append failed: {exc}"
+            self._local.write_error("txn_index_append", self._local.active.txn_index.path, exc)
+
     # ---- producer state ----------------------------------------------------
 
     def producer_entry(self, producer_id: int) -> ProducerEntry | None:
@@ -491,10 +682,16 @@ class Log:
             view = self._local.view()
             return view, self._log_start_offset, view.segments[-1].next_offset
 
-    def read(self, offset: int, max_bytes: int, *, min_one: bool = True) -> FetchData:
+    def read(
+        self, offset: int, max_bytes: int, *, min_one: bool = True, committed: bool = False
+    ) -> FetchData:
         """Whole batches of one segment from the one holding `offset`, up to `max_bytes`
         (at least one batch with `min_one`). OffsetOutOfRange outside [log start, high
-        watermark]; empty at the high watermark; CorruptMessage for a fenced range."""
+        watermark]; empty at the high watermark; CorruptMessage for a fenced range.
+        `committed` (read_committed): batches below the LSO only, with the LSO and the
+        aborted transactions of the range in the answer."""
+        if committed:
+            return self._read_committed(offset, max_bytes, min_one, None, located=False)  # type: ignore[return-value]
         found, hw, start = self._find(offset, max_bytes, min_one)
         if found is None:
             return FetchData(b"", hw, start, 0)
@@ -502,17 +699,89 @@ class Log:
         return FetchData(records, hw, start, layouts)
 
     def locate(
-        self, offset: int, max_bytes: int, *, min_one: bool = True, max_batches: int | None = None
+        self,
+        offset: int,
+        max_bytes: int,
+        *,
+        min_one: bool = True,
+        max_batches: int | None = None,
+        committed: bool = False,
     ) -> Location:
         """`read`, with a large answer as a `RecordSource` the broker sends from the file
         (sendfile, local reads); same batches and errors. With `max_batches`, a span
         whose header walk would pass more batches raises ReadWouldWait first (the event
         loop's budget; see `broker.handlers.fetch`)."""
+        if committed:
+            return self._read_committed(offset, max_bytes, min_one, max_batches, located=True)  # type: ignore[return-value]
         found, hw, start = self._find(offset, max_bytes, min_one)
         if found is None:
             return Location(b"", hw, start, 0)
         records, layouts = self._local.read_records(found, max_batches)
         return Location(records, hw, start, layouts)
+
+    def _read_committed(
+        self, offset: int, max_bytes: int, min_one: bool, max_batches: int | None, *, located: bool
+    ) -> FetchData | Location:
+        """A read_committed read: Kafka's read with `maxOffsetMetadata` = the LSO's, then
+        `addAbortedTransactions` over the segments the read touched."""
+        with self._lock:
+            view = self._local.view()
+            start, hw = self._log_start_offset, view.segments[-1].next_offset
+            lso = self._lso_locked()
+        if offset < start or offset > hw:
+            raise OffsetOutOfRange(
+                f"{self.topic}-{self.partition}: offset {offset} is outside [{start}, {hw}]"
+            )
+        found = None
+        if offset < lso:
+            stop = None if lso >= hw else self._lso_position(view.segments, lso)
+            found = self._local.find(view, offset, max_bytes, min_one=min_one, hw=lso, stop=stop)
+        if found is None:
+            if located:
+                return Location(b"", hw, start, 0, lso)
+            return FetchData(b"", hw, start, 0, lso)
+        aborted = self._aborted_in(view.segments, found[0], offset, lso)
+        if located:
+            records, layouts = self._local.read_records(found, max_batches)
+            return Location(records, hw, start, layouts, lso, aborted)
+        data, layouts = self._local.read_bytes(found)
+        return FetchData(data, hw, start, layouts, lso, aborted)
+
+    def _lso_position(self, segments: list[Segment], lso: int) -> tuple[Segment, int]:
+        """The segment and byte position of the batch holding `lso` (where a committed
+        read stops), found once per LSO (an index lookup and a short header walk)."""
+        cached = self._lso_stop
+        if cached is not None and cached[0] == lso and cached[1] in segments:
+            return cached[1], cached[2]
+        bases = [s.base_offset for s in segments]
+        segment = segments[max(bisect.bisect_right(bases, lso) - 1, 0)]
+        found = find_batch(segment, lso)
+        position = segment.size if found is None else found.position
+        self._lso_stop = (lso, segment, position)
+        return segment, position
+
+    @staticmethod
+    def _aborted_in(
+        segments: list[Segment], read: Segment, offset: int, lso: int
+    ) -> tuple[tuple[int, int], ...]:
+        """Kafka's collectAbortedTransactions for a read of segment `read` from `offset`:
+        the upper bound is the end of that segment's offsets (at most the LSO), the
+        search runs from it over the later segments until an entry's LSO passes the
+        bound. A superset of Kafka's answer at most (its bound is the next index entry
+        past the read), which a consumer ignores."""
+        i = segments.index(read)
+        upper = segments[i + 1].base_offset if i + 1 < len(segments) else lso
+        upper = min(upper, lso)
+        found: list[tuple[int, int]] = []
+        for segment in segments[i:]:
+            txn_index = segment.txn_index
+            if not txn_index.entries:
+                continue
+            entries, complete = txn_index.collect(offset, upper)
+            found.extend((e.producer_id, e.first_offset) for e in entries)
+            if complete:
+                break
+        return tuple(found)
 
     def _find(self, offset: int, max_bytes: int, min_one: bool) -> tuple[Found | None, int, int]:
         """Where a read lies (None: nothing at the offset yet), the high watermark and

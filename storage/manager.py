@@ -52,6 +52,7 @@ from storage.files import (
 from storage.log import Log
 from storage.producer_ids import ProducerIdAllocator, ProducerIds
 from storage.recovery import open_log
+from storage.topic_id import ensure_partition_metadata, find_topic_id, new_topic_id
 
 log = structlog.get_logger("tidelog.storage")
 
@@ -73,11 +74,15 @@ class StorageStatistics:
 
 
 class _Topic:
-    def __init__(self, name: str, overrides: dict[str, str], config: LogConfig) -> None:
+    def __init__(
+        self, name: str, overrides: dict[str, str], config: LogConfig, topic_id: bytes
+    ) -> None:
         self.name = name
         self.overrides = overrides
         self.config = config
         self.logs: list[Log] = []
+        # Kafka's topic id (storage.topic_id), in every partition's partition.metadata.
+        self.topic_id = topic_id
 
 
 class LogManager:
@@ -101,6 +106,8 @@ class LogManager:
         self._io = io or FileIO()
         self._lock = threading.RLock()
         self._topics: dict[str, _Topic] = {}
+        # Topic ids to names, replaced with `_topics` (Fetch v13+ names topics by id).
+        self._by_id: dict[bytes, str] = {}
         # Topics whose metadata exists but that did not fit the fd budget at open: why.
         self._unloaded: dict[str, str] = {}
         self._fd_budget = fd_budget
@@ -110,6 +117,12 @@ class LogManager:
         self.had_clean_shutdown = False
         self._open_duration_s = 0.0
         self._producer_ids: ProducerIds | None = None
+        # KIP-890 part 1: the transaction coordinator may install a check the Kafka
+        # Produce asks before a transactional batch is appended:
+        # txn_verifier(transactional_id, producer_id, producer_epoch, topic, partition)
+        # -> None (accept) or the name of a Kafka error (e.g. "INVALID_TXN_STATE").
+        # None here: every transactional batch is accepted (the log's checks apply).
+        self.txn_verifier: Callable[[str, int, int, str, int], str | None] | None = None
 
     # ---- lifecycle -------------------------------------------------------
 
@@ -129,7 +142,12 @@ class LogManager:
             try:
                 meta = self._dir.read_metadata(path)
                 overrides = _valid_stored_overrides(meta["topic"], meta["configs"], self._defaults)
-                topic = _Topic(meta["topic"], overrides, self._config_for(overrides))
+                topic = _Topic(
+                    meta["topic"],
+                    overrides,
+                    self._config_for(overrides),
+                    self._stored_topic_id(meta["topic"], meta["partitions"]),
+                )
             except TidelogError as exc:  # one topic's bad file never stops the start
                 self._leave_unloaded(claimed, exc.message)
                 continue
@@ -168,6 +186,14 @@ class LogManager:
             self._leave_unloaded(topic.name, f"ran out of file descriptors: {exc}")
             return
         self._topics[topic.name] = topic
+        self._by_id[topic.topic_id] = topic.name
+
+    def _stored_topic_id(self, name: str, partitions: int) -> bytes:
+        """A loading topic's id from its partitions' partition.metadata, or a new one for
+        a topic an older Tidelog made (each partition gets the file as it opens)."""
+        dirs = (self._dir.partition_dir(name, p) for p in range(partitions))
+        found = find_topic_id(self._io, dirs)
+        return found if found is not None else new_topic_id()
 
     def _leave_unloaded(self, name: str, reason: str) -> None:
         self._unloaded[name] = reason
@@ -207,8 +233,9 @@ class LogManager:
         start_offsets: Mapping[tuple[str, int], int],
     ) -> Log:
         key = (topic.name, partition)
-        return open_log(
-            self._dir.partition_dir(topic.name, partition),
+        directory = self._dir.partition_dir(topic.name, partition)
+        opened = open_log(
+            directory,
             topic.name,
             partition,
             topic.config,
@@ -220,6 +247,12 @@ class LogManager:
             clean=self.had_clean_shutdown,
             fd_budget=self._fd_budget,
         )
+        try:
+            ensure_partition_metadata(self._io, directory, topic.topic_id)
+        except OSError:
+            opened.close()
+            raise
+        return opened
 
     def close(self) -> None:
         """Flush and close every log, write checkpoints, then the clean-shutdown marker."""
@@ -237,6 +270,7 @@ class LogManager:
             if not failed:
                 self._dir.write_clean_shutdown_marker()
             self._topics = {}
+            self._by_id = {}
             self._dir.unlock()
             log.info("log_manager_closed", path=str(self.data_dir), clean=not failed)
 
@@ -278,7 +312,7 @@ class LogManager:
                     f"{FDS_PER_ACTIVE_SEGMENT} file descriptors at once; {budget.describe()}: "
                     "close connections or raise the open-files limit"
                 )
-            self._create_topic_files(_Topic(name, overrides, config), partitions)
+            self._create_topic_files(_Topic(name, overrides, config, new_topic_id()), partitions)
         log.info("topic_created", topic=name, partitions=partitions, configs=overrides)
 
     def _create_topic_files(self, topic: _Topic, partitions: int) -> None:
@@ -297,6 +331,7 @@ class LogManager:
             log.error("topic_create_failed", topic=name, partitions=partitions, error=str(exc))
             raise StorageError(f"creating topic {name!r} failed (rolled back): {exc}") from exc
         self._topics = {**self._topics, name: topic}
+        self._by_id = {**self._by_id, topic.topic_id: name}
 
     def delete_topic(self, name: str) -> None:
         with self._lock:
@@ -308,6 +343,7 @@ class LogManager:
                     return
                 topic = self._topic(name)
                 self._topics = {k: v for k, v in self._topics.items() if k != name}
+                self._by_id = {k: v for k, v in self._by_id.items() if v != name}
                 for current in topic.logs:
                     current.mark_deleted()
                 self._dir.delete_topic(name, len(topic.logs))
@@ -323,6 +359,14 @@ class LogManager:
 
     def topics(self) -> list[str]:
         return sorted(self._topics)
+
+    def topic_id(self, name: str) -> bytes:
+        """Topic `name`'s id (16 bytes, Kafka's topic id); UnknownTopicOrPartition if none."""
+        return self._topic(name).topic_id
+
+    def topic_by_id(self, topic_id: bytes) -> str | None:
+        """The loaded topic with this id, or None."""
+        return self._by_id.get(topic_id)
 
     def partition_count(self, name: str) -> int:
         return len(self._topic(name).logs)

@@ -5,17 +5,21 @@ A snapshot holds the producer state of a partition as it was just before
 takes one at every segment roll and at clean shutdown. On disk (big-endian):
 
     offset  type    field
-    0       int16   version            SNAPSHOT_VERSION
+    0       int16   version            SNAPSHOT_VERSION (2; version 1 files still load)
     2       uint32  crc                CRC-32C of bytes 6 .. end of file
     6       int64   offset             the snapshot's offset, also in its name
     14      int32   producer_count
     18      producer_count entries:
-              int64 producer_id, int16 epoch, int64 last_timestamp, int8 batch_count,
-              then batch_count batches (oldest first):
+              int64 producer_id, int16 epoch, int64 last_timestamp,
+              (version 2:) int32 coordinator_epoch, int64 current_txn_first_offset (-1: none),
+              int8 batch_count, then batch_count batches (oldest first):
               int32 first_sequence, int32 last_sequence, int64 first_offset,
               int64 last_offset, int64 max_timestamp
 
-Unlike Kafka's (one batch per producer), all retained batches are kept, so a
+Version 2 keeps what Kafka's snapshot keeps for transactions (its
+CoordinatorEpoch and CurrentTxnFirstOffset fields), so an open transaction stays open
+across a restart and the LSO stays below it until its marker comes. Unlike Kafka's
+(one batch per producer), all retained batches are kept, so a
 retry of any of the last `BATCHES_RETAINED` batches is still a duplicate after a restart.
 
 Crash safety: written to a temp file, fsynced, renamed, directory fsynced
@@ -44,6 +48,8 @@ from storage.producer_state import (
     BATCHES_RETAINED,
     BatchFacts,
     BatchMetadata,
+    CompletedTxn,
+    Marker,
     ProducerEntry,
     ProducerState,
 )
@@ -66,12 +72,13 @@ __all__ = [
 
 log = structlog.get_logger("tidelog.storage")
 
-SNAPSHOT_VERSION: Final = 1
+SNAPSHOT_VERSION: Final = 2
 _HEADER = struct.Struct(">hIqi")
-_ENTRY = struct.Struct(">qhqb")
+_ENTRY_V1 = struct.Struct(">qhqb")
+_ENTRY = struct.Struct(">qhqiqb")
 _BATCH = struct.Struct(">iiqqq")
 _CRC_START = 6  # the CRC covers everything after the version and the CRC itself
-assert _HEADER.size == 18 and _ENTRY.size == 19 and _BATCH.size == 32
+assert _HEADER.size == 18 and _ENTRY_V1.size == 19 and _ENTRY.size == 31 and _BATCH.size == 32
 
 
 class CorruptSnapshotError(ValueError):
@@ -92,7 +99,14 @@ def encode_snapshot(offset: int, entries: Mapping[int, ProducerEntry]) -> bytes:
     out = bytearray(_HEADER.pack(SNAPSHOT_VERSION, 0, offset, len(entries)))
     for producer_id in sorted(entries):
         entry = entries[producer_id]
-        out += _ENTRY.pack(producer_id, entry.epoch, entry.last_timestamp, len(entry.batches))
+        out += _ENTRY.pack(
+            producer_id,
+            entry.epoch,
+            entry.last_timestamp,
+            entry.coordinator_epoch,
+            entry.txn_first_offset,
+            len(entry.batches),
+        )
         for b in entry.batches:
             out += _BATCH.pack(
                 b.first_sequence, b.last_sequence, b.first_offset, b.last_offset, b.max_timestamp
@@ -108,7 +122,7 @@ def decode_snapshot(data: bytes, expected_offset: int | None = None) -> dict[int
             f"{len(data)} bytes, shorter than the {_HEADER.size}-byte header"
         )
     version, crc, offset, count = _HEADER.unpack_from(data, 0)
-    if version != SNAPSHOT_VERSION:
+    if version not in (1, SNAPSHOT_VERSION):
         raise CorruptSnapshotError(f"unknown version {version}")
     actual = crc32c.crc32c(memoryview(data)[_CRC_START:])
     if actual != crc:
@@ -119,8 +133,15 @@ def decode_snapshot(data: bytes, expected_offset: int | None = None) -> dict[int
     pos = _HEADER.size
     try:
         for _ in range(count):
-            producer_id, epoch, last_timestamp, batch_count = _ENTRY.unpack_from(data, pos)
-            pos += _ENTRY.size
+            if version == 1:
+                producer_id, epoch, last_timestamp, batch_count = _ENTRY_V1.unpack_from(data, pos)
+                coordinator_epoch, txn_first = -1, -1
+                pos += _ENTRY_V1.size
+            else:
+                producer_id, epoch, last_timestamp, coordinator_epoch, txn_first, batch_count = (
+                    _ENTRY.unpack_from(data, pos)
+                )
+                pos += _ENTRY.size
             if not 0 <= batch_count <= BATCHES_RETAINED or producer_id < 0:
                 raise CorruptSnapshotError(f"bad entry for producer {producer_id} at byte {pos}")
             batches = tuple(
@@ -128,7 +149,9 @@ def decode_snapshot(data: bytes, expected_offset: int | None = None) -> dict[int
                 for i in range(batch_count)
             )
             pos += batch_count * _BATCH.size
-            entries[producer_id] = ProducerEntry(epoch, batches, last_timestamp)
+            entries[producer_id] = ProducerEntry(
+                epoch, batches, last_timestamp, coordinator_epoch, txn_first
+            )
     except struct.error as exc:
         raise CorruptSnapshotError(f"ends inside entry {len(entries)}: {exc}") from exc
     if pos != len(data) or len(entries) != count:
@@ -230,6 +253,9 @@ def restore(
     log_end_offset: int,
     now_ms: int,
     read_headers: Callable[[int], Iterable[BatchFacts]],
+    read_marker: Callable[[BatchFacts], Marker | None] | None = None,
+    on_completed: Callable[[CompletedTxn, int], None] | None = None,
+    on_replay_start: Callable[[int], None] | None = None,
 ) -> int:
     """Rebuild `state` from the newest snapshot at or below `log_end_offset` plus the log.
 
@@ -237,7 +263,9 @@ def restore(
     the batch holding `offset` on (e.g. `protocol.batch.iter_headers` over the
     segments' bytes). Expired producers and those entirely below the log start
     are dropped. Snapshots above `log_end_offset` (after a truncation) are
-    deleted. Returns the offset the replay started from.
+    deleted. Returns the offset the replay started from. `read_marker`,
+    `on_completed`: as `ProducerState.replay`; `on_replay_start(offset)` is called
+    before the replay (the `.txnindex` entries from there on are rebuilt by it).
     """
     for at, path in list_snapshots(directory):
         if at > log_end_offset:
@@ -248,10 +276,16 @@ def restore(
     else:
         state.load(loaded.entries, loaded.offset)
     start = state.map_end_offset
+    if on_replay_start is not None:
+        on_replay_start(start)
     state.replay(
-        h
-        for h in read_headers(start)
-        if h.base_offset + h.last_offset_delta >= start and h.base_offset < log_end_offset
+        (
+            h
+            for h in read_headers(start)
+            if h.base_offset + h.last_offset_delta >= start and h.base_offset < log_end_offset
+        ),
+        read_marker,
+        on_completed,
     )
     state.map_end_offset = log_end_offset
     state.remove_expired(now_ms)

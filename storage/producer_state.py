@@ -31,6 +31,17 @@ Several batches of one producer in one request are checked in order against
 the pending state. Replaying the log (`replay`) applies batches without checks,
 as Kafka's recovery does (origin REPLICATION): they were checked when written.
 
+Transactions (issue 36, Kafka's ProducerAppendInfo / ProducerStateEntry): a
+transactional batch (attribute bit 4) starts the producer's ongoing transaction in
+this partition at its base offset (`ProducerEntry.txn_first_offset`, -1 when none)
+or continues it; a non-transactional batch while one is ongoing is
+INVALID_TXN_STATE. A COMMIT or ABORT marker (`check_marker` then `end_transaction`)
+ends it: its epoch may not be older than the producer's (INVALID_PRODUCER_EPOCH) nor
+its coordinator epoch older than the last marker's (TRANSACTION_COORDINATOR_FENCED);
+the marker's epoch becomes the producer's (a bump forgets the retained batches, as
+Kafka's `update`), and a `CompletedTxn` says what the log must index. The last stable
+offset is the smallest ongoing transaction's first offset (`first_unstable_offset`).
+
 Not thread-safe: the owning log calls it under its lock. Entries are immutable
 named tuples (the cheapest Python objects to build on the produce path), so
 `entries()` hands out a consistent view cheaply.
@@ -38,13 +49,15 @@ named tuples (the cheapest Python objects to build on the produce path), so
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Final, NamedTuple, Protocol
 
 from protocol.errors import (
     InvalidProducerEpoch,
     InvalidRecord,
+    InvalidTxnState,
     OutOfOrderSequenceNumber,
+    TransactionCoordinatorFenced,
     UnknownProducerId,
 )
 
@@ -55,12 +68,19 @@ __all__ = [
     "Accepted",
     "BatchFacts",
     "BatchMetadata",
+    "CompletedTxn",
     "Duplicate",
     "PendingAppend",
     "ProducerEntry",
     "ProducerState",
     "last_sequence",
 ]
+
+# Attribute bits of a batch (protocol.batch's; repeated to keep this module pure).
+_TRANSACTIONAL: Final = 0x10
+_CONTROL: Final = 0x20
+# A marker's record: (commit, coordinator epoch).
+Marker = tuple[bool, int]
 
 NO_PRODUCER_ID: Final = -1
 NO_PRODUCER_EPOCH: Final = -1
@@ -96,11 +116,15 @@ class BatchMetadata(NamedTuple):
 
 class ProducerEntry(NamedTuple):
     """One producer's state: invariant `len(batches) <= BATCHES_RETAINED`, oldest first,
-    all of `epoch`; `last_timestamp` is the max timestamp of its newest batch."""
+    all of `epoch`; `last_timestamp` is the max timestamp of its newest batch (or
+    marker). `coordinator_epoch`: the last marker's (-1: none yet);
+    `txn_first_offset`: the first offset of its ongoing transaction here (-1: none)."""
 
     epoch: int
     batches: tuple[BatchMetadata, ...]
     last_timestamp: int
+    coordinator_epoch: int = -1
+    txn_first_offset: int = -1
 
     @property
     def last_sequence(self) -> int:
@@ -110,12 +134,25 @@ class ProducerEntry(NamedTuple):
     def last_offset(self) -> int:
         return self.batches[-1].last_offset if self.batches else -1
 
-    def with_batch(self, epoch: int, batch: BatchMetadata) -> ProducerEntry:
-        """This entry after appending `batch`; a new epoch forgets the older batches."""
+    def with_batch(
+        self, epoch: int, batch: BatchMetadata, transactional: bool = False
+    ) -> ProducerEntry:
+        """This entry after appending `batch`; a new epoch forgets the older batches; a
+        transactional batch starts a transaction at its first offset if none is ongoing."""
         kept = self.batches if epoch == self.epoch else ()
         if len(kept) >= BATCHES_RETAINED:
             kept = kept[len(kept) - BATCHES_RETAINED + 1 :]
-        return ProducerEntry(epoch, (*kept, batch), batch.max_timestamp)
+        txn = self.txn_first_offset
+        if transactional and txn < 0:
+            txn = batch.first_offset
+        return ProducerEntry(
+            epoch, (*kept, batch), batch.max_timestamp, self.coordinator_epoch, txn
+        )
+
+    def after_marker(self, epoch: int, coordinator_epoch: int, timestamp: int) -> ProducerEntry:
+        """This entry after a COMMIT/ABORT marker (Kafka's ProducerStateEntry.update)."""
+        kept = self.batches if epoch == self.epoch else ()
+        return ProducerEntry(epoch, kept, timestamp, coordinator_epoch, -1)
 
     def find_duplicate(self, epoch: int, first_seq: int, last_seq: int) -> BatchMetadata | None:
         if epoch != self.epoch:
@@ -127,6 +164,15 @@ class ProducerEntry(NamedTuple):
 
 
 _EMPTY_ENTRY: Final = ProducerEntry(NO_PRODUCER_EPOCH, (), -1)
+
+
+class CompletedTxn(NamedTuple):
+    """A transaction a marker ended: [first_offset, last_offset] (the marker's offset)."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    aborted: bool
 
 
 class BatchFacts(Protocol):
@@ -144,6 +190,8 @@ class BatchFacts(Protocol):
     def producer_epoch(self) -> int: ...
     @property
     def base_sequence(self) -> int: ...
+    @property
+    def attributes(self) -> int: ...
 
 
 class _NotIdempotent:
@@ -179,11 +227,13 @@ class Accepted(NamedTuple):
 class PendingAppend:
     """The updates of one append, checked in order and applied only by `commit`."""
 
-    __slots__ = ("_state", "updates")
+    __slots__ = ("_state", "started", "updates")
 
     def __init__(self, state: ProducerState) -> None:
         self._state = state
         self.updates: dict[int, ProducerEntry] = {}
+        # Transactions this append opens: first offset -> producer id.
+        self.started: dict[int, int] = {}
 
     def _where(self, offset: int) -> str:
         return f"{self._state.name} at offset {offset}"
@@ -196,9 +246,14 @@ class PendingAppend:
         last_offset_delta: int,
         max_timestamp: int,
         base_offset: int,
+        transactional: bool = False,
     ) -> _NotIdempotent | Duplicate | Accepted:
         """Check one batch that would be written at `base_offset`; raises on a violation."""
         if producer_id < 0:
+            if transactional:
+                raise InvalidRecord(
+                    f"{self._where(base_offset)}: a transactional batch needs a producer id"
+                )
             return NOT_IDEMPOTENT
         if producer_epoch < 0 or base_sequence < 0:
             raise InvalidRecord(
@@ -240,10 +295,17 @@ class PendingAppend:
                     f"{self._where(base_offset)}: producer {producer_id} sent sequence "
                     f"{base_sequence}, expected {expected}"
                 )
+        if current.txn_first_offset >= 0 and not transactional:
+            raise InvalidTxnState(
+                f"{self._where(base_offset)}: expected a transactional write from producer "
+                f"{producer_id}: its transaction from offset {current.txn_first_offset} is open"
+            )
         batch = BatchMetadata(
             base_sequence, last_seq, base_offset, base_offset + last_offset_delta, max_timestamp
         )
-        entry = current.with_batch(producer_epoch, batch)
+        entry = current.with_batch(producer_epoch, batch, transactional)
+        if transactional and current.txn_first_offset < 0:
+            self.started[base_offset] = producer_id
         self.updates[producer_id] = entry
         return Accepted(producer_id, entry)
 
@@ -269,6 +331,10 @@ class ProducerState:
         self.expiration_ms = expiration_ms
         self.map_end_offset = map_end_offset
         self._producers: dict[int, ProducerEntry] = {}
+        # The ongoing transactions: first offset -> producer id (Kafka's ongoingTxns).
+        self._ongoing: dict[int, int] = {}
+        # min(_ongoing) or -1, kept current: a reader without the lock reads one int.
+        self.first_unstable = -1
 
     def __len__(self) -> int:
         return len(self._producers)
@@ -289,6 +355,9 @@ class ProducerState:
         """Apply a checked append once its write succeeded; `next_offset` is the new log end."""
         if pending.updates:
             self._producers.update(pending.updates)
+            if pending.started:
+                self._ongoing.update(pending.started)
+                self._ongoing_changed()
         if next_offset > self.map_end_offset:
             self.map_end_offset = next_offset
 
@@ -298,18 +367,32 @@ class ProducerState:
         """Replace the state with a snapshot's entries taken at `map_end_offset`."""
         self._producers = dict(entries)
         self.map_end_offset = map_end_offset
+        self._reindex_ongoing()
 
-    def replay(self, headers: Iterable[BatchFacts]) -> int:
+    def replay(
+        self,
+        headers: Iterable[BatchFacts],
+        read_marker: Callable[[BatchFacts], Marker | None] | None = None,
+        on_completed: Callable[[CompletedTxn, int], None] | None = None,
+    ) -> int:
         """Apply logged batches without checks (they were checked when written).
 
-        Returns how many idempotent batches were applied; `map_end_offset`
-        moves past every batch, idempotent or not.
+        Control batches end their producer's transaction: `read_marker(header)` reads
+        a marker's record (None: its type is unknown, treated as a COMMIT with
+        coordinator epoch -1: the transaction ends either way), `on_completed(txn,
+        lso)` hears of each completed one with the LSO right after it (the
+        `.txnindex` rebuild's entries). Returns how many idempotent batches were
+        applied; `map_end_offset` moves past every batch, idempotent or not.
         """
         applied = 0
         producers = self._producers
         for header in headers:
             last_offset = header.base_offset + header.last_offset_delta
-            if header.producer_id >= 0:
+            if header.attributes & _CONTROL and header.producer_id >= 0:
+                marker = read_marker(header) if read_marker is not None else None
+                self._replay_marker(header, marker, on_completed)
+                applied += 1
+            elif header.producer_id >= 0:
                 batch = BatchMetadata(
                     header.base_sequence,
                     last_sequence(header.base_sequence, header.last_offset_delta),
@@ -318,17 +401,106 @@ class ProducerState:
                     header.max_timestamp,
                 )
                 current = producers.get(header.producer_id, _EMPTY_ENTRY)
-                producers[header.producer_id] = current.with_batch(header.producer_epoch, batch)
+                entry = current.with_batch(
+                    header.producer_epoch, batch, bool(header.attributes & _TRANSACTIONAL)
+                )
+                producers[header.producer_id] = entry
+                if entry.txn_first_offset >= 0 and current.txn_first_offset < 0:
+                    self._ongoing[entry.txn_first_offset] = header.producer_id
+                    self._ongoing_changed()
                 applied += 1
             if last_offset + 1 > self.map_end_offset:
                 self.map_end_offset = last_offset + 1
+        self._reindex_ongoing()
         return applied
+
+    def _reindex_ongoing(self) -> None:
+        self._ongoing = {
+            e.txn_first_offset: pid for pid, e in self._producers.items() if e.txn_first_offset >= 0
+        }
+        self._ongoing_changed()
+
+    def _ongoing_changed(self) -> None:
+        self.first_unstable = min(self._ongoing) if self._ongoing else -1
+
+    def _replay_marker(
+        self,
+        header: BatchFacts,
+        marker: Marker | None,
+        on_completed: Callable[[CompletedTxn, int], None] | None,
+    ) -> None:
+        commit, coordinator_epoch = marker if marker is not None else (True, -1)
+        completed = self.end_transaction(
+            header.producer_id,
+            header.producer_epoch,
+            coordinator_epoch,
+            header.base_offset,
+            header.max_timestamp,
+            commit=commit,
+        )
+        if completed is not None and on_completed is not None:
+            on_completed(completed, self.last_stable_offset(header.base_offset + 1))
+
+    # ---- transactions -----------------------------------------------------
+
+    def check_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int) -> None:
+        """Kafka's checks of an end-transaction marker before it is written."""
+        entry = self._producers.get(producer_id, _EMPTY_ENTRY)
+        if producer_epoch < entry.epoch:
+            raise InvalidProducerEpoch(
+                f"{self.name}: marker for producer {producer_id} has epoch {producer_epoch}, "
+                f"older than its last epoch {entry.epoch}"
+            )
+        if coordinator_epoch < entry.coordinator_epoch:
+            raise TransactionCoordinatorFenced(
+                f"{self.name}: marker for producer {producer_id} has coordinator epoch "
+                f"{coordinator_epoch} (zombie), older than {entry.coordinator_epoch}"
+            )
+
+    def end_transaction(
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        coordinator_epoch: int,
+        offset: int,
+        timestamp: int,
+        *,
+        commit: bool,
+    ) -> CompletedTxn | None:
+        """Apply a marker written at `offset` (checked by `check_marker`); the
+        transaction it ended, None if the producer had none open here."""
+        entry = self._producers.get(producer_id, _EMPTY_ENTRY)
+        first = entry.txn_first_offset
+        self._producers[producer_id] = entry.after_marker(
+            producer_epoch, coordinator_epoch, timestamp
+        )
+        if offset + 1 > self.map_end_offset:
+            self.map_end_offset = offset + 1
+        if first < 0:
+            return None
+        self._ongoing.pop(first, None)
+        self._ongoing_changed()
+        return CompletedTxn(producer_id, first, offset, not commit)
+
+    def first_unstable_offset(self) -> int:
+        """The smallest first offset of an ongoing transaction, -1 if none."""
+        return self.first_unstable
+
+    def last_stable_offset(self, high_watermark: int) -> int:
+        """Kafka's LSO: min(first offset of the ongoing transactions, high watermark)."""
+        first = self.first_unstable_offset()
+        return high_watermark if first < 0 else min(first, high_watermark)
+
+    def ongoing(self) -> dict[int, int]:
+        """producer id -> first offset of its ongoing transaction here."""
+        return {pid: first for first, pid in self._ongoing.items()}
 
     # ---- forgetting ---------------------------------------------------------
 
     def is_expired(self, entry: ProducerEntry, now_ms: int) -> bool:
-        """Kafka's rule: idle for producer.id.expiration.ms by its last batch's timestamp."""
-        return now_ms - entry.last_timestamp >= self.expiration_ms
+        """Kafka's rule: idle for producer.id.expiration.ms by its last batch's timestamp,
+        and no transaction open (an open one waits for its marker)."""
+        return entry.txn_first_offset < 0 and now_ms - entry.last_timestamp >= self.expiration_ms
 
     def remove_expired(self, now_ms: int) -> int:
         """Forget producers idle for `expiration_ms`; returns how many."""
@@ -347,7 +519,15 @@ class ProducerState:
         """
         dropped = 0
         for pid, entry in list(self._producers.items()):
-            if entry.last_offset < log_start_offset:
+            if entry.txn_first_offset >= 0:
+                # Kafka keeps an open transaction whose start was deleted: its marker
+                # still comes, and the LSO is then max(first offset, log start).
+                if entry.batches and entry.batches[0].last_offset < log_start_offset:
+                    kept = tuple(b for b in entry.batches if b.last_offset >= log_start_offset)
+                    self._producers[pid] = entry._replace(batches=kept)
+            elif not entry.batches:
+                pass  # only a marker's epochs (a bump forgot the batches): expiry decides
+            elif entry.last_offset < log_start_offset:
                 del self._producers[pid]
                 dropped += 1
             elif entry.batches[0].last_offset < log_start_offset:
@@ -360,4 +540,6 @@ class ProducerState:
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Forget everything: the log was emptied and restarts at `offset`."""
         self._producers.clear()
+        self._ongoing.clear()
+        self.first_unstable = -1
         self.map_end_offset = offset

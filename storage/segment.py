@@ -47,6 +47,7 @@ from storage.fileio import FileIO
 from storage.files import DELETED_SUFFIX, segment_paths
 from storage.index import OffsetIndex, TimeIndex, index_entry_due
 from storage.segment_walk import find_batch, iter_batches
+from storage.txn_index import TxnIndex
 
 log = structlog.get_logger("tidelog.storage")
 
@@ -102,12 +103,12 @@ class Segment:
         self.directory = directory
         self.base_offset = base_offset
         self._io = io
-        self.log_path, index_path, time_index_path = segment_paths(directory, base_offset)
+        self.log_path, index_path, time_index_path, txn_path = segment_paths(directory, base_offset)
         if index_bytes:  # a new segment: no stale file of this name may leak into it
             try:
                 fd = open_retried(io, self.log_path, exclusive=True)
             except FileExistsError:
-                for path in (self.log_path, index_path, time_index_path):
+                for path in (self.log_path, index_path, time_index_path, txn_path):
                     try:
                         io.unlink(path)
                     except FileNotFoundError:
@@ -129,6 +130,9 @@ class Segment:
         self.layouts = 0
         self.offset_index = OffsetIndex(index_path, base_offset, io, preallocate_bytes=index_bytes)
         self.time_index = TimeIndex(time_index_path, base_offset, io, preallocate_bytes=index_bytes)
+        # The aborted transactions whose ABORT marker lies here (storage.txn_index).
+        # A new segment has none yet (no file is looked for at a roll).
+        self.txn_index = TxnIndex(txn_path, io) if index_bytes else TxnIndex.load(txn_path, io)
         self.next_offset = base_offset
         self.max_timestamp = -1
         self.offset_of_max_timestamp = -1
@@ -265,6 +269,7 @@ class Segment:
         (`flush_indexes`); recovery rebuilds those of the segments it rescans."""
         file = self._file.get()
         self._io.fsync(file.fd)
+        self.txn_index.flush()  # fsyncs only after an ABORT marker's entry
 
     def flush_indexes(self) -> None:
         """fsync the index entries written since the last time (a rolled segment)."""
@@ -293,6 +298,7 @@ class Segment:
         self.verified_bytes = min(self.verified_bytes, position)
         self.offset_index.truncate_to(next_offset)
         self.time_index.truncate_to(next_offset)
+        self.txn_index.truncate_from(next_offset)
         self.next_offset = max(self.base_offset, next_offset) if position else self.base_offset
         if recompute:
             self._recompute_max_timestamp()
@@ -413,12 +419,16 @@ class Segment:
         self._file.path = self.log_path
         for index in (self.offset_index, self.time_index):
             index.rename(index.path.with_name(index.path.name + DELETED_SUFFIX))
+        self.txn_index.rename(
+            self.txn_index.path.with_name(self.txn_index.path.name + DELETED_SUFFIX)
+        )
         return renamed
 
     def close(self) -> None:
         """Trim the indexes and close the files (shutdown; no reader may still use it)."""
         self.offset_index.close()
         self.time_index.close()
+        self.txn_index.close()
         self._file.close()
 
     def release_writers(self) -> None:

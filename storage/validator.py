@@ -32,6 +32,7 @@ from protocol.batch import (
     LAYOUT,
     LOG_OVERHEAD,
     MAGIC,
+    TRANSACTIONAL_MASK,
     BatchLayout,
     BatchWalk,
     TimestampType,
@@ -65,6 +66,8 @@ class ValidBatch(NamedTuple):
     # A Kafka batch whose header's max_timestamp is not its records' largest: the log
     # writes `max_timestamp` into it (and a fresh CRC), as Kafka does.
     restamp: bool = False
+    # A Kafka batch with attribute bit 4: part of its producer's transaction.
+    transactional: bool = False
 
 
 class LogValidator:
@@ -157,6 +160,7 @@ class LogValidator:
                     checked.base_sequence,
                     KAFKA_MAGIC,
                     checked.max_timestamp != fields[F_MAX_TIMESTAMP],
+                    bool(checked.attributes & TRANSACTIONAL_MASK),
                 )
             )
         if walk.problem is not None:

@@ -34,6 +34,10 @@ for partitions whose position is still the one it asked for: a `seek`,
 `assign` or reset in between makes it stale, and its records for those
 partitions are dropped. Before any other request (including through
 `consumer.client`) the answer is awaited and kept, so the connection is free.
+
+Transactions (issue 36): `isolation_level` as Kafka's `isolation.level`, default
+"read_uncommitted" as Kafka's consumer; "read_committed" stops at the last stable
+offset and skips aborted transactions' records. Markers are never records.
 """
 
 from __future__ import annotations
@@ -142,6 +146,7 @@ class Consumer:
         partition_assignment_strategy: Sequence[str] = DEFAULT_ASSIGNORS,
         group_instance_id: str | None = None,
         security: Security = PLAINTEXT,
+        isolation_level: str = "read_uncommitted",  # Kafka's default (see the module doc)
     ) -> None:
         if auto_offset_reset not in AUTO_OFFSET_RESETS:
             raise ValueError(f"auto_offset_reset must be one of {', '.join(AUTO_OFFSET_RESETS)}")
@@ -164,6 +169,7 @@ class Consumer:
             fetch_max_bytes=fetch_max_bytes,
             max_partition_fetch_bytes=max_partition_fetch_bytes,
             check_crcs=check_crcs,
+            isolation_level=isolation_level,
         )
         group_settings = None
         if group_id is not None:

@@ -33,7 +33,7 @@ when all eight attributes are; it is not a tuple (no indexing or unpacking).
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextvars import ContextVar
 from operator import attrgetter
 from typing import Any
@@ -42,10 +42,12 @@ import msgspec
 
 from protocol.batch import (
     ANY_LAYOUT,
+    CONTROL_MASK,
     DEFAULT_MAX_DECOMPRESSED_BYTES,
     HEADER_SIZE,
     KAFKA_MAGIC,
     TIMESTAMP_TYPE_MASK,
+    TRANSACTIONAL_MASK,
     BatchHeader,
     BatchWalk,
     TimestampType,
@@ -171,18 +173,44 @@ _OFFSET_DELTA = attrgetter("_offset_delta")
 
 
 def decode_fetched(
-    topic: str, partition: int, data: bytes, position: int, *, check_crcs: bool = True
+    topic: str,
+    partition: int,
+    data: bytes,
+    position: int,
+    *,
+    check_crcs: bool = True,
+    aborted: Sequence[tuple[int, int]] | None = None,
 ) -> tuple[list[ConsumerRecord], int]:
     """Records at or after `position` in fetched batches, and the next position.
 
     A trailing partial batch (possible when a byte limit cut the answer) is left
     for the next fetch. After compaction offsets may have gaps, so the next
     position comes from the batch header, never from a record count.
+
+    Transaction markers (Kafka control batches) are never records. `aborted`: a
+    read_committed answer's aborted transactions, (producer id, first offset):
+    their batches are skipped as Kafka's consumer skips them (per batch, see
+    `AbortedFilter`); None (read_uncommitted) keeps every data batch.
     """
     records: list[ConsumerRecord] = []
+    skip = None
+    if aborted is not None:  # imported here: Kafka's codec loads numpy (see below)
+        from protocol.kafka.control import AbortedFilter
+
+        skip = AbortedFilter(aborted)
     for pos, header in _headers(data):
         if header.next_offset <= position:
             continue
+        attributes = header.attributes
+        if attributes & _TXN_BITS and (
+            attributes & CONTROL_MASK or (skip is not None and skip.aborted(header))
+        ):
+            if skip is not None and attributes & CONTROL_MASK:
+                skip.marker(data, pos, header)
+            position = header.next_offset
+            continue
+        if skip is not None and header.producer_id >= 0:
+            skip.consume_up_to(header.last_offset)
         if header.magic == KAFKA_MAGIC:
             batch = decode_kafka_batch(topic, partition, data, pos, header, check_crcs)
         else:
@@ -192,6 +220,9 @@ def decode_fetched(
         records += _from(batch, header, position)
         position = header.next_offset
     return records, position
+
+
+_TXN_BITS = TRANSACTIONAL_MASK | CONTROL_MASK
 
 
 def _from(batch: list[ConsumerRecord], header: BatchHeader, position: int) -> list[ConsumerRecord]:

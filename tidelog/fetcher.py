@@ -11,6 +11,11 @@ the batch headers, never from a record count: compaction leaves offset gaps.
 Every fetch says `kafka_batches` (docs/protocol.md §9): a Kafka-produced topic's
 batches come as they are stored, Kafka v2, and `decode_fetched` reads both layouts,
 so the broker converts nothing for this client.
+
+`isolation_level="read_committed"` adds `isolation_level: 1` to every fetch
+(docs/protocol.md §9): answers stop at the last stable offset and name the aborted
+transactions, whose batches `decode_fetched` skips; transaction markers are never
+records, whatever the level.
 """
 
 from __future__ import annotations
@@ -27,6 +32,9 @@ from tidelog.consumer_record import decode_fetched, next_position
 from tidelog.fetch_ahead import FetchAhead, ReplyReader
 from tidelog.positions import NoOffsetForPartitionError, PartitionState, Positions, TopicPartition
 
+# Kafka's isolation.level values; Kafka's consumer defaults to read_uncommitted.
+ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
+
 
 class Fetcher:
     """Fills the partitions' buffers from fetch answers, one fetch ahead. Not thread-safe."""
@@ -42,7 +50,11 @@ class Fetcher:
         fetch_max_bytes: int,
         max_partition_fetch_bytes: int,
         check_crcs: bool,
+        isolation_level: str = "read_uncommitted",
     ) -> None:
+        if isolation_level not in ISOLATION_LEVELS:
+            raise ValueError(f"isolation_level must be one of {', '.join(ISOLATION_LEVELS)}")
+        self.read_committed = isolation_level == "read_committed"
         self.auto_offset_reset = auto_offset_reset
         self.group_id = group_id
         self.fetch_min_bytes = fetch_min_bytes
@@ -137,7 +149,7 @@ class Fetcher:
     def _absorb(self, asked: Mapping[TopicPartition, int], answer: dict[str, Any]) -> None:
         """Take a fetch answer for the partitions still at the positions it asked for;
         send the next fetch ahead while there is more to read, then decode."""
-        fetched: list[tuple[TopicPartition, PartitionState, bytes, int]] = []
+        fetched: list[tuple[TopicPartition, PartitionState, bytes, int, Any]] = []
         error: TidelogError | None = None
         more = False
         for topic_entry in answer["topics"]:
@@ -159,18 +171,29 @@ class Fetcher:
                     error = error or exc
                     continue
                 if data is not None:
-                    fetched.append((tp, state, data, start))
+                    aborted = None
+                    if self.read_committed:
+                        listed = entry.get("aborted_transactions") or ()
+                        aborted = [(a["producer_id"], a["first_offset"]) for a in listed]
+                    fetched.append((tp, state, data, start, aborted))
                     high_watermark = entry["high_watermark"]  # nil only beside an error
+                    if self.read_committed and entry.get("last_stable_offset") is not None:
+                        high_watermark = entry["last_stable_offset"]
                     if high_watermark is not None and state.fetch_position < high_watermark:
                         more = True
         try:
             if more and error is None:
                 self._send_ahead()
         finally:
-            for tp, state, data, start in fetched:
+            for tp, state, data, start, aborted in fetched:
                 try:
                     state.buffer, _ = decode_fetched(
-                        tp.topic, tp.partition, data, start, check_crcs=self.check_crcs
+                        tp.topic,
+                        tp.partition,
+                        data,
+                        start,
+                        check_crcs=self.check_crcs,
+                        aborted=aborted,
                     )
                 except TidelogError as exc:
                     state.fetch_position = start  # read it again (and fail again) next time
@@ -191,13 +214,16 @@ class Fetcher:
                     "max_bytes": self.max_partition_fetch_bytes,
                 }
             )
-        return {
+        body: dict[str, Any] = {
             "max_wait_ms": max_wait_ms,
             "min_bytes": self.fetch_min_bytes,
             "max_bytes": self.fetch_max_bytes,
             "topics": [{"topic": t, "partitions": parts} for t, parts in wanted.items()],
             "kafka_batches": True,
         }
+        if self.read_committed:  # else the request is byte for byte what it was
+            body["isolation_level"] = 1
+        return body
 
     def _send_ahead(self) -> None:
         """Ask for what follows every known position, not waiting for new records."""

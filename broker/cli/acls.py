@@ -34,6 +34,9 @@ def _resource_parent() -> argparse.ArgumentParser:
     which.add_argument("--topic", metavar="NAME", help="a topic name (or '*', or a prefix)")
     which.add_argument("--group", metavar="NAME", help="a consumer group id (or '*', a prefix)")
     which.add_argument("--cluster", action="store_true", help="the cluster resource")
+    which.add_argument(
+        "--transactional-id", metavar="ID", help="a producer's transactional id (or '*', a prefix)"
+    )
     parent.add_argument(
         "--resource-pattern-type",
         choices=("literal", "prefixed"),
@@ -88,13 +91,17 @@ def _resource(args: argparse.Namespace) -> tuple[ResourceType, str] | None:
         return ResourceType.GROUP, args.group
     if args.cluster:
         return ResourceType.CLUSTER, CLUSTER_NAME
+    if args.transactional_id is not None:
+        return ResourceType.TRANSACTIONAL_ID, args.transactional_id
     return None
 
 
 def _bindings(args: argparse.Namespace) -> list[AclBinding]:
     resource = _resource(args)
     if resource is None:
-        raise CliError("BAD_INPUT", "name a resource: --topic, --group or --cluster")
+        raise CliError(
+            "BAD_INPUT", "name a resource: --topic, --group, --cluster or --transactional-id"
+        )
     if not args.operation:
         raise CliError("BAD_INPUT", "name at least one --operation")
     if not (args.allow_principal or args.deny_principal):

@@ -87,6 +87,13 @@ def register(sub: Subcommands) -> None:
     )
     consume.add_argument("--num", "-n", type=int, metavar="COUNT", help="stop after COUNT records")
     consume.add_argument("--follow", "-f", action="store_true", help="keep waiting for new records")
+    consume.add_argument(
+        "--isolation-level",
+        choices=("read_uncommitted", "read_committed"),
+        default="read_uncommitted",
+        help="read_committed: only committed transactions' records, up to the last stable "
+        "offset (default read_uncommitted, as kafka-console-consumer)",
+    )
     consume.add_argument("--print-key", action="store_true", help="text: print KEY<sep>VALUE")
     consume.add_argument(
         "--key-separator", default="\t", metavar="SEP", help="text: between key and value (tab)"
@@ -130,6 +137,7 @@ def run_consume(args: argparse.Namespace) -> int:
         client_id="tidelog-cli",
         group_id=args.group,
         security=client_security(args),
+        isolation_level=args.isolation_level,
     ) as consumer:
         entry = topic_entry(consumer.client, args.topic)
         known = {p["partition"]: p for p in entry["partitions"]}
@@ -148,6 +156,9 @@ def run_consume(args: argparse.Namespace) -> int:
                 known[tp.partition]["log_start_offset"],
                 known[tp.partition]["high_watermark"],
             )
+            stable = known[tp.partition].get("last_stable_offset")
+            if args.isolation_level == "read_committed" and stable is not None:
+                high = stable  # an open transaction: read up to it
             ends[tp] = high
             if args.offset is None and args.group is not None:
                 committed = consumer.committed(tp)

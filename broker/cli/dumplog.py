@@ -10,7 +10,10 @@ epoch, and its varint records are decoded as Kafka's `kafka-dump-log` would. A b
 whose header is unreadable or runs past the end of the file ends the scan
 (nothing after it can be located). For `.index` and `.timeindex` it prints the
 entries and checks they increase and point inside the segment's log; an entry no
-calendar can show is reported and the dump goes on.
+calendar can show is reported and the dump goes on. A transactional or control batch
+says so (`isTransactional`, `isControl`, as Kafka's tool), and a control batch's
+record is shown as its marker (`endTxnMarker: COMMIT coordinatorEpoch: 0`), never
+as data. A `.txnindex` prints its AbortedTxn entries as Kafka's tool does.
 Exit status 1 when anything is invalid, with a summary line on stderr.
 """
 
@@ -34,7 +37,9 @@ from broker.cli.common import (
 )
 from protocol.batch import (
     ANY_LAYOUT,
+    CONTROL_MASK,
     MAGIC,
+    TRANSACTIONAL_MASK,
     BatchHeader,
     BatchWalk,
     Compression,
@@ -45,12 +50,14 @@ from protocol.batch import (
 )
 from protocol.errors import TidelogError
 from protocol.kafka import stored
+from protocol.kafka.control import read_marker
 from protocol.kafka.errors import KafkaCodecError
 from protocol.kafka.validate import decode_batch
 from storage.files import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
     TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
     parse_segment_file_name,
 )
 from storage.index import OffsetIndex, TimeIndex
@@ -58,6 +65,7 @@ from storage.index import OffsetIndex, TimeIndex
 # The index entry layouts (docs/storage.md "File layout") are storage's own.
 OFFSET_ENTRY = OffsetIndex.PACKER  # relative offset, position
 TIME_ENTRY = TimeIndex.PACKER  # timestamp, relative offset
+TXN_ENTRY = struct.Struct(">hqqqq")  # storage.txn_index: Kafka's AbortedTxn
 
 # Record keys and values longer than this are cut in --print-data-log lines.
 _MAX_SHOWN_BYTES = 200
@@ -125,11 +133,13 @@ def run_dump_log(args: argparse.Namespace) -> int:
             dump_offset_index(path, base_offset, findings)
         elif kind == TIME_INDEX_SUFFIX:
             dump_time_index(path, base_offset, findings)
+        elif kind == TXN_INDEX_SUFFIX:
+            dump_txn_index(path, findings)
         else:
             raise CliError(
                 "BAD_INPUT",
                 f"{path.name} is not a segment file",
-                "give .log, .index or .timeindex files",
+                "give .log, .index, .timeindex or .txnindex files",
             )
     if findings.problems:
         for problem in findings.problems:
@@ -160,7 +170,13 @@ def _batch_line(buf: memoryview, pos: int, header: BatchHeader, valid: bool, rea
             else ""
         )
         + f"attributes: {header.attributes & 0xFFFF:#06x} compresscodec: {codec} "
-        f"crc: {header.crc:#010x} deleteHorizon: {str(header.has_delete_horizon).lower()} "
+        + (
+            f"isTransactional: {str(bool(header.attributes & TRANSACTIONAL_MASK)).lower()} "
+            f"isControl: {str(bool(header.attributes & CONTROL_MASK)).lower()} "
+            if header.attributes & (TRANSACTIONAL_MASK | CONTROL_MASK)
+            else ""
+        )
+        + f"crc: {header.crc:#010x} deleteHorizon: {str(header.has_delete_horizon).lower()} "
         f"producerId: {header.producer_id} producerEpoch: {header.producer_epoch} "
         f"baseSequence: {header.base_sequence} isValid: {str(valid).lower()}"
     )
@@ -231,6 +247,16 @@ def _print_records(buf: memoryview, pos: int, header: BatchHeader) -> None:
     stamp = (
         "LogAppendTime" if header.timestamp_type == TimestampType.LOG_APPEND_TIME else "CreateTime"
     )
+    if header.attributes & CONTROL_MASK:
+        marker = read_marker(buf[pos : pos + header.size])
+        shown = (
+            "unknown"
+            if marker is None
+            else f"{'COMMIT' if marker.commit else 'ABORT'} "
+            f"coordinatorEpoch: {marker.coordinator_epoch}"
+        )
+        print_out(f"| offset: {header.base_offset} endTxnMarker: {shown}")
+        return
     for record in _records(buf, pos, header):
         timestamp = header.max_timestamp if stamp == "LogAppendTime" else record.timestamp
         keys = ",".join(k for k, _ in record.headers)
@@ -288,6 +314,27 @@ def dump_offset_index(path: Path, base_offset: int, findings: _Findings) -> None
             findings.flag(f"{path}: position {position} is past the log's {log_size} bytes")
         last_rel, last_pos = rel, position
     print_out(f"{len(entries)} entries")
+
+
+def dump_txn_index(path: Path, findings: _Findings) -> None:
+    """Kafka's TxnIndex dump: one line per AbortedTxn entry."""
+    with _mapped(path) as buf:
+        data = bytes(buf)
+    if len(data) % TXN_ENTRY.size:
+        findings.flag(f"{path}: length {len(data)} is not a multiple of {TXN_ENTRY.size}")
+    count = len(data) // TXN_ENTRY.size
+    for number in range(count):
+        entry = TXN_ENTRY.unpack_from(data, number * TXN_ENTRY.size)
+        version, producer_id, first, last, lso = entry
+        print_out(
+            f"version: {version} producerId: {producer_id} firstOffset: {first} "
+            f"lastOffset: {last} lastStableOffset: {lso}"
+        )
+        if version != 0:
+            findings.flag(f"{path}: entry {number} has version {version}, expected 0")
+        if last < first:
+            findings.flag(f"{path}: entry {number} ends at {last} before its start {first}")
+    print_out(f"{count} entries")
 
 
 def dump_time_index(path: Path, base_offset: int, findings: _Findings) -> None:

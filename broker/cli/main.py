@@ -21,7 +21,18 @@ import sys
 from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
 
-from broker.cli import acls, consume, dumplog, groups, offsets, produce, retention, topics, users
+from broker.cli import (
+    acls,
+    consume,
+    dumplog,
+    groups,
+    offsets,
+    produce,
+    retention,
+    topics,
+    transactions,
+    users,
+)
 from broker.cli.common import EXIT_ERROR, CliError, HelpFormatter, OutputClosed, Subcommands
 from broker.serve_flags import SERVE_DESCRIPTION, SERVE_EPILOG, add_serve_arguments
 from protocol.errors import TidelogError
@@ -66,6 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
     consume.register(sub)
     offsets.register(sub)
     groups.register(sub)
+    transactions.register(sub)
     dumplog.register(sub)
     retention.register(sub)
     users.register(sub)

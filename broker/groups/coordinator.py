@@ -49,7 +49,7 @@ from broker.groups.messages import (
     SyncResponse,
     TopicPartition,
 )
-from broker.groups.offsets import OffsetManager, deletion_error
+from broker.groups.offsets import OffsetManager, deletion_error, txn_commit_error
 from broker.groups.outbox import FollowUp, Outbox
 from broker.groups.rebalance import Rebalancer
 from broker.groups.records import LoadedState, group_record
@@ -137,8 +137,14 @@ class GroupCoordinator:
 
     # --- offsets (offsets.py) ---------------------------------------------------------
 
-    def commit_offsets(self, request: OffsetCommitRequest) -> ErrorResponse | Pending:
-        return self._offsets.commit_offsets(request)
+    def commit_offsets(
+        self, request: OffsetCommitRequest, *, fenced: bool = True
+    ) -> ErrorResponse | Pending:
+        return self._offsets.commit_offsets(request, fenced=fenced)
+
+    def txn_commit_error(self, request: OffsetCommitRequest) -> str | None:
+        """Why a TxnOffsetCommit may not commit (None: it may; nothing changes)."""
+        return txn_commit_error(self._groups.get(request.group_id), request)
 
     def fetch_offsets(self, group_id: str) -> dict[TopicPartition, CommittedOffset]:
         return self._offsets.fetch_offsets(group_id)

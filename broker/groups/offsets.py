@@ -64,15 +64,19 @@ class OffsetManager:
         group = self._groups.get(group_id)
         return dict(group.offsets) if group is not None else {}
 
-    def commit_offsets(self, request: OffsetCommitRequest) -> ErrorResponse | Pending:
-        """Fenced by generation (`commit_error`); the commit is answered once its records
-        are appended, and only then visible to fetch_offsets."""
+    def commit_offsets(
+        self, request: OffsetCommitRequest, *, fenced: bool = True
+    ) -> ErrorResponse | Pending:
+        """Fenced by generation (`commit_error`) unless `fenced` is False (the offsets of
+        a committed transaction, fenced when their TxnOffsetCommit came:
+        `txn_commit_error`); the commit is answered once its records are appended, and
+        only then visible to fetch_offsets."""
         if not request.group_id or len(request.group_id) > MAX_GROUP_CHARS:
             return ErrorResponse(InvalidGroupId.code)
         if any(len(metadata) > MAX_METADATA_CHARS for _, metadata in request.offsets.values()):
             return ErrorResponse(OffsetMetadataTooLarge.code)
         group = self._groups.get(request.group_id)
-        error = commit_error(group, request)
+        error = commit_error(group, request) if fenced else None
         if error is not None:
             return ErrorResponse(error)
         if not request.offsets:
@@ -145,6 +149,24 @@ def deletion_error(group: Group | None) -> str | None:
         return GroupIdNotFound.code
     if not group.is_in(GroupState.EMPTY) or group.pending_commits:
         return NonEmptyGroup.code
+    return None
+
+
+def txn_commit_error(group: Group | None, request: OffsetCommitRequest) -> str | None:
+    """Why a TxnOffsetCommit may not commit to `group` (Kafka's `doTxnCommitOffsets`): a
+    member id must be known, a generation (>= 0) current; none of them: allowed."""
+    if group is None:
+        return None
+    if group.is_in(GroupState.DEAD):
+        return CoordinatorNotAvailable.code
+    if request.group_instance_id is not None:
+        owner = group.static_members.get(request.group_instance_id)
+        if owner is not None and owner != request.member_id:
+            return FencedInstanceId.code
+    if request.member_id and request.member_id not in group.members:
+        return UnknownMemberId.code
+    if request.generation_id >= 0 and request.generation_id != group.generation_id:
+        return IllegalGeneration.code
     return None
 
 

@@ -6,7 +6,12 @@ A log holds the layout each producer sent. The answer carries §3 batches, Kafka
 ones converted (protocol.layouts, priced through broker.offload), unless the request
 says `kafka_batches` (docs/protocol.md §4): then the batches go as they are stored.
 Storage says which layouts a read holds (`FetchData.layouts`), so a read of §3
-batches only costs nothing more than before."""
+batches only costs nothing more than before.
+
+`isolation_level` 1 (read_committed, docs/protocol.md §9): storage reads below the
+last stable offset only and names the aborted transactions of the range; the answer
+carries both (`last_stable_offset`, `aborted_transactions`). The Kafka edge also
+asks for the LSO of a read_uncommitted fetch (`REPORT_LSO_KEY`, not in the schema)."""
 
 from __future__ import annotations
 
@@ -22,11 +27,14 @@ from broker.longpoll import FETCH_MAX_WAIT_MS_CAP
 from protocol.api_types import FetchAnswer, FetchPartition, FetchPartitionAnswer, FetchRequest
 from protocol.batch import ANY_LAYOUT, F_RECORD_COUNT, KAFKA_BATCHES, MAGIC, BatchWalk
 from protocol.errors import TidelogError
-from protocol.layouts import conversion_cost, to_layout
+from protocol.layouts import conversion_cost, drop_uncommitted, to_layout
 from storage.fileio import ReadWouldWait, reads_must_not_wait
 from storage.log import FetchData, Location, Log
 from storage.record_source import RecordSource
 
+# A private request key (set by broker.kafka.core, never decoded from a client):
+# answer `last_stable_offset` for a read_uncommitted fetch too, as Kafka does.
+REPORT_LSO_KEY = "_report_lso"
 # One fetch response never carries more than this many record bytes (Kafka's
 # fetch.max.bytes default is 55 MiB); still at least one batch.
 FETCH_RESPONSE_MAX_BYTES = 55 * 1024 * 1024
@@ -39,17 +47,24 @@ INLINE_READ_MAX_BYTES = 256 * 1024
 INLINE_LOCATE_MAX_BATCHES = 256
 
 
-async def _read(plog: Log, offset: int, limit: int, *, min_one: bool) -> FetchData | Location:
+async def _read(
+    plog: Log, offset: int, limit: int, *, min_one: bool, committed: bool = False
+) -> FetchData | Location:
     if limit <= INLINE_READ_MAX_BYTES:
-        return plog.read(offset, limit, min_one=min_one)
+        return plog.read(offset, limit, min_one=min_one, committed=committed)
     try:
         with reads_must_not_wait():
             return plog.locate(
-                offset, limit, min_one=min_one, max_batches=INLINE_LOCATE_MAX_BATCHES
+                offset,
+                limit,
+                min_one=min_one,
+                max_batches=INLINE_LOCATE_MAX_BATCHES,
+                committed=committed,
             )
     except ReadWouldWait:
         pass  # a header not cached, or too many: locate where waiting is allowed
-    return await offload.to_worker(functools.partial(plog.locate, min_one=min_one), offset, limit)
+    locate = functools.partial(plog.locate, min_one=min_one, committed=committed)
+    return await offload.to_worker(locate, offset, limit)
 
 
 async def _fetch_once(
@@ -59,6 +74,8 @@ async def _fetch_once(
     *,
     local_read: bool = False,
     kafka_batches: bool = False,
+    committed: bool = False,
+    report_lso: bool = False,
 ) -> tuple[dict[str, list[FetchPartitionAnswer]], int]:
     """Read every wanted partition once; returns results by topic and record bytes.
 
@@ -80,20 +97,38 @@ async def _fetch_once(
                 res["records"] = b""
                 res["high_watermark"] = high_watermark(plog)
                 res["log_start_offset"] = plog.log_start_offset
+                if committed or report_lso:
+                    res["last_stable_offset"] = plog.last_stable_offset_now()
+                if committed:
+                    res["aborted_transactions"] = []
             else:
                 # Only the first partition with data may exceed the limit (one whole batch).
                 # The read is charged while it runs, so concurrent reads share the room.
                 ctx.memory.charge(max(limit, 1))
                 try:
-                    data = await _read(plog, p["offset"], max(limit, 1), min_one=total == 0)
+                    data = await _read(
+                        plog, p["offset"], max(limit, 1), min_one=total == 0, committed=committed
+                    )
                 finally:
                     ctx.memory.release(max(limit, 1), freed=False)
                 records = data.records
                 if data.layouts & KAFKA_BATCHES and not kafka_batches:
-                    records = await _as_tidelog(records)
+                    # §3 readers get records: markers left out, and for read_committed
+                    # the aborted transactions' batches too (docs/protocol.md §9).
+                    records, after = await _as_tidelog(records, data.aborted_transactions)
+                    if committed and after >= 0:
+                        res["next_offset"] = after
                 res["records"] = records
                 res["high_watermark"] = data.high_watermark
                 res["log_start_offset"] = data.log_start_offset
+                if committed:
+                    res["last_stable_offset"] = data.last_stable_offset
+                    res["aborted_transactions"] = [
+                        {"producer_id": pid, "first_offset": first}
+                        for pid, first in data.aborted_transactions
+                    ]
+                elif report_lso:
+                    res["last_stable_offset"] = plog.last_stable_offset_now()
                 size = len(records)
                 if local_read and isinstance(records, RecordSource):
                     local = records.local_records()
@@ -110,20 +145,33 @@ async def _fetch_once(
     return by_topic, total
 
 
-def _read_as_tidelog(source: RecordSource) -> bytes:
+def _read_as_tidelog(
+    source: RecordSource, aborted: tuple[tuple[int, int], ...]
+) -> tuple[bytes, int]:
     try:
-        return to_layout(source.read(), MAGIC)
+        return _to_tidelog(source.read(), aborted)
     finally:
         source.close()
 
 
-async def _as_tidelog(records: bytes | RecordSource) -> bytes:
+def _to_tidelog(records: bytes, aborted: tuple[tuple[int, int], ...]) -> tuple[bytes, int]:
+    """§3 batches, and where the next read starts when batches were left out (else -1)."""
+    after = -1
+    if aborted:
+        records, after = drop_uncommitted(records, aborted)
+    return to_layout(records, MAGIC), after
+
+
+async def _as_tidelog(
+    records: bytes | RecordSource, aborted: tuple[tuple[int, int], ...] = ()
+) -> tuple[bytes, int]:
     """Fetched batches with every Kafka v2 one converted to §3 (a msgpack reader that
-    did not ask for Kafka batches). A span is read first, in a worker: it may wait
-    for the disk."""
+    did not ask for Kafka batches), markers left out, and `aborted`'s batches (a
+    read_committed fetch's aborted transactions) too. A span is read first, in a
+    worker: it may wait for the disk."""
     if isinstance(records, RecordSource):
-        return await offload.to_worker(_read_as_tidelog, records)
-    return await offload.run(conversion_cost(records), to_layout, records, MAGIC)
+        return await offload.to_worker(_read_as_tidelog, records, aborted)
+    return await offload.run(conversion_cost(records), _to_tidelog, records, aborted)
 
 
 async def fetch(ctx: BrokerContext, body: FetchRequest) -> FetchAnswer:
@@ -132,6 +180,15 @@ async def fetch(ctx: BrokerContext, body: FetchRequest) -> FetchAnswer:
     wait_ms = min(body["max_wait_ms"], FETCH_MAX_WAIT_MS_CAP)
     local_read = body.get("local_read", False)
     kafka_batches = body.get("kafka_batches", False)
+    committed = body.get("isolation_level", 0) == 1
+    report_lso = bool(cast(dict[str, object], body).get(REPORT_LSO_KEY))
+    once = functools.partial(
+        _fetch_once,
+        local_read=local_read,
+        kafka_batches=kafka_batches,
+        committed=committed,
+        report_lso=report_lso,
+    )
     deadline = trio.current_time() + wait_ms / 1000
     wanted: list[tuple[str, FetchPartition, Log | None]] = []
     for t in body["topics"]:
@@ -144,17 +201,13 @@ async def fetch(ctx: BrokerContext, body: FetchRequest) -> FetchAnswer:
     logs = [plog for _, _, plog in wanted if plog is not None]
     with ctx.notifier.subscribe(logs if wait_ms > 0 and min_bytes > 0 else []) as sub:
         while True:
-            by_topic, total = await _fetch_once(
-                ctx, wanted, max_bytes, local_read=local_read, kafka_batches=kafka_batches
-            )
+            by_topic, total = await once(ctx, wanted, max_bytes)
             if total >= min_bytes or wait_ms <= 0 or not logs or ctx.notifier.closed:
                 break
             if _any_error(by_topic):
                 break
             if not await sub.wait_until(deadline):
-                by_topic, total = await _fetch_once(
-                    ctx, wanted, max_bytes, local_read=local_read, kafka_batches=kafka_batches
-                )
+                by_topic, total = await once(ctx, wanted, max_bytes)
                 break
     for topic, parts in by_topic.items():
         ctx.metrics.fetched(

@@ -82,6 +82,8 @@ async def _list_offset(plog: Log, p: ListOffsetsPartition) -> OffsetResult:
         return _offset(partition, plog.log_start_offset, -1)
     if spec == "latest":
         return _offset(partition, high_watermark(plog), -1)
+    if spec == "last_stable":  # what a read_committed reader can read up to
+        return _offset(partition, plog.last_stable_offset, -1)
     found = plog.max_timestamp()
     if found is None:
         return _offset(partition, None, None)

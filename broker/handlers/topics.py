@@ -69,7 +69,7 @@ def _check_topic_keys(names: Iterable[str]) -> None:
 
 
 def _partition_meta(plog: Log, partition: int) -> wire.MetadataPartitionAnswer:
-    return {
+    answer: wire.MetadataPartitionAnswer = {
         "partition": partition,
         "log_start_offset": plog.log_start_offset,
         "high_watermark": high_watermark(plog),
@@ -77,6 +77,10 @@ def _partition_meta(plog: Log, partition: int) -> wire.MetadataPartitionAnswer:
         "size_bytes": plog.size_bytes,
         "segments": plog.segment_count,
     }
+    lso = plog.last_stable_offset_now()
+    if lso != answer["high_watermark"]:  # a transaction is open (docs/protocol.md §9)
+        answer["last_stable_offset"] = lso
+    return answer
 
 
 async def metadata(ctx: BrokerContext, body: wire.MetadataRequest) -> wire.MetadataAnswer:

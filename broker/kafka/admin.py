@@ -19,16 +19,23 @@ from typing import Any
 from broker.authz.access import allows
 from broker.kafka.admin_configs import CONFIG_HANDLERS
 from broker.kafka.call import KafkaAnswer, KafkaApi, KafkaCall
+from broker.kafka.config_view import topic_entries
 from broker.kafka.core import CLUSTER_ID, advertised_address
 from broker.kafka.native_call import NativeOutcome, Refused, run_native
 from broker.security.acl import CLUSTER_NAME, Operation, ResourceType
 from broker.security.requires import Requires, Right
-from protocol.api_types import CreateTopicRequest, DeleteRecordsRequest, DeleteTopicRequest
+from protocol.api_types import (
+    CreateTopicRequest,
+    DeleteRecordsRequest,
+    DeleteTopicRequest,
+    DescribeConfigsRequest,
+)
 from protocol.errors import InvalidTopic
 from protocol.kafka.errors import KafkaError, for_tidelog_code
 from protocol.kafka.messages import CREATE_TOPICS, DELETE_RECORDS, DELETE_TOPICS, DESCRIBE_CLUSTER
 from protocol.offsets_schema import INTERNAL_TOPICS
 from protocol.schemas import check_topic_name
+from storage.topic_id import ZERO_TOPIC_ID
 
 # Kafka's "use the broker's default" for num_partitions and replication_factor.
 USE_DEFAULT = -1
@@ -170,7 +177,8 @@ def _may_create(call: KafkaCall, name: str) -> bool:
 
 
 async def create_topics(call: KafkaCall) -> KafkaAnswer:
-    """CreateTopics v2-4: one result per topic (once per name for a repeated one)."""
+    """CreateTopics v2-7: one result per topic (once per name for a repeated one); from
+    v5 a created topic's partitions, replication factor and configs, from v7 its id."""
     topics = call.body["topics"]
     counts = Counter(t["name"] for t in topics)
     results = []
@@ -185,8 +193,51 @@ async def create_topics(call: KafkaCall) -> KafkaAnswer:
         if counts[topic["name"]] > 1:
             continue
         outcome = await _create_one(call, topic, existing, validate_only)
-        results.append(_topic_result(topic["name"], outcome.error, outcome.message))
+        result = _topic_result(topic["name"], outcome.error, outcome.message)
+        if outcome.error is KafkaError.NONE and call.version >= CREATED_DETAILS_MIN_VERSION:
+            result.update(await _created_details(call, topic, validate_only))
+        results.append(result)
     return {"throttle_time_ms": 0, "topics": results}
+
+
+# CreateTopics versions whose results describe the created topic (KIP-525).
+CREATED_DETAILS_MIN_VERSION = 5
+
+
+async def _created_details(
+    call: KafkaCall, topic: dict[str, Any], validate_only: bool
+) -> dict[str, Any]:
+    """What Kafka's v5+ result tells of a created topic: its id, partitions, factor
+    (always 1 here) and configs as DescribeConfigs shows them, when the principal may
+    describe them (else `topic_config_error_code`). A validate-only creation made
+    nothing: the partitions it would have, no id, no configs."""
+    name = topic["name"]
+    if validate_only:
+        return {"num_partitions": _partition_count(call, topic), "replication_factor": 1}
+    manager = call.ctx.manager
+    details: dict[str, Any] = {
+        "topic_id": manager.topic_id(name),
+        "num_partitions": manager.partition_count(name),
+        "replication_factor": 1,
+    }
+    outcome = await run_native(call.ctx, "describe_configs", DescribeConfigsRequest(topic=name))
+    if outcome.answer is None:
+        details["topic_config_error_code"] = outcome.error.code
+        return details
+    entries = topic_entries(
+        call.ctx.config, outcome.answer["configs"], None, include_synonyms=False
+    )
+    details["configs"] = [
+        {
+            "name": e["name"],
+            "value": e["value"],
+            "read_only": e["read_only"],
+            "config_source": e["config_source"],
+            "is_sensitive": e["is_sensitive"],
+        }
+        for e in entries
+    ]
+    return details
 
 
 def _topic_result(name: str, error: KafkaError, message: str | None) -> dict[str, Any]:
@@ -196,32 +247,59 @@ def _topic_result(name: str, error: KafkaError, message: str | None) -> dict[str
 # --- DeleteTopics ---------------------------------------------------------------------
 
 
+# DeleteTopics names topics by name or by id from v6 (KIP-516).
+DELETE_BY_ID_MIN_VERSION = 6
+
+
+def _deletions(call: KafkaCall) -> list[dict[str, Any]]:
+    """The request's topics as {name, topic_id} (v6+: either may be given, not both)."""
+    if call.version < DELETE_BY_ID_MIN_VERSION:
+        return [{"name": n, "topic_id": ZERO_TOPIC_ID} for n in call.body["topic_names"]]
+    return [{"name": t["name"], "topic_id": t["topic_id"]} for t in call.body["topics"]]
+
+
 async def delete_topics(call: KafkaCall) -> KafkaAnswer:
-    """DeleteTopics v1-3 by name; an unknown or illegal name is UNKNOWN_TOPIC_OR_PARTITION."""
-    names = call.body["topic_names"]
-    counts = Counter(names)
-    results = [
-        {"name": n, "error_code": KafkaError.INVALID_REQUEST.code}
-        for n, c in counts.items()
-        if c > 1
-    ]
+    """DeleteTopics v1-6, by name or (v6) by id; an unknown or illegal name is
+    UNKNOWN_TOPIC_OR_PARTITION, an unknown id UNKNOWN_TOPIC_ID, a topic named twice
+    (or by both name and id) INVALID_REQUEST, as Kafka's controller answers."""
+    wanted = _deletions(call)
+    counts = Counter(t["name"] if t["topic_id"] == ZERO_TOPIC_ID else t["topic_id"] for t in wanted)
+    results = []
     known = set(call.ctx.manager.topics())
-    for name in names:
-        if counts[name] > 1:
-            continue
-        if name not in known:  # Kafka says so only to who may describe it
-            seen = call.permits(_DESCRIBE_TOPIC, name)
-            error = (
-                KafkaError.UNKNOWN_TOPIC_OR_PARTITION
-                if seen
-                else KafkaError.TOPIC_AUTHORIZATION_FAILED
-            )
+    reported: set[Any] = set()
+    for t in wanted:
+        name, topic_id = t["name"], t["topic_id"]
+        key = name if topic_id == ZERO_TOPIC_ID else topic_id
+        message = None
+        if counts[key] > 1:
+            if key in reported:
+                continue
+            reported.add(key)
+            error, message = KafkaError.INVALID_REQUEST, "Duplicate topic name or id."
+        elif name is not None and topic_id != ZERO_TOPIC_ID:
+            error = KafkaError.INVALID_REQUEST
+            message = "You may not specify both topic name and topic id."
+        elif name is None and topic_id == ZERO_TOPIC_ID:
+            error, message = KafkaError.INVALID_REQUEST, "Neither topic name nor id were specified."
         else:
-            error = (
-                await run_native(call.ctx, "delete_topic", DeleteTopicRequest(topic=name))
-            ).error
-        results.append({"name": name, "error_code": error.code})
+            if topic_id != ZERO_TOPIC_ID:
+                name = call.ctx.manager.topic_by_id(topic_id)
+            error = await _delete_one(call, name, known)
+        results.append(
+            {"name": name, "topic_id": topic_id, "error_code": error.code, "error_message": message}
+        )
     return {"throttle_time_ms": 0, "responses": results}
+
+
+async def _delete_one(call: KafkaCall, name: str | None, known: set[str]) -> KafkaError:
+    if name is None:  # an id no topic has
+        return KafkaError.UNKNOWN_TOPIC_ID
+    if name not in known:  # Kafka says so only to who may describe it
+        seen = call.permits(_DESCRIBE_TOPIC, name)
+        return (
+            KafkaError.UNKNOWN_TOPIC_OR_PARTITION if seen else KafkaError.TOPIC_AUTHORIZATION_FAILED
+        )
+    return (await run_native(call.ctx, "delete_topic", DeleteTopicRequest(topic=name))).error
 
 
 # --- DeleteRecords --------------------------------------------------------------------

@@ -65,12 +65,18 @@ class KafkaApi:
     right by the adapter on each entry (`KafkaCall.permits`), answered beside the
     others. `via` names the native APIs whose declared rows decide the rest (the
     adapter calls them through `dispatch.handler_for`, which gates each call). A row
-    with neither is refused to all but super users (CLUSTER_AUTHORIZATION_FAILED)."""
+    with neither is refused to all but super users (CLUSTER_AUTHORIZATION_FAILED).
+
+    `versions` ("0-5", Kafka's range syntax) are the versions the adapter serves, and
+    the ones ApiVersions advertises; None serves every version of the API's table in
+    protocol/kafka/messages.py. A table may cover more (a schema lands before the
+    handler that honours its new fields): those versions are refused as unknown ones."""
 
     handler: KafkaHandler
     requires: Requires | None = None
     refused: Refusal | None = None
     via: tuple[str, ...] = ()
+    versions: str | None = None
 
     @property
     def declared(self) -> bool:

@@ -36,7 +36,7 @@ from broker.fetch_send import FrameParts
 from broker.handlers.fetch import FETCH_RESPONSE_MAX_BYTES
 from broker.kafka.call import KafkaAnswer, KafkaCall
 from broker.kafka.core import CLUSTER_ID
-from broker.kafka.registry import KAFKA_HANDLERS
+from broker.kafka.registry import KAFKA_HANDLERS, SERVED_VERSIONS
 from broker.kafka.throttle import cap_fetch, measured, throttled, wait_unmuted
 from broker.logging import get_logger, request_fields
 from broker.wirecodec import Close, Frame, Outcome
@@ -47,7 +47,6 @@ from protocol.kafka.codec import (
     KafkaRequest,
     RequestHeader,
     UnsupportedRequest,
-    api_version_ranges,
     decode_request,
     decode_request_header,
     encode_response,
@@ -62,6 +61,7 @@ from protocol.kafka.errors import (
 from protocol.kafka.framing import KafkaFrameDecoder
 from protocol.kafka.messages import API_VERSIONS, FETCH
 from protocol.kafka.schema import Api, version_range
+from protocol.kafka.varint import read_uvarint
 
 log = get_logger(component="kafka")
 
@@ -69,10 +69,13 @@ log = get_logger(component="kafka")
 _FETCH_KEY_BYTES = FETCH.key.to_bytes(2, "big")
 # Where a request header's client id starts (after api key, version, correlation id),
 # and where a Fetch's max_bytes is after it (replica id, max wait, min bytes), in the
-# versions with a fixed layout there (flexible ones, v12+, put tagged fields first).
+# versions with a fixed layout there (flexible ones, v12+, put the header's tagged
+# fields before the body; v15+ have no replica id).
 _CLIENT_ID_AT = 8
 _FETCH_MAX_BYTES_AFTER = 12
 _FETCH_FIXED_LAYOUT_MAX_VERSION = 11
+# v15+ drop the replica id (KIP-903 moved it to a tagged replica state).
+_FETCH_REPLICA_ID_MAX_VERSION = 14
 _INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")
 # A Kafka frame's decode price, per byte: the msgpack codec's figure (its densest
@@ -83,12 +86,26 @@ FRAME_DECODE_NS_PER_BYTE = 14
 
 def advertised_apis() -> list[Api]:
     """What ApiVersions lists: every API the registry serves, and ApiVersions itself."""
-    keys = set(KAFKA_HANDLERS) | {API_VERSIONS.key}
-    return [APIS_BY_KEY[key] for key in sorted(keys)]
+    return [APIS_BY_KEY[key] for key in sorted(SERVED_VERSIONS)]
+
+
+def advertised_ranges() -> list[dict[str, int]]:
+    """ApiVersions' `api_keys`: each served API at the versions its row serves (a table
+    may cover more, schemas landing before their handlers: those stay unadvertised)."""
+    return [
+        {"api_key": key, "min_version": served.low, "max_version": served.high}
+        for key, served in sorted(SERVED_VERSIONS.items())
+    ]
+
+
+def served(header: RequestHeader) -> bool:
+    """Whether the registry serves this request's API at its version."""
+    versions = SERVED_VERSIONS.get(header.api_key)
+    return versions is not None and header.api_version in versions
 
 
 # The registry is fixed at import, so the ranges are too.
-_ADVERTISED_RANGES = api_version_ranges(advertised_apis())
+_ADVERTISED_RANGES = advertised_ranges()
 
 
 # The features a single-node Kafka 4.4 broker reports (its ApiVersions v3+ tagged
@@ -194,7 +211,7 @@ def error_frame(header: RequestHeader, error: KafkaError) -> bytes | None:
         body = {"error_code": error.code, "api_keys": _ADVERTISED_RANGES}
         return encode_response(API_VERSIONS, 0, header.correlation_id, body)
     api = APIS_BY_KEY.get(header.api_key)
-    if api is None or not api.min_version <= header.api_version <= api.max_version:
+    if api is None or not served(header):
         return None
     if not _has_error_code(api, header.api_version):
         return None
@@ -295,18 +312,25 @@ class KafkaCodec:
         return size * FRAME_DECODE_NS_PER_BYTE
 
     def answer_room(self, message: bytes) -> int:
-        """A Fetch's `max_bytes`, read from its fixed-layout start (v4-11: after the
-        header's client id, replica id, max wait and min bytes); the largest answer
-        when it cannot be read there (the decode then refuses or serves it)."""
+        """A Fetch's `max_bytes`, read where its layout puts it: after the header's client
+        id (and, v12+, its tagged fields), the replica id (up to v14), max wait and min
+        bytes; the largest answer when it cannot be read there (the decode then refuses
+        or serves it)."""
         if message[:2] != _FETCH_KEY_BYTES:
             return 0
         try:
+            version = _INT16.unpack_from(message, 2)[0]
             client_id = _INT16.unpack_from(message, _CLIENT_ID_AT)[0]
-            at = _CLIENT_ID_AT + 2 + max(client_id, 0) + _FETCH_MAX_BYTES_AFTER
-            wanted: int = _INT32.unpack_from(message, at)[0]
-        except struct.error:
+            at = _CLIENT_ID_AT + 2 + max(client_id, 0)
+            if version > _FETCH_FIXED_LAYOUT_MAX_VERSION:
+                at = _skip_tags(message, at)
+            after = _FETCH_MAX_BYTES_AFTER
+            if version > _FETCH_REPLICA_ID_MAX_VERSION:
+                after -= _INT32.size
+            wanted: int = _INT32.unpack_from(message, at + after)[0]
+        except (struct.error, ValueError, IndexError):
             return FETCH_RESPONSE_MAX_BYTES
-        if _INT16.unpack_from(message, 2)[0] > _FETCH_FIXED_LAYOUT_MAX_VERSION or wanted < 1:
+        if wanted < 1:
             return FETCH_RESPONSE_MAX_BYTES
         return min(wanted, FETCH_RESPONSE_MAX_BYTES)
 
@@ -333,7 +357,8 @@ class KafkaCodec:
         if api.key == API_VERSIONS.key:
             return _encode(ctx, request, _api_versions(ctx, request), arrived)
         handler = KAFKA_HANDLERS.get(api.key)
-        if handler is None:  # the codec knows it, no family module serves it (yet)
+        if handler is None or not served(request.header):
+            # the codec knows it, no family module serves it (or this version of it) yet
             return self._refuse_request(
                 ctx, request.header, UnsupportedRequest(request.header), arrived
             )
@@ -375,6 +400,16 @@ class KafkaCodec:
 
     def refuse(self, error: TidelogError) -> Frame | None:
         return None  # a bad frame size: Kafka closes without answering
+
+
+def _skip_tags(message: bytes, at: int) -> int:
+    """Past a tagged-field section starting at `at` (a request header v2's)."""
+    count, at = read_uvarint(message, at)
+    for _ in range(count):
+        _, at = read_uvarint(message, at)
+        size, at = read_uvarint(message, at)
+        at += size
+    return at
 
 
 def _header_of(message: bytes) -> RequestHeader | None:

@@ -16,11 +16,13 @@ broker/kafka/leader_epoch.py).
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Iterable, Mapping
 from typing import Any, cast
 
 from broker.context import BrokerContext, Deferred
 from broker.dispatch import handler_for
+from broker.handlers.fetch import REPORT_LSO_KEY
 from broker.handlers.produce import KAFKA_BATCHES_KEY
 from broker.kafka.call import KafkaAnswer, KafkaApi, KafkaCall
 from broker.kafka.edge import check_batch_sizes, to_kafka
@@ -39,11 +41,18 @@ from protocol.api_types import (
     ProduceRequest,
     ProduceTopic,
 )
-from protocol.errors import TidelogError
+from protocol.batch import KAFKA_LAYOUT
+from protocol.errors import InvalidRequest, TidelogError
 from protocol.kafka.errors import KafkaCodecError, KafkaError, for_tidelog_code
 from protocol.kafka.messages import FETCH, LIST_OFFSETS, METADATA, PRODUCE
 from protocol.offsets_schema import INTERNAL_TOPICS
 from storage.record_source import RecordSource
+from storage.topic_id import ZERO_TOPIC_ID
+
+# Where a v2 batch keeps its producer id and epoch (the KIP-890 verifier needs them).
+KAFKA_HEADER_SIZE = KAFKA_LAYOUT.size
+_PRODUCER = struct.Struct(">qh")
+_PRODUCER_AT = KAFKA_LAYOUT.offset["producer_id"]
 
 log = get_logger(component="kafka")
 
@@ -56,8 +65,15 @@ KAFKA_ACKS = frozenset({0, 1, -1})
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
 MAX_TIMESTAMP = -3
-# Max-timestamp lookups exist from ListOffsets v7 (KIP-734).
+EARLIEST_LOCAL_TIMESTAMP = -4
+LATEST_TIERED_TIMESTAMP = -5
+# Max-timestamp lookups exist from ListOffsets v7 (KIP-734), the local log start from
+# v8 (KIP-405: all of the log is local here, so the log start offset), the last tiered
+# offset from v9 (KIP-1005: nothing is tiered, so -1 with epoch -1, as Kafka answers
+# without remote storage).
 MAX_TIMESTAMP_MIN_VERSION = 7
+EARLIEST_LOCAL_MIN_VERSION = 8
+LATEST_TIERED_MIN_VERSION = 9
 # Fetch sessions (KIP-227) are declined: every fetch is a full one, answered with
 # session id 0, which tells the client not to send incremental fetches.
 NO_SESSION = 0
@@ -122,8 +138,30 @@ async def _auto_create(ctx: BrokerContext, names: Iterable[str]) -> dict[str, Ka
     return failed
 
 
+def topic_id_of(ctx: BrokerContext, name: str) -> bytes:
+    """A topic's id (storage.topic_id), or the zero id for a topic that does not exist."""
+    try:
+        return ctx.manager.topic_id(name)
+    except TidelogError:
+        return ZERO_TOPIC_ID
+
+
+# Metadata names topics by id from v12 (KIP-516; v10-11 carry the field, always zero).
+METADATA_TOPIC_IDS_MIN_VERSION = 12
+
+
+def _unknown_topic_id(topic_id: bytes) -> dict[str, Any]:
+    return {
+        "error_code": KafkaError.UNKNOWN_TOPIC_ID.code,
+        "name": None,
+        "topic_id": topic_id,
+        "is_internal": False,
+        "partitions": [],
+    }
+
+
 def _topic_metadata(
-    entry: dict[str, Any], node: int, failed: dict[str, KafkaError]
+    ctx: BrokerContext, entry: dict[str, Any], node: int, failed: dict[str, KafkaError]
 ) -> dict[str, Any]:
     error = failed.get(entry["topic"]) or _kafka_error(entry["error"])
     partitions = [
@@ -141,15 +179,51 @@ def _topic_metadata(
     return {
         "error_code": error.code,
         "name": entry["topic"],
+        # Kafka sends the zero id with an error (an unauthorized topic's id stays hidden).
+        "topic_id": topic_id_of(ctx, entry["topic"]) if error is KafkaError.NONE else ZERO_TOPIC_ID,
         "is_internal": entry["topic"] in INTERNAL_TOPICS,
         "partitions": partitions,
     }
 
 
+def _requested_names(
+    ctx: BrokerContext, version: int, requested: list[dict[str, Any]]
+) -> tuple[list[str], list[bytes]]:
+    """The names a Metadata request asks for, and the ids it names that no topic has.
+
+    As Kafka's KafkaApis: a null name or a non-zero id below v12 is INVALID_REQUEST
+    (the connection answers it); from v12 a topic may be named by id alone."""
+    names: list[str] = []
+    unknown: list[bytes] = []
+    for t in requested:
+        topic_id = t["topic_id"]
+        if version < METADATA_TOPIC_IDS_MIN_VERSION and (
+            t["name"] is None or topic_id != ZERO_TOPIC_ID
+        ):
+            raise InvalidRequest(f"Metadata v{version} names topics by name only")
+        if topic_id == ZERO_TOPIC_ID:
+            if t["name"] is None:
+                raise InvalidRequest("a topic without name or id")
+            names.append(t["name"])
+            continue
+        name = ctx.manager.topic_by_id(topic_id)
+        if name is None:
+            unknown.append(topic_id)
+        else:
+            names.append(name)
+    return names, unknown
+
+
 async def metadata(call: KafkaCall) -> KafkaAnswer:
     ctx, body = call.ctx, call.body
     requested = body["topics"]
-    names = None if requested is None else [t["name"] for t in requested]
+    names: list[str] | None = None
+    unknown_ids: list[bytes] = []
+    if requested is not None:
+        names, unknown_ids = _requested_names(ctx, call.version, requested)
+        by_id = any(t["topic_id"] != ZERO_TOPIC_ID for t in requested)
+        if by_id and not names:  # every id unknown: nothing to look up
+            return _metadata_answer(call, [], unknown_ids)
     if call.version == 0 and not names:
         names = None  # v0 has no null: an empty list means every topic
     failed: dict[str, KafkaError] = {}
@@ -159,13 +233,22 @@ async def metadata(call: KafkaCall) -> KafkaAnswer:
     native = await handler_for("metadata")(ctx, metadata_body)
     assert native is not None and not isinstance(native, Deferred)
     node = ctx.config.node_id
+    topics = [_topic_metadata(ctx, entry, node, failed) for entry in native["topics"]]
+    return _metadata_answer(call, topics, unknown_ids)
+
+
+def _metadata_answer(
+    call: KafkaCall, topics: list[dict[str, Any]], unknown_ids: list[bytes]
+) -> KafkaAnswer:
+    node = call.ctx.config.node_id
     host, port = advertised_address(call)
     return {
         "throttle_time_ms": 0,
         "brokers": [{"node_id": node, "host": host, "port": port, "rack": None}],
         "cluster_id": CLUSTER_ID,
         "controller_id": node,
-        "topics": [_topic_metadata(entry, node, failed) for entry in native["topics"]],
+        "topics": [*topics, *(_unknown_topic_id(i) for i in unknown_ids)],
+        "error_code": 0,
     }
 
 
@@ -187,25 +270,47 @@ def _partition_refused(index: int, error: KafkaError, message: str | None) -> di
     }
 
 
+def _topic_refused(t: dict[str, Any], error: KafkaError, message: str | None) -> dict[str, Any]:
+    return {
+        "name": t["name"],
+        "topic_id": t["topic_id"],
+        "partition_responses": [
+            _partition_refused(p["index"], error, message) for p in t["partition_data"]
+        ],
+    }
+
+
 def _refuse_all(body: dict[str, Any], error: KafkaError, message: str) -> KafkaAnswer:
     return {
-        "responses": [
-            {
-                "name": t["name"],
-                "partition_responses": [
-                    _partition_refused(p["index"], error, message) for p in t["partition_data"]
-                ],
-            }
-            for t in body["topic_data"]
-        ],
+        "responses": [_topic_refused(t, error, message) for t in body["topic_data"]],
         "throttle_time_ms": 0,
     }
+
+
+# Produce names topics by id from v13 (KIP-516).
+PRODUCE_TOPIC_IDS_MIN_VERSION = 13
+
+
+def _named_by_id(
+    ctx: BrokerContext, body: dict[str, Any]
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """A v13+ produce with each topic's name filled in from its id, and the topics
+    whose id no topic has (answered UNKNOWN_TOPIC_ID, as Kafka does)."""
+    known, unknown = [], []
+    for t in body["topic_data"]:
+        name = ctx.manager.topic_by_id(t["topic_id"])
+        if name is None:
+            unknown.append(t)
+        else:
+            known.append({**t, "name": name})
+    return {**body, "topic_data": known}, unknown
 
 
 def _produce_answer(
     body: dict[str, Any],
     native: Mapping[str, Any],
     refused: dict[tuple[str, int], tuple[KafkaError, str]],
+    unknown_ids: list[dict[str, Any]],
 ) -> KafkaAnswer:
     results = {(t["topic"], p["partition"]): p for t in native["topics"] for p in t["partitions"]}
     responses = []
@@ -228,7 +333,11 @@ def _produce_answer(
                     "error_message": res.get("message"),
                 }
             )
-        responses.append({"name": t["name"], "partition_responses": parts})
+        responses.append(
+            {"name": t["name"], "topic_id": t["topic_id"], "partition_responses": parts}
+        )
+    no_id = KafkaError.UNKNOWN_TOPIC_ID
+    responses.extend(_topic_refused(t, no_id, "unknown topic id") for t in unknown_ids)
     return {"responses": responses, "throttle_time_ms": 0}
 
 
@@ -238,6 +347,23 @@ def _max_message_bytes(ctx: BrokerContext, topic: str) -> int:
         return ctx.manager.topic_config(topic).max_message_bytes
     except TidelogError:
         return ctx.manager.default_config().max_message_bytes
+
+
+def _verify_txn(
+    ctx: BrokerContext, body: dict[str, Any], topic: str, partition: int, records: Any
+) -> tuple[KafkaError, str] | None:
+    """KIP-890 part 1: the coordinator's verifier (`LogManager.txn_verifier`), asked for
+    a transactional producer's batch when one is installed; else nothing to verify."""
+    verifier = ctx.manager.txn_verifier
+    txn_id = body.get("transactional_id")
+    if verifier is None or txn_id is None or len(records) < KAFKA_HEADER_SIZE:
+        return None
+    producer_id, producer_epoch = _PRODUCER.unpack_from(records, _PRODUCER_AT)
+    error = verifier(txn_id, producer_id, producer_epoch, topic, partition)
+    if error is None:
+        return None
+    kafka_error = for_tidelog_code(error)
+    return kafka_error, f"transaction {txn_id!r} did not add {topic}-{partition}"
 
 
 async def produce(call: KafkaCall) -> KafkaAnswer | Deferred[KafkaAnswer] | None:
@@ -255,6 +381,9 @@ async def produce(call: KafkaCall) -> KafkaAnswer | Deferred[KafkaAnswer] | None
         return _refuse_all(
             body, KafkaError.INVALID_REQUIRED_ACKS, f"acks must be 0, 1 or -1, got {acks}"
         )
+    unknown_ids: list[dict[str, Any]] = []
+    if call.version >= PRODUCE_TOPIC_IDS_MIN_VERSION:
+        body, unknown_ids = _named_by_id(call.ctx, body)
     refused: dict[tuple[str, int], tuple[KafkaError, str]] = {}
     topics: list[ProduceTopic] = []
     for t in body["topic_data"]:
@@ -278,6 +407,10 @@ async def produce(call: KafkaCall) -> KafkaAnswer | Deferred[KafkaAnswer] | None
                 log.info("kafka_produce_rejected", topic=t["name"], partition=p["index"],
                          error=exc.error.name, reason=exc.message)  # fmt: skip
                 continue
+            refusal = _verify_txn(call.ctx, body, name, p["index"], records)
+            if refusal is not None:
+                refused[(name, p["index"])] = refusal
+                continue
             parts.append({"partition": p["index"], "records": records})
         topics.append({"topic": t["name"], "partitions": parts})
     native_body: ProduceRequest = {
@@ -294,10 +427,10 @@ async def produce(call: KafkaCall) -> KafkaAnswer | Deferred[KafkaAnswer] | None
         deferred = result
 
         async def finish() -> KafkaAnswer:
-            return _produce_answer(body, await deferred.finish(), refused)
+            return _produce_answer(body, await deferred.finish(), refused, unknown_ids)
 
         return Deferred(finish)
-    return _produce_answer(body, result, refused)
+    return _produce_answer(body, result, refused, unknown_ids)
 
 
 # --- Fetch ----------------------------------------------------------------------
@@ -307,15 +440,18 @@ def _fetch_partition(
     res: dict[str, Any], records: bytes | RecordSource, committed: bool
 ) -> dict[str, Any]:
     error = _kafka_error(res["error"])
-    high_watermark = res["high_watermark"] if error is KafkaError.NONE else -1
+    ok = error is KafkaError.NONE
+    high_watermark = res["high_watermark"] if ok else -1
+    aborted = res.get("aborted_transactions") if ok else None
     return {
         "partition_index": res["partition"],
         "error_code": error.code,
         "high_watermark": high_watermark,
-        # No transactions: everything below the high watermark is stable.
-        "last_stable_offset": high_watermark,
-        "log_start_offset": res["log_start_offset"] if error is KafkaError.NONE else -1,
-        "aborted_transactions": [] if committed else None,
+        "last_stable_offset": res.get("last_stable_offset", high_watermark) if ok else -1,
+        "log_start_offset": res["log_start_offset"] if ok else -1,
+        # read_committed: the aborted transactions of the range (Kafka sends null, not
+        # an empty list, to a read_uncommitted fetch).
+        "aborted_transactions": (aborted if aborted is not None else []) if committed else None,
         "preferred_read_replica": -1,
         "records": records,
     }
@@ -331,6 +467,92 @@ async def _kafka_partition(res: dict[str, Any], committed: bool) -> dict[str, An
     return _fetch_partition(res, records, committed)
 
 
+# Fetch names topics by id from v13 (KIP-516) and carries the last fetched epoch
+# from v12 (KIP-320's truncation check, answered with `diverging_epoch`).
+FETCH_TOPIC_IDS_MIN_VERSION = 13
+FLEXIBLE_FETCH_MIN_VERSION = 12
+UNDEFINED_EPOCH = -1
+
+
+def fenced_epoch(current_leader_epoch: int) -> KafkaError | None:
+    """Kafka's check of the client's view of the leader's epoch (unset = -1): below
+    ours FENCED_LEADER_EPOCH, above it UNKNOWN_LEADER_EPOCH."""
+    if current_leader_epoch in (UNDEFINED_EPOCH, LEADER_EPOCH):
+        return None
+    if current_leader_epoch < LEADER_EPOCH:
+        return KafkaError.FENCED_LEADER_EPOCH
+    return KafkaError.UNKNOWN_LEADER_EPOCH
+
+
+def _fetch_error_partition(index: int, error: KafkaError) -> dict[str, Any]:
+    return _fetch_partition(
+        {"partition": index, "error": None, "high_watermark": -1, "log_start_offset": -1},
+        b"",
+        committed=False,
+    ) | {"error_code": error.code}
+
+
+def _diverged(
+    ctx: BrokerContext, topic: str, asked: dict[str, Any], part: dict[str, Any]
+) -> dict[str, Any] | None:
+    """Kafka's answer when the client's last fetched epoch says its log diverged from
+    ours (Partition.fetchRecords): our one epoch, 0, ends at the log end offset; a
+    fetch past it gets that as `diverging_epoch` and no records; an epoch we never had
+    ends at (-1, -1), which the answer carries as the tag's default (no tag)."""
+    epoch = asked["last_fetched_epoch"]
+    if epoch < 0 or part["error_code"] not in (0, KafkaError.OFFSET_OUT_OF_RANGE.code):
+        return None
+    try:
+        plog = ctx.manager.get_log(topic, asked["partition"])
+    except TidelogError:
+        return None
+    end = plog.log_end_offset
+    if epoch == LEADER_EPOCH and asked["fetch_offset"] <= end:
+        return None
+    diverging = {"epoch": LEADER_EPOCH, "end_offset": end} if epoch == LEADER_EPOCH else {}
+    return {
+        **part,
+        "error_code": 0,
+        "high_watermark": plog.high_watermark,
+        "last_stable_offset": plog.high_watermark,
+        "log_start_offset": plog.log_start_offset,
+        "records": b"",
+        "diverging_epoch": diverging,
+    }
+
+
+def _fetch_topics(
+    ctx: BrokerContext, version: int, topics: list[dict[str, Any]]
+) -> tuple[list[dict[str, Any]], dict[int, list[dict[str, Any]]]]:
+    """The request's topics by name (v13+: resolved from their ids), and the answers of
+    those answered here: an unknown topic id (UNKNOWN_TOPIC_ID), a fenced leader epoch,
+    by the topic's position in the request."""
+    named: list[dict[str, Any]] = []
+    answered: dict[int, list[dict[str, Any]]] = {}
+    for at, t in enumerate(topics):
+        if version >= FETCH_TOPIC_IDS_MIN_VERSION:
+            name = ctx.manager.topic_by_id(t["topic_id"])
+            if name is None:
+                answered[at] = [
+                    _fetch_error_partition(p["partition"], KafkaError.UNKNOWN_TOPIC_ID)
+                    for p in t["partitions"]
+                ]
+                continue
+            t = {**t, "topic": name}
+        kept, fenced = [], []
+        for p in t["partitions"]:
+            error = fenced_epoch(p["current_leader_epoch"])
+            if error is None:
+                kept.append(p)
+            else:
+                fenced.append(_fetch_error_partition(p["partition"], error))
+        if fenced:
+            answered[at] = fenced
+            t = {**t, "partitions": kept}
+        named.append({**t, "at": at})
+    return named, answered
+
+
 async def fetch(call: KafkaCall) -> KafkaAnswer:
     """Read through the native fetch (long poll included); the stored Kafka batches go
     out as they are (a span of the file by sendfile), Tidelog ones converted."""
@@ -342,6 +564,7 @@ async def fetch(call: KafkaCall) -> KafkaAnswer:
             "session_id": NO_SESSION,
             "responses": [],
         }
+    named, answered = _fetch_topics(call.ctx, call.version, body["topics"])
     native_body: FetchRequest = {
         "max_wait_ms": max(body["max_wait_ms"], 0),
         "min_bytes": max(body["min_bytes"], 0),
@@ -358,18 +581,45 @@ async def fetch(call: KafkaCall) -> KafkaAnswer:
                     for p in t["partitions"]
                 ],
             }
-            for t in body["topics"]
+            for t in named
+            if t["partitions"]
         ],
         "local_read": False,  # the records travel on this connection
         "kafka_batches": True,  # as stored: edge.to_kafka converts Tidelog batches only
+        "isolation_level": 1 if body["isolation_level"] == 1 else 0,
     }
-    native = await handler_for("fetch")(call.ctx, native_body)
-    assert native is not None and not isinstance(native, Deferred)
+    cast("dict[str, Any]", native_body)[REPORT_LSO_KEY] = True  # Kafka answers the LSO
+    if native_body["topics"]:
+        native = await handler_for("fetch")(call.ctx, native_body)
+        assert native is not None and not isinstance(native, Deferred)
+        native_topics = native["topics"]
+    else:
+        native_topics = []
     committed = body["isolation_level"] == 1
-    responses = []
-    for t in native["topics"]:
-        parts = [await _kafka_partition(res, committed) for res in t["partitions"]]
-        responses.append({"topic": t["topic"], "partitions": parts})
+    check_epochs = call.version >= FLEXIBLE_FETCH_MIN_VERSION
+    # The native answer has one entry per topic name: each asked partition is taken
+    # from it once, in the request's order (a topic asked twice gets its own back).
+    results: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    for res_topic in native_topics:
+        for res in res_topic["partitions"]:
+            results.setdefault((res_topic["topic"], res["partition"]), []).append(res)
+    by_at: dict[int, list[dict[str, Any]]] = dict(answered)
+    for t in named:
+        parts = []
+        for asked in t["partitions"]:
+            pending = results.get((t["topic"], asked["partition"]))
+            if not pending:
+                continue
+            part = await _kafka_partition(pending.pop(0), committed)
+            if check_epochs:
+                part = _diverged(call.ctx, t["topic"], asked, part) or part
+            parts.append(part)
+        by_at[t["at"]] = [*by_at.get(t["at"], []), *parts]
+    responses = [
+        {"topic": t["topic"], "topic_id": t["topic_id"], "partitions": by_at[at]}
+        for at, t in enumerate(body["topics"])
+        if by_at.get(at)
+    ]
     return {
         "throttle_time_ms": 0,
         "error_code": 0,
@@ -383,14 +633,30 @@ async def fetch(call: KafkaCall) -> KafkaAnswer:
 
 def _offsets_query(
     body: dict[str, Any], version: int
-) -> tuple[ListOffsetsRequest, OffsetForTimeRequest, dict[tuple[str, int], KafkaError]]:
-    """Split a ListOffsets request into native list_offsets and offset_for_time bodies."""
+) -> tuple[
+    ListOffsetsRequest,
+    OffsetForTimeRequest,
+    dict[tuple[str, int], KafkaError],
+    set[tuple[str, int]],
+]:
+    """Split a ListOffsets request into native list_offsets and offset_for_time bodies;
+    also the partitions refused here, and those asked their last tiered offset (asked
+    as `earliest`, for the topic's checks, and answered -1)."""
     specs: dict[str, list[ListOffsetsPartition]] = {}
     times: dict[str, list[OffsetForTimePartition]] = {}
     refused: dict[tuple[str, int], KafkaError] = {}
+    tiered: set[tuple[str, int]] = set()
     for t in body["topics"]:
         for p in t["partitions"]:
             ts, index = p["timestamp"], p["partition_index"]
+            if ts == EARLIEST_LOCAL_TIMESTAMP and version >= EARLIEST_LOCAL_MIN_VERSION:
+                ts = EARLIEST_TIMESTAMP
+            elif ts == LATEST_TIERED_TIMESTAMP and version >= LATEST_TIERED_MIN_VERSION:
+                ts = EARLIEST_TIMESTAMP
+                tiered.add((t["name"], index))
+            elif ts in (EARLIEST_LOCAL_TIMESTAMP, LATEST_TIERED_TIMESTAMP):
+                refused[(t["name"], index)] = KafkaError.UNSUPPORTED_VERSION
+                continue
             if ts == EARLIEST_TIMESTAMP:
                 specs.setdefault(t["name"], []).append({"partition": index, "spec": "earliest"})
             elif ts == LATEST_TIMESTAMP:
@@ -412,12 +678,12 @@ def _offsets_query(
     by_time: OffsetForTimeRequest = {
         "topics": [{"topic": name, "partitions": parts} for name, parts in times.items()]
     }
-    return by_spec, by_time, refused
+    return by_spec, by_time, refused, tiered
 
 
 async def list_offsets(call: KafkaCall) -> KafkaAnswer:
     """Earliest, latest and by-timestamp offsets through the native offset handlers."""
-    specs, times, refused = _offsets_query(call.body, call.version)
+    specs, times, refused, tiered = _offsets_query(call.body, call.version)
     found: dict[tuple[str, int], dict[str, Any]] = {}
     native_bodies: tuple[tuple[str, ListOffsetsRequest | OffsetForTimeRequest], ...] = (
         ("list_offsets", specs),
@@ -430,6 +696,7 @@ async def list_offsets(call: KafkaCall) -> KafkaAnswer:
             for t in answer["topics"]:
                 for p in t["partitions"]:
                     found[(t["topic"], p["partition"])] = p
+    committed = call.body.get("isolation_level", 0) == 1
     topics = []
     for t in call.body["topics"]:
         parts = []
@@ -437,17 +704,31 @@ async def list_offsets(call: KafkaCall) -> KafkaAnswer:
             key = (t["name"], p["partition_index"])
             res = found.get(key)
             error = refused.get(key) or _kafka_error(res["error"] if res else None)
+            if committed and res is not None and p["timestamp"] == LATEST_TIMESTAMP:
+                res = _last_stable(call.ctx, key, res)
+            none_tiered = key in tiered
             parts.append(
                 {
                     "partition_index": p["partition_index"],
                     "error_code": error.code,
                     "timestamp": _or_minus_one(res.get("timestamp")) if res else -1,
-                    "offset": _or_minus_one(res.get("offset")) if res else -1,
-                    "leader_epoch": LEADER_EPOCH,
+                    "offset": _or_minus_one(res.get("offset")) if res and not none_tiered else -1,
+                    "leader_epoch": UNDEFINED_EPOCH if none_tiered else LEADER_EPOCH,
                 }
             )
         topics.append({"name": t["name"], "partitions": parts})
     return {"throttle_time_ms": 0, "topics": topics}
+
+
+def _last_stable(ctx: BrokerContext, key: tuple[str, int], res: dict[str, Any]) -> dict[str, Any]:
+    """ListOffsets read_committed: "latest" is the last stable offset (Kafka's)."""
+    if res.get("error") is not None:
+        return res
+    try:
+        plog = ctx.manager.get_log(*key)
+    except (TidelogError, KeyError, IndexError):
+        return res
+    return {**res, "offset": plog.last_stable_offset}
 
 
 HANDLERS: dict[int, KafkaApi] = {

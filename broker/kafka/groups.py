@@ -20,9 +20,11 @@ from __future__ import annotations
 import ipaddress
 from typing import Any
 
+from broker.authz.access import denied_message
 from broker.dispatch import handler_for
 from broker.kafka.call import KafkaAnswer, KafkaApi, KafkaCall
 from broker.kafka.core import advertised_address
+from broker.kafka.transactions import DESCRIBE_TRANSACTIONAL_ID, transactional_id_permitted
 from broker.security.acl import Operation, ResourceType
 from broker.security.requires import Requires, Right
 from protocol.errors import GroupAuthorizationFailed, TidelogError
@@ -42,8 +44,15 @@ from protocol.kafka.messages import (
 )
 from protocol.offsets_schema import MAX_METADATA_CHARS
 
-# FindCoordinator key types (KIP-98): only groups have a coordinator here.
+# FindCoordinator key types (KIP-98): this broker coordinates groups and transactions.
 GROUP_KEY_TYPE = 0
+TRANSACTION_KEY_TYPE = 1
+# FindCoordinator versions that batch their keys (KIP-699).
+BATCHED_COORDINATORS_MIN_VERSION = 4
+# OffsetFetch versions that batch their groups (KIP-709).
+BATCHED_OFFSET_FETCH_MIN_VERSION = 8
+# ListGroups' group type (v5+): every group here is a classic one.
+CLASSIC_GROUP_TYPE = "classic"
 # JoinGroup versions whose clients know MEMBER_ID_REQUIRED (KIP-394).
 MEMBER_ID_REQUIRED_MIN_VERSION = 4
 # LeaveGroup versions that name several members (KIP-345).
@@ -63,34 +72,61 @@ async def _native(call: KafkaCall, api: str, body: dict[str, Any]) -> dict[str, 
     return answer
 
 
-async def find_coordinator(call: KafkaCall) -> KafkaAnswer:
-    """This broker coordinates every group; transactions have no coordinator here."""
-    host, port = advertised_address(call)
-    if call.body.get("key_type", GROUP_KEY_TYPE) != GROUP_KEY_TYPE:
-        return _no_coordinator(
-            call, KafkaError.INVALID_REQUEST, "only group coordinators (key_type 0) are served"
+def _coordinator(call: KafkaCall, key_type: int, key: str) -> dict[str, Any]:
+    """One key's coordinator: this broker for a group the principal may describe, and
+    for a transactional id it may describe once the transaction log is loaded
+    (COORDINATOR_NOT_AVAILABLE, retriable, until then: Kafka's answer)."""
+    if key_type == TRANSACTION_KEY_TYPE:
+        if not key:
+            return _none(key, KafkaError.INVALID_REQUEST, "an empty transactional id")
+        if not transactional_id_permitted(call, DESCRIBE_TRANSACTIONAL_ID, key):
+            message = denied_message(Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key)
+            return _none(key, KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, message)
+        if not call.ctx.transactions.loaded:
+            error = KafkaError.COORDINATOR_NOT_AVAILABLE
+            return _none(key, error, "the transaction log is loading")
+    elif key_type != GROUP_KEY_TYPE:
+        return _none(
+            key,
+            KafkaError.INVALID_REQUEST,
+            f"key_type {key_type}: groups (0) and transactions (1) have coordinators here",
         )
+    elif not call.permits(_DESCRIBE_GROUP, key):
+        message = denied_message(Operation.DESCRIBE, ResourceType.GROUP, key)
+        return _none(key, KafkaError.GROUP_AUTHORIZATION_FAILED, message)
+    host, port = advertised_address(call)
     return {
-        "throttle_time_ms": 0,
-        "error_code": KafkaError.NONE.code,
-        "error_message": None,
+        "key": key,
         "node_id": call.ctx.config.node_id,
         "host": host,
         "port": port,
+        "error_code": KafkaError.NONE.code,
+        "error_message": None,
     }
 
 
-def _no_coordinator(call: KafkaCall, error: KafkaError, message: str) -> KafkaAnswer:
-    """FindCoordinator's refusal (also the gate's, for a group the principal may not
-    describe): no node."""
+def _none(key: str, error: KafkaError, message: str) -> dict[str, Any]:
     return {
-        "throttle_time_ms": 0,
-        "error_code": error.code,
-        "error_message": message,
+        "key": key,
         "node_id": -1,
         "host": "",
         "port": -1,
+        "error_code": error.code,
+        "error_message": message,
     }
+
+
+async def find_coordinator(call: KafkaCall) -> KafkaAnswer:
+    """This broker coordinates every group and every transactional id.
+    From v4 the keys come batched, each answered on its own (KIP-699)."""
+    body = call.body
+    if call.version >= BATCHED_COORDINATORS_MIN_VERSION:
+        keys = body["coordinator_keys"]
+        found = [_coordinator(call, body["key_type"], key) for key in keys]
+        return {"throttle_time_ms": 0, "coordinators": found}
+    one = _coordinator(call, body["key_type"], body["key"])
+    del one["key"]
+    return {"throttle_time_ms": 0, **one}
 
 
 def _member_fields(body: dict[str, Any]) -> dict[str, Any]:
@@ -133,6 +169,7 @@ async def join_group(call: KafkaCall) -> KafkaAnswer:
     return {
         **head,
         "generation_id": answer["generation"],
+        "protocol_type": answer["protocol_type"],  # v7+
         "protocol_name": answer["protocol"] or "",
         "leader": answer["leader"],
         "member_id": answer["member_id"],
@@ -154,15 +191,21 @@ async def sync_group(call: KafkaCall) -> KafkaAnswer:
         "sync_group",
         {
             "generation": body["generation_id"],
-            "protocol_type": None,
-            "protocol": None,
+            # v5+: checked against the group's (INCONSISTENT_GROUP_PROTOCOL); null before
+            "protocol_type": body["protocol_type"],
+            "protocol": body["protocol_name"],
             "assignments": [
                 {"member_id": a["member_id"], "assignment": bytes(a["assignment"])}
                 for a in body["assignments"]
             ],
         },
     )
-    return {**head, "assignment": answer["assignment"]}
+    return {
+        **head,
+        "protocol_type": answer["protocol_type"],
+        "protocol_name": answer["protocol"],
+        "assignment": answer["assignment"],
+    }
 
 
 async def heartbeat(call: KafkaCall) -> KafkaAnswer:
@@ -198,13 +241,24 @@ async def leave_group(call: KafkaCall) -> KafkaAnswer:
 
 
 async def list_groups(call: KafkaCall) -> KafkaAnswer:
+    """Every group, or (v4+) those in the states asked, (v5+) of the types asked (all
+    classic here); both filters are case-insensitive, as Kafka's."""
     answer = await _native(call, "list_groups", {})
+    states = {state.lower() for state in call.body["states_filter"]}
+    types = {kind.lower() for kind in call.body["types_filter"]}
+    groups = [] if types and CLASSIC_GROUP_TYPE not in types else answer["groups"]
     return {
         "throttle_time_ms": 0,
         "error_code": KafkaError.NONE.code,
         "groups": [
-            {"group_id": g["group"], "protocol_type": g["protocol_type"] or ""}
-            for g in answer["groups"]
+            {
+                "group_id": g["group"],
+                "protocol_type": g["protocol_type"] or "",
+                "group_state": g["state"],
+                "group_type": CLASSIC_GROUP_TYPE,
+            }
+            for g in groups
+            if not states or g["state"].lower() in states
         ],
     }
 
@@ -350,20 +404,22 @@ async def offset_commit(call: KafkaCall) -> KafkaAnswer:
     return {"throttle_time_ms": 0, "topics": _partition_errors(body["topics"], error_of)}
 
 
-async def offset_fetch(call: KafkaCall) -> KafkaAnswer:
-    """Committed offsets (-1 and no error where none was committed, as Kafka answers)."""
-    body = call.body
-    topics = body["topics"]
+async def _group_offsets(
+    call: KafkaCall, group: str, topics: list[dict[str, Any]] | None, require_stable: bool
+) -> tuple[list[dict[str, Any]], KafkaError]:
+    """One group's committed offsets (-1 and no error where none was committed, as
+    Kafka answers) in Kafka's topic layout, and the group's error. `require_stable`:
+    a partition an open transaction holds a TxnOffsetCommit for answers
+    UNSTABLE_OFFSET_COMMIT (retriable) until the transaction ends (KIP-447)."""
     wanted = (
         None
         if topics is None
         else [{"topic": t["name"], "partitions": list(t["partition_indexes"])} for t in topics]
     )
-    if not body["group_id"]:
-        error = KafkaError.INVALID_GROUP_ID
-        return {"throttle_time_ms": 0, "topics": [], "error_code": error.code}
+    if not group:
+        return [], KafkaError.INVALID_GROUP_ID
     try:
-        answer = await _native(call, "fetch_offsets", {"group": body["group_id"], "topics": wanted})
+        answer = await _native(call, "fetch_offsets", {"group": group, "topics": wanted})
     except GroupAuthorizationFailed:  # v2+ read the top-level code, v0-1 each partition's
         denied = GroupAuthorizationFailed.code
         refused = [
@@ -377,27 +433,42 @@ async def offset_fetch(call: KafkaCall) -> KafkaAnswer:
             for t in wanted or []
         ]
         answer = {"topics": refused, "error": denied}
-    return {
-        "throttle_time_ms": 0,
-        "topics": [
-            {
-                "name": t["topic"],
-                "partitions": [
-                    {
-                        "partition_index": p["partition"],
-                        "committed_offset": p["offset"],
-                        "committed_leader_epoch": NO_EPOCH,
-                        "metadata": p["metadata"],
-                        # a topic the principal may not describe: TOPIC_AUTHORIZATION_FAILED
-                        "error_code": _code(p.get("error")),
-                    }
-                    for p in t["partitions"]
-                ],
-            }
-            for t in answer["topics"]
-        ],
-        "error_code": _code(answer.get("error")),
-    }
+    pending = call.ctx.transactions.has_pending_offset if require_stable else None
+    found = []
+    for t in answer["topics"]:
+        parts = []
+        for p in t["partitions"]:
+            error = _code(p.get("error"))  # a topic not described: TOPIC_AUTHORIZATION_FAILED
+            offset = p["offset"]
+            if pending is not None and error == 0 and pending(group, (t["topic"], p["partition"])):
+                error, offset = KafkaError.UNSTABLE_OFFSET_COMMIT.code, -1
+            parts.append(
+                {
+                    "partition_index": p["partition"],
+                    "committed_offset": offset,
+                    "committed_leader_epoch": NO_EPOCH,
+                    "metadata": p["metadata"],
+                    "error_code": error,
+                }
+            )
+        found.append({"name": t["topic"], "partitions": parts})
+    return found, for_tidelog_code(answer.get("error"))
+
+
+async def offset_fetch(call: KafkaCall) -> KafkaAnswer:
+    """Committed offsets of one group, or (v8+) of each group asked; `require_stable`
+    (v7+) as `_group_offsets` says. v9's member id and epoch belong to KIP-848 groups, which
+    Tidelog does not have (a classic group's offsets are answered as Kafka does)."""
+    body = call.body
+    stable = bool(body.get("require_stable", False))
+    if call.version >= BATCHED_OFFSET_FETCH_MIN_VERSION:
+        groups = []
+        for g in body["groups"]:
+            topics, error = await _group_offsets(call, g["group_id"], g["topics"], stable)
+            groups.append({"group_id": g["group_id"], "topics": topics, "error_code": error.code})
+        return {"throttle_time_ms": 0, "groups": groups}
+    topics, error = await _group_offsets(call, body["group_id"], body["topics"], stable)
+    return {"throttle_time_ms": 0, "topics": topics, "error_code": error.code}
 
 
 async def offset_delete(call: KafkaCall) -> KafkaAnswer:
@@ -428,9 +499,7 @@ _DESCRIBE_GROUP = Right(Operation.DESCRIBE, ResourceType.GROUP)
 _DELETE_GROUP = Right(Operation.DELETE, ResourceType.GROUP)
 _READ_TOPIC = Right(Operation.READ, ResourceType.TOPIC)
 HANDLERS: dict[int, KafkaApi] = {
-    FIND_COORDINATOR.key: KafkaApi(
-        find_coordinator, Requires(whole=_DESCRIBE_GROUP, name_from="key"), _no_coordinator
-    ),
+    FIND_COORDINATOR.key: KafkaApi(find_coordinator, Requires(each=_DESCRIBE_GROUP)),
     JOIN_GROUP.key: KafkaApi(join_group, via=("join_group",)),
     SYNC_GROUP.key: KafkaApi(sync_group, via=("sync_group",)),
     HEARTBEAT.key: KafkaApi(heartbeat, via=("heartbeat",)),
@@ -439,7 +508,7 @@ HANDLERS: dict[int, KafkaApi] = {
     DESCRIBE_GROUPS.key: KafkaApi(describe_groups, via=("describe_groups",)),
     DELETE_GROUPS.key: KafkaApi(delete_groups, via=("delete_groups",)),
     OFFSET_COMMIT.key: KafkaApi(offset_commit, via=("commit_offsets",)),
-    OFFSET_FETCH.key: KafkaApi(offset_fetch, via=("fetch_offsets",)),
+    OFFSET_FETCH.key: KafkaApi(offset_fetch, via=("fetch_offsets",), versions="1-9"),
     OFFSET_DELETE.key: KafkaApi(
         offset_delete, Requires(whole=_DELETE_GROUP, name_from="group_id", each=_READ_TOPIC)
     ),

@@ -35,11 +35,15 @@ from broker.kafka import (
     producer_ids,
     scram_users,
     security,
+    transactions,
 )
 from broker.kafka.call import KafkaAnswer, KafkaApi, KafkaCall, KafkaHandler
 from broker.security.requires import LOGGED_IN, UNDECLARED
 from protocol.errors import TidelogError
+from protocol.kafka.codec import APIS_BY_KEY
 from protocol.kafka.errors import for_tidelog_code
+from protocol.kafka.messages import API_VERSIONS
+from protocol.kafka.schema import VersionRange, version_range
 
 _FAMILIES: tuple[ModuleType, ...] = (
     core,
@@ -51,6 +55,7 @@ _FAMILIES: tuple[ModuleType, ...] = (
     groups,
     producer_ids,
     security,
+    transactions,
 )
 
 
@@ -86,8 +91,24 @@ def join(families: tuple[ModuleType, ...]) -> dict[int, KafkaApi]:
             unknown = [name for name in row.via if name not in dispatch.APIS]
             if unknown:
                 raise RuntimeError(f"Kafka API key {key}: via unknown native APIs {unknown}")
+            served_range(key, row)  # a version outside the table is caught here
             joined[key] = row
     return joined
+
+
+def served_range(key: int, row: KafkaApi | None) -> VersionRange:
+    """The versions a row serves: its `versions`, or its API's whole table. A range the
+    table does not cover (the codec could not read it) is a programming error."""
+    api = APIS_BY_KEY.get(key)
+    if api is None:
+        raise RuntimeError(f"Kafka API key {key} has no table in protocol/kafka/messages.py")
+    table = version_range(api.versions)
+    if row is None or row.versions is None:
+        return table
+    served = version_range(row.versions)
+    if served.empty or served.low < table.low or served.high > table.high:
+        raise RuntimeError(f"{api.name} serves {row.versions}, its table covers {api.versions}")
+    return served
 
 
 def undeclared(rows: dict[int, KafkaApi]) -> list[int]:
@@ -98,3 +119,9 @@ def undeclared(rows: dict[int, KafkaApi]) -> list[int]:
 KAFKA_APIS: dict[int, KafkaApi] = join(_FAMILIES)
 # What the connection runs: every row behind its gate.
 KAFKA_HANDLERS: dict[int, KafkaHandler] = {key: gated(row) for key, row in KAFKA_APIS.items()}
+# What ApiVersions advertises and the connection accepts: each row's versions, and
+# ApiVersions' own (answered by the connection) at its whole table.
+SERVED_VERSIONS: dict[int, VersionRange] = {
+    **{key: served_range(key, row) for key, row in KAFKA_APIS.items()},
+    API_VERSIONS.key: served_range(API_VERSIONS.key, None),
+}

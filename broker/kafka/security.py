@@ -89,7 +89,7 @@ async def sasl_authenticate(call: KafkaCall) -> KafkaAnswer:
 # Kafka's enumeration numbers (org.apache.kafka.common.acl / resource) -> our names;
 # ANY (1) is None, "any" in a filter; MATCH (2) is a filter's only (a creation with it
 # is refused by the native handler, INVALID_REQUEST, as Kafka refuses it).
-_RESOURCE_TYPES = {1: None, 2: "Topic", 3: "Group", 4: "Cluster"}
+_RESOURCE_TYPES = {1: None, 2: "Topic", 3: "Group", 4: "Cluster", 5: "TransactionalId"}
 _PATTERN_TYPES = {1: None, 2: MATCH, 3: "Literal", 4: "Prefixed"}
 _OPERATIONS = {
     1: None, 2: "All", 3: "Read", 4: "Write", 5: "Create", 6: "Delete", 7: "Alter",

@@ -49,6 +49,7 @@ class ResourceType(StrEnum):
     TOPIC = "Topic"
     GROUP = "Group"
     CLUSTER = "Cluster"
+    TRANSACTIONAL_ID = "TransactionalId"
 
 
 class PatternType(StrEnum):

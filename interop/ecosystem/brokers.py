@@ -1,10 +1,14 @@
 """Brokers that restart in place: same port, same data directory, for the scenarios in
-which a client must ride out a broker restart (Kafka Connect). Stopping is SIGTERM to the
-PID this harness started (a controlled shutdown on both brokers).
+which a client must ride out a broker restart (Kafka Connect, Kafka Streams). Stopping is
+SIGTERM to the PID this harness started (a controlled shutdown on both brokers);
+`crash_restart()` is SIGKILL to that PID (kill -9: no flush, no clean shutdown) and a start
+on the same data directory, which must then recover it.
 """
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -24,7 +28,18 @@ class RestartableBroker(Protocol):
 
     def restart(self) -> None: ...
 
+    def crash_restart(self) -> None: ...
+
     def log_tail(self) -> str: ...
+
+
+def _sigkill(process: ServerProcess | None) -> None:
+    """kill -9 exactly the PID `process` started, reap it, close its log."""
+    if process is not None and process.proc.poll() is None:
+        os.kill(process.proc.pid, signal.SIGKILL)
+        process.proc.wait()
+    if process is not None:
+        process.stop()  # the process is gone: this only closes the log file
 
 
 class _Kafka(KafkaServer):
@@ -33,6 +48,13 @@ class _Kafka(KafkaServer):
     def restart(self) -> None:
         """Stop, then start on the formatted storage (no second format)."""
         self.stop()
+        self._start_again()
+
+    def crash_restart(self) -> None:
+        _sigkill(self._process)
+        self._start_again()
+
+    def _start_again(self) -> None:
         argv = java_argv(
             KAFKA_MAIN, [str(self.properties_path)], heap_mb=self.heap_mb, log4j=BROKER_LOG4J
         )
@@ -74,6 +96,10 @@ class _Tidelog:
 
     def restart(self) -> None:
         self.stop()
+        self.start()
+
+    def crash_restart(self) -> None:
+        _sigkill(self._process)
         self.start()
 
     def log_tail(self) -> str:

@@ -31,6 +31,8 @@ def _java() -> list[str]:
 CLIENTS: dict[str, Callable[[], list[str]]] = {
     "kafka-clients": _java,
     "kafkajs": toolchains.node_roundtrip,
+    # Flexible versions only (Produce 9+, Fetch 15+ with topic ids, Metadata 12+): issue 36.
+    "platformatic-kafka": lambda: toolchains.node_roundtrip("platformatic.js"),
     "franz-go": lambda: [*toolchains.go_roundtrip(), "franz"],
     "sarama": lambda: [*toolchains.go_roundtrip(), "sarama"],
 }
@@ -38,6 +40,7 @@ CLIENTS: dict[str, Callable[[], list[str]]] = {
 CLIENT_HEADER = {
     "kafka-clients": "java",
     "kafkajs": "kafkajs",
+    "platformatic-kafka": "platformatic-kafka",
     "franz-go": "franz-go",
     "sarama": "sarama",
 }

@@ -15,6 +15,7 @@ from interop.ecosystem.toolchains import jvm_apps_classpath
 from interop.jvm import TOOLS_HEAP_MB, TOOLS_LOG4J, java_binary
 
 STREAMS_MAIN = "dev.tidelog.interop.StreamsApp"
+WORD_COUNT_MAIN = "dev.tidelog.interop.WordCountApp"
 READY_LINE = "STATE RUNNING"
 READY_TIMEOUT_S = 120.0
 
@@ -23,14 +24,17 @@ class StreamsApp:
     """One run of the application; `kill()` SIGKILLs exactly the PID it started."""
 
     def __init__(
-        self, work_dir: Path, bootstrap: str, app_id: str, orders: str, customers: str, out: str
-    ) -> None:
+        self, work_dir: Path, bootstrap: str, app_id: str, *topics: str,
+        main: str = STREAMS_MAIN,
+    ) -> None:  # fmt: skip
+        """`topics`: the app's own (StreamsApp: orders, customers, out; WordCountApp:
+        input, output)."""
         self.work_dir = work_dir
         self.app_id = app_id
         self.argv = [
             java_binary(), f"-Xmx{TOOLS_HEAP_MB}m", f"-Dlog4j2.configurationFile={TOOLS_LOG4J}",
-            "-cp", jvm_apps_classpath(), STREAMS_MAIN,
-            bootstrap, app_id, str(work_dir / "state"), orders, customers, out,
+            "-cp", jvm_apps_classpath(), main,
+            bootstrap, app_id, str(work_dir / "state"), *topics,
         ]  # fmt: skip
         self._proc: subprocess.Popen[bytes] | None = None
         self._runs = 0

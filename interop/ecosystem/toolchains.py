@@ -17,6 +17,7 @@ from pathlib import Path
 INTEROP_DIR = Path(__file__).resolve().parent.parent
 CONNECT_POM = INTEROP_DIR / "connect" / "pom.xml"
 JVM_APPS_DIR = INTEROP_DIR / "jvm_apps"
+FLINK_DIR = INTEROP_DIR / "flink"
 NODE_DIR = INTEROP_DIR / "node"
 GO_DIR = INTEROP_DIR / "go"
 # Cold Maven / npm / Go module downloads on a slow mirror; a warm cache is seconds.
@@ -106,9 +107,30 @@ def jvm_apps_classpath() -> str:
     return f"{target / 'build' / 'classes'}{os.pathsep}{target / 'lib' / '*'}"
 
 
-def node_roundtrip() -> list[str]:
-    """`node roundtrip.js` with kafkajs installed by `npm ci` from the committed lockfile."""
-    inputs = [NODE_DIR / "package.json", NODE_DIR / "package-lock.json", NODE_DIR / "roundtrip.js"]
+def flink_classpath() -> str:
+    """Flink 2.0's MiniCluster, its Kafka connector (with kafka-clients 3.9) and the
+    EXACTLY_ONCE job (flink/); kept apart from jvm_apps' kafka-clients 4.4."""
+    inputs = [FLINK_DIR / "pom.xml", *sorted((FLINK_DIR / "src").rglob("*.java"))]
+
+    def build(target: Path) -> None:
+        mvn = _tool("mvn", "apt-get install maven")
+        _run(
+            [mvn, "-q", "-B", "-f", str(FLINK_DIR / "pom.xml"),
+             f"-Dtidelog.build.dir={target / 'build'}", "compile",
+             "dependency:copy-dependencies", f"-DoutputDirectory={target / 'lib'}"],
+            cwd=INTEROP_DIR,
+        )  # fmt: skip
+
+    target = _cached("flink", inputs, build)
+    return f"{target / 'build' / 'classes'}{os.pathsep}{target / 'lib' / '*'}"
+
+
+def node_roundtrip(script: str = "roundtrip.js") -> list[str]:
+    """`node <script>` (roundtrip.js: kafkajs; platformatic.js: @platformatic/kafka) with the
+    packages installed by `npm ci` from the committed lockfile."""
+    inputs = [
+        NODE_DIR / "package.json", NODE_DIR / "package-lock.json", *sorted(NODE_DIR.glob("*.js"))
+    ]  # fmt: skip
 
     def build(target: Path) -> None:
         npm = _tool("npm", "apt-get install nodejs npm")
@@ -117,7 +139,7 @@ def node_roundtrip() -> list[str]:
         _run([npm, "ci", "--no-audit", "--no-fund", "--ignore-scripts"], cwd=target)
 
     target = _cached("node-interop", inputs, build)
-    return [_tool("node", "apt-get install nodejs"), str(target / "roundtrip.js")]
+    return [_tool("node", "apt-get install nodejs"), str(target / script)]
 
 
 def go_roundtrip() -> list[str]:

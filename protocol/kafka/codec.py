@@ -198,10 +198,19 @@ def decode_request(frame: bytes | bytearray | memoryview) -> KafkaRequest:
 
 
 def _empty_tag_sections(api: Api, version: int, rest: memoryview) -> bool:
-    """Whether what follows a flexible request's body is only empty tagged-field
-    sections (zero bytes). librdkafka 2.x ends AlterUserScramCredentials with a second
-    one; Kafka's broker ignores what follows a request, so a client it serves works."""
-    return api.is_flexible(version) and not any(rest)
+    """Whether what follows a flexible request's body is only whole tagged-field
+    sections. librdkafka 2.x ends AlterUserScramCredentials with a second empty one,
+    and its Metadata v13 with one holding an empty tag 0 (`01 00 00`); Kafka's broker
+    ignores what follows a request, so a client it serves works."""
+    if not api.is_flexible(version):
+        return False
+    pos = 0
+    try:
+        while pos < len(rest):
+            pos = _skip_tagged(rest, pos)
+    except (ValueError, IndexError):
+        return False
+    return pos == len(rest)
 
 
 def encode_request(header: RequestHeader, body: Mapping[str, Any]) -> bytes:

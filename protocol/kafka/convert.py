@@ -42,6 +42,7 @@ __all__ = [
 ]
 
 _UINT32 = struct.Struct(">I")
+_ATTRIBUTES = struct.Struct(">h")
 # Tidelog's header up to its CRC: base_offset, batch_length, magic.
 _TIDELOG_HEAD = tidelog.LAYOUT.head_before("crc")
 assert _TIDELOG_HEAD.size == tidelog.CRC_OFFSET
@@ -67,7 +68,9 @@ def kafka_to_tidelog(
 ) -> tuple[bytes, int]:
     """The Tidelog batch for the Kafka v2 batch at `pos`, and the Kafka batch's size.
 
-    The base offset is kept (producers send 0); the leader epoch is dropped.
+    The base offset is kept (producers send 0); the leader epoch is dropped, and so is
+    the transactional bit (§3 has none; control batches are not converted at all:
+    `protocol.layouts.to_layout` leaves them out).
     `fields`: its raw header, when a `BatchWalk` (a `tally`) already read it.
     """
     header, raw = inflate_batch(buf, pos, max_decompressed=max_decompressed, fields=fields)
@@ -81,6 +84,8 @@ def kafka_to_tidelog(
     out = bytearray(size)
     _TIDELOG_HEAD.pack_into(out, 0, header.base_offset, size - tidelog.LOG_OVERHEAD, tidelog.MAGIC)
     out[_SHARED_TIDELOG] = view[pos + _SHARED.start : pos + _SHARED.stop]
+    if header.attributes & kafka.TRANSACTIONAL_MASK:  # §3 knows no transactions
+        _ATTRIBUTES.pack_into(out, tidelog.ATTRIBUTES_OFFSET, header.attributes & ~0x30)
     out[tidelog.HEADER_SIZE :] = payload
     crc = crc32c.crc32c(memoryview(out)[tidelog.CRC_START :])
     _UINT32.pack_into(out, tidelog.CRC_OFFSET, crc)

@@ -3,14 +3,19 @@
     python -m protocol.kafka.gen_messages <kafka>/clients/src/main/resources/common/message
 
 Kafka's schemas are the source of truth; this keeps our tables a mechanical
-translation of them. For each API in `SERVED` it keeps the fields that exist in
-the versions we serve, in schema order, with Kafka's version-range strings;
+translation of them. For each API in `VERSIONS` it keeps the fields that exist in
+the versions the table covers, in schema order, with Kafka's version-range strings;
 tagged fields keep their `tag` (the codec reads and writes them in the struct's
-tagged-field section). Kafka's schemas as kafka-python 3 bundles them
-(kafka/protocol/schemas/resources) are the source the current tables come from;
-the few fields of a newer Kafka they lack are in `EXTRA_FIELDS`, as that Kafka
-release's generated classes lay them out.
-Run it again, and review the diff, to serve another version.
+tagged-field section). The source is Kafka 4.4's schemas (`common/message/` in its
+kafka-clients jar, which the interop suite fetches into ~/.m2) or, to the same
+output, the ones kafka-python 3 bundles (kafka/protocol/schemas/resources) with
+`EXTRA_FIELDS`, the few fields of Kafka 4.4 they lack.
+
+A table's versions are what the codec can decode and encode, not what the broker
+serves: each Kafka adapter row declares the versions it serves
+(`broker.kafka.call.KafkaApi.versions`) and ApiVersions advertises those only, so a
+schema can land before its handler. Run it again, and review the diff, to cover
+another version.
 """
 
 from __future__ import annotations
@@ -23,47 +28,45 @@ from typing import Any
 
 from protocol.kafka.schema import version_range
 
-# API name -> the versions Tidelog serves: every version the clients in
-# docs/kafka.md "What the clients send" send once we advertise only non-flexible ones (their floor
-# as in Kafka 4, except Produce, advertised from 0 as Kafka 4 does), plus the flexible
-# ApiVersions 3 and DescribeCluster 0.
-SERVED: dict[str, str] = {
-    "Produce": "0-8",
-    "Fetch": "4-11",
-    "ListOffsets": "1-7",  # v7: the max-timestamp lookup (KIP-734)
-    "Metadata": "0-8",
-    "OffsetCommit": "2-7",
-    "OffsetFetch": "1-5",
-    "FindCoordinator": "0-2",
-    "JoinGroup": "0-5",
-    "Heartbeat": "0-3",
-    "LeaveGroup": "0-3",
-    "SyncGroup": "0-3",
-    "DescribeGroups": "0-4",
-    "ListGroups": "0-2",
+# API name -> the versions its table covers. What is served (and advertised) is each
+# adapter row's `versions` within these (broker/kafka/registry.py).
+VERSIONS: dict[str, str] = {
+    "Produce": "0-13",  # v9+ flexible; v13: topics by id
+    "Fetch": "4-18",  # v12+ flexible (diverging epoch); v13+: topics by id
+    "ListOffsets": "1-10",  # v7: max timestamp (KIP-734); v8: local start; v9: tiered
+    "Metadata": "0-13",  # v10+: topic ids; v12+: asked by id; v13: error_code
+    "OffsetCommit": "2-9",  # v8+ flexible; v9: KIP-848 epochs (classic groups alike)
+    "OffsetFetch": "0-9",  # v7: require_stable (KIP-447); v8+: groups (batched)
+    "FindCoordinator": "0-6",  # v4+: coordinator_keys (batched)
+    "JoinGroup": "0-9",
+    "Heartbeat": "0-4",
+    "LeaveGroup": "0-5",
+    "SyncGroup": "0-5",
+    "DescribeGroups": "0-6",
+    "ListGroups": "0-5",
     "ApiVersions": "0-5",  # v4: features with a minimum of 0 too; v5: EXTRA_FIELDS
-    "CreateTopics": "2-4",
-    "DeleteTopics": "1-3",
-    "DeleteRecords": "0-1",
-    "InitProducerId": "0-1",
-    "DescribeConfigs": "1-3",
-    "AlterConfigs": "0-1",
-    "DeleteGroups": "0-1",
+    "CreateTopics": "2-7",  # v5+: the created topic described; v7: its id
+    "DeleteTopics": "1-6",  # v6: by name or id
+    "DeleteRecords": "0-2",
+    "InitProducerId": "0-6",
+    "DescribeConfigs": "1-4",
+    "AlterConfigs": "0-2",
+    "DeleteGroups": "0-2",
     "IncrementalAlterConfigs": "0-1",
     "OffsetDelete": "0",
     "DescribeCluster": "0-2",
-    # Security (docs/security.md): SASL login and kafka-acls, non-flexible versions.
+    # Security (docs/security.md): SASL login and kafka-acls.
     # The admin APIs the tools call (docs/kafka.md, "Cluster administration").
     "CreatePartitions": "0-3",
-    "DescribeLogDirs": "1-4",
+    "DescribeLogDirs": "1-5",
     "ElectLeaders": "0-2",
     "AlterPartitionReassignments": "0",
     "ListPartitionReassignments": "0",
     "SaslHandshake": "1",  # v0 (raw tokens after it) is gone in Kafka 4 (KIP-896)
-    "SaslAuthenticate": "0-1",
-    "CreateAcls": "1",
-    "DescribeAcls": "1",
-    "DeleteAcls": "1",
+    "SaslAuthenticate": "0-2",
+    "CreateAcls": "1-3",
+    "DescribeAcls": "1-3",
+    "DeleteAcls": "1-3",
     # Issue 37's remaining admin APIs (docs/kafka.md, "Cluster administration"): quotas,
     # SCRAM users (flexible-only in Kafka) and the truncation check Java consumers send.
     "OffsetForLeaderEpoch": "2-4",
@@ -71,6 +74,15 @@ SERVED: dict[str, str] = {
     "AlterClientQuotas": "0-1",
     "DescribeUserScramCredentials": "0",
     "AlterUserScramCredentials": "0",
+    # Transactions (issue 36): tables first, served once broker/transactions/ has them.
+    "AddPartitionsToTxn": "0-5",  # v4+: the broker's verify-only batch (KIP-890)
+    "AddOffsetsToTxn": "0-4",
+    "EndTxn": "0-5",
+    "WriteTxnMarkers": "0-2",
+    "TxnOffsetCommit": "0-5",
+    "DescribeProducers": "0",
+    "DescribeTransactions": "0",
+    "ListTransactions": "0-2",
 }
 
 # Fields of a newer Kafka than the bundled schemas, by schema file: the versions then
@@ -103,11 +115,33 @@ def load(path: Path) -> dict[str, Any]:
     text = "\n".join(re.sub(r"^\s*//.*$", "", line) for line in path.read_text().splitlines())
     schema: dict[str, Any] = json.loads(text)
     extra = EXTRA_FIELDS.get(path.stem)
-    if extra is not None:
+    newer = extra is not None and (
+        version_range(extra[0]).high > version_range(schema["validVersions"]).high
+    )
+    if extra is not None and newer:
         valid, fields = extra
         schema["validVersions"] = valid
         schema["fields"] = [*schema["fields"], *fields]
+    schema["fields"] = inline_common_structs(schema["fields"], schema.get("commonStructs", []))
     return schema
+
+
+def inline_common_structs(
+    fields: list[dict[str, Any]], common: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """Fields whose type names one of the schema's `commonStructs` ("[]AddPartitionsToTxnTopic")
+    with that struct's fields inline, as if declared in place (the same wire layout)."""
+    structs = {struct["name"]: struct["fields"] for struct in common}
+    out = []
+    for f in fields:
+        f = dict(f)
+        name = f["type"].removeprefix("[]")
+        if "fields" not in f and name in structs:
+            f["fields"] = structs[name]
+        if "fields" in f:
+            f["fields"] = inline_common_structs(f["fields"], common)
+        out.append(f)
+    return out
 
 
 def _overlaps(spec: str, served: str) -> bool:
@@ -180,7 +214,7 @@ def render(message_dir: Path) -> str:
         "",
     ]
     names = []
-    for api_name, served in SERVED.items():
+    for api_name, served in VERSIONS.items():
         request = load(message_dir / f"{api_name}Request.json")
         response = load(message_dir / f"{api_name}Response.json")
         const = snake(api_name).upper()

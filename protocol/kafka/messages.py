@@ -11,7 +11,7 @@ from protocol.kafka.schema import Api, F
 PRODUCE = Api(
     key=0,
     name="Produce",
-    versions="0-8",
+    versions="0-13",
     flexible="9+",
     request=(
         F("transactional_id", "string", "3+", nullable="3+", default=None),
@@ -22,6 +22,7 @@ PRODUCE = Api(
             "[]",
             "0+",
             F("name", "string", "0-12"),
+            F("topic_id", "uuid", "13+"),
             F(
                 "partition_data",
                 "[]",
@@ -37,6 +38,7 @@ PRODUCE = Api(
             "[]",
             "0+",
             F("name", "string", "0-12"),
+            F("topic_id", "uuid", "13+"),
             F(
                 "partition_responses",
                 "[]",
@@ -54,19 +56,46 @@ PRODUCE = Api(
                     F("batch_index_error_message", "string", "8+", nullable="8+", default=None),
                 ),
                 F("error_message", "string", "8+", nullable="8+", default=None),
+                F(
+                    "current_leader",
+                    "struct",
+                    "10+",
+                    F("leader_id", "int32", "10+", default=-1),
+                    F("leader_epoch", "int32", "10+", default=-1),
+                    tag=0,
+                ),
             ),
         ),
         F("throttle_time_ms", "int32", "1+"),
+        F(
+            "node_endpoints",
+            "[]",
+            "10+",
+            F("node_id", "int32", "10+"),
+            F("host", "string", "10+"),
+            F("port", "int32", "10+"),
+            F("rack", "string", "10+", nullable="10+", default=None),
+            tag=0,
+        ),
     ),
 )
 
 FETCH = Api(
     key=1,
     name="Fetch",
-    versions="4-11",
+    versions="4-18",
     flexible="12+",
     request=(
+        F("cluster_id", "string", "12+", nullable="12+", tag=0, default=None),
         F("replica_id", "int32", "0-14", default=-1),
+        F(
+            "replica_state",
+            "struct",
+            "15+",
+            F("replica_id", "int32", "15+", default=-1),
+            F("replica_epoch", "int64", "15+", default=-1),
+            tag=1,
+        ),
         F("max_wait_ms", "int32", "0+"),
         F("min_bytes", "int32", "0+"),
         F("max_bytes", "int32", "3+", default=2147483647),
@@ -78,6 +107,7 @@ FETCH = Api(
             "[]",
             "0+",
             F("topic", "string", "0-12"),
+            F("topic_id", "uuid", "13+"),
             F(
                 "partitions",
                 "[]",
@@ -85,8 +115,11 @@ FETCH = Api(
                 F("partition", "int32", "0+"),
                 F("current_leader_epoch", "int32", "9+", default=-1),
                 F("fetch_offset", "int64", "0+"),
+                F("last_fetched_epoch", "int32", "12+", default=-1),
                 F("log_start_offset", "int64", "5+", default=-1),
                 F("partition_max_bytes", "int32", "0+"),
+                F("replica_directory_id", "uuid", "17+", tag=0),
+                F("high_watermark", "int64", "18+", tag=1, default=9223372036854775807),
             ),
         ),
         F(
@@ -94,6 +127,7 @@ FETCH = Api(
             "[]",
             "7+",
             F("topic", "string", "7-12"),
+            F("topic_id", "uuid", "13+"),
             F("partitions", "[]int32", "7+"),
         ),
         F("rack_id", "string", "11+"),
@@ -107,6 +141,7 @@ FETCH = Api(
             "[]",
             "0+",
             F("topic", "string", "0-12"),
+            F("topic_id", "uuid", "13+"),
             F(
                 "partitions",
                 "[]",
@@ -116,6 +151,30 @@ FETCH = Api(
                 F("high_watermark", "int64", "0+"),
                 F("last_stable_offset", "int64", "4+", default=-1),
                 F("log_start_offset", "int64", "5+", default=-1),
+                F(
+                    "diverging_epoch",
+                    "struct",
+                    "12+",
+                    F("epoch", "int32", "12+", default=-1),
+                    F("end_offset", "int64", "12+", default=-1),
+                    tag=0,
+                ),
+                F(
+                    "current_leader",
+                    "struct",
+                    "12+",
+                    F("leader_id", "int32", "12+", default=-1),
+                    F("leader_epoch", "int32", "12+", default=-1),
+                    tag=1,
+                ),
+                F(
+                    "snapshot_id",
+                    "struct",
+                    "12+",
+                    F("end_offset", "int64", "0+", default=-1),
+                    F("epoch", "int32", "0+", default=-1),
+                    tag=2,
+                ),
                 F(
                     "aborted_transactions",
                     "[]",
@@ -128,13 +187,23 @@ FETCH = Api(
                 F("records", "records", "0+", nullable="0+"),
             ),
         ),
+        F(
+            "node_endpoints",
+            "[]",
+            "16+",
+            F("node_id", "int32", "16+"),
+            F("host", "string", "16+"),
+            F("port", "int32", "16+"),
+            F("rack", "string", "16+", nullable="16+", default=None),
+            tag=0,
+        ),
     ),
 )
 
 LIST_OFFSETS = Api(
     key=2,
     name="ListOffsets",
-    versions="1-7",
+    versions="1-10",
     flexible="6+",
     request=(
         F("replica_id", "int32", "0+"),
@@ -153,6 +222,7 @@ LIST_OFFSETS = Api(
                 F("timestamp", "int64", "0+"),
             ),
         ),
+        F("timeout_ms", "int32", "10+"),
     ),
     response=(
         F("throttle_time_ms", "int32", "2+"),
@@ -178,14 +248,15 @@ LIST_OFFSETS = Api(
 METADATA = Api(
     key=3,
     name="Metadata",
-    versions="0-8",
+    versions="0-13",
     flexible="9+",
     request=(
         F(
             "topics",
             "[]",
             "0+",
-            F("name", "string", "0+"),
+            F("topic_id", "uuid", "10+"),
+            F("name", "string", "0+", nullable="10+"),
             nullable="1+",
         ),
         F("allow_auto_topic_creation", "bool", "4+", default=True),
@@ -210,7 +281,8 @@ METADATA = Api(
             "[]",
             "0+",
             F("error_code", "int16", "0+"),
-            F("name", "string", "0+"),
+            F("name", "string", "0+", nullable="12+"),
+            F("topic_id", "uuid", "10+"),
             F("is_internal", "bool", "1+"),
             F(
                 "partitions",
@@ -227,13 +299,14 @@ METADATA = Api(
             F("topic_authorized_operations", "int32", "8+", default=-2147483648),
         ),
         F("cluster_authorized_operations", "int32", "8-10", default=-2147483648),
+        F("error_code", "int16", "13+"),
     ),
 )
 
 OFFSET_COMMIT = Api(
     key=8,
     name="OffsetCommit",
-    versions="2-7",
+    versions="2-9",
     flexible="8+",
     request=(
         F("group_id", "string", "0+"),
@@ -278,7 +351,7 @@ OFFSET_COMMIT = Api(
 OFFSET_FETCH = Api(
     key=9,
     name="OffsetFetch",
-    versions="1-5",
+    versions="0-9",
     flexible="6+",
     request=(
         F("group_id", "string", "0-7"),
@@ -290,6 +363,23 @@ OFFSET_FETCH = Api(
             F("partition_indexes", "[]int32", "0-7"),
             nullable="2-7",
         ),
+        F(
+            "groups",
+            "[]",
+            "8+",
+            F("group_id", "string", "8+"),
+            F("member_id", "string", "9+", nullable="9+", default=None),
+            F("member_epoch", "int32", "9+", default=-1),
+            F(
+                "topics",
+                "[]",
+                "8+",
+                F("name", "string", "8-9"),
+                F("partition_indexes", "[]int32", "8+"),
+                nullable="8+",
+            ),
+        ),
+        F("require_stable", "bool", "7+"),
     ),
     response=(
         F("throttle_time_ms", "int32", "3+"),
@@ -310,17 +400,41 @@ OFFSET_FETCH = Api(
             ),
         ),
         F("error_code", "int16", "2-7"),
+        F(
+            "groups",
+            "[]",
+            "8+",
+            F("group_id", "string", "8+"),
+            F(
+                "topics",
+                "[]",
+                "8+",
+                F("name", "string", "8-9"),
+                F(
+                    "partitions",
+                    "[]",
+                    "8+",
+                    F("partition_index", "int32", "8+"),
+                    F("committed_offset", "int64", "8+"),
+                    F("committed_leader_epoch", "int32", "8+", default=-1),
+                    F("metadata", "string", "8+", nullable="8+"),
+                    F("error_code", "int16", "8+"),
+                ),
+            ),
+            F("error_code", "int16", "8+"),
+        ),
     ),
 )
 
 FIND_COORDINATOR = Api(
     key=10,
     name="FindCoordinator",
-    versions="0-2",
+    versions="0-6",
     flexible="3+",
     request=(
         F("key", "string", "0-3"),
         F("key_type", "int8", "1+"),
+        F("coordinator_keys", "[]string", "4+"),
     ),
     response=(
         F("throttle_time_ms", "int32", "1+"),
@@ -329,13 +443,24 @@ FIND_COORDINATOR = Api(
         F("node_id", "int32", "0-3"),
         F("host", "string", "0-3"),
         F("port", "int32", "0-3"),
+        F(
+            "coordinators",
+            "[]",
+            "4+",
+            F("key", "string", "4+"),
+            F("node_id", "int32", "4+"),
+            F("host", "string", "4+"),
+            F("port", "int32", "4+"),
+            F("error_code", "int16", "4+"),
+            F("error_message", "string", "4+", nullable="4+"),
+        ),
     ),
 )
 
 JOIN_GROUP = Api(
     key=11,
     name="JoinGroup",
-    versions="0-5",
+    versions="0-9",
     flexible="6+",
     request=(
         F("group_id", "string", "0+"),
@@ -351,13 +476,16 @@ JOIN_GROUP = Api(
             F("name", "string", "0+"),
             F("metadata", "bytes", "0+"),
         ),
+        F("reason", "string", "8+", nullable="8+", default=None),
     ),
     response=(
         F("throttle_time_ms", "int32", "2+"),
         F("error_code", "int16", "0+"),
         F("generation_id", "int32", "0+", default=-1),
-        F("protocol_name", "string", "0+"),
+        F("protocol_type", "string", "7+", nullable="7+", default=None),
+        F("protocol_name", "string", "0+", nullable="7+"),
         F("leader", "string", "0+"),
+        F("skip_assignment", "bool", "9+"),
         F("member_id", "string", "0+"),
         F(
             "members",
@@ -373,7 +501,7 @@ JOIN_GROUP = Api(
 HEARTBEAT = Api(
     key=12,
     name="Heartbeat",
-    versions="0-3",
+    versions="0-4",
     flexible="4+",
     request=(
         F("group_id", "string", "0+"),
@@ -390,7 +518,7 @@ HEARTBEAT = Api(
 LEAVE_GROUP = Api(
     key=13,
     name="LeaveGroup",
-    versions="0-3",
+    versions="0-5",
     flexible="4+",
     request=(
         F("group_id", "string", "0+"),
@@ -401,6 +529,7 @@ LEAVE_GROUP = Api(
             "3+",
             F("member_id", "string", "3+"),
             F("group_instance_id", "string", "3+", nullable="3+", default=None),
+            F("reason", "string", "5+", nullable="5+", default=None),
         ),
     ),
     response=(
@@ -420,13 +549,15 @@ LEAVE_GROUP = Api(
 SYNC_GROUP = Api(
     key=14,
     name="SyncGroup",
-    versions="0-3",
+    versions="0-5",
     flexible="4+",
     request=(
         F("group_id", "string", "0+"),
         F("generation_id", "int32", "0+"),
         F("member_id", "string", "0+"),
         F("group_instance_id", "string", "3+", nullable="3+", default=None),
+        F("protocol_type", "string", "5+", nullable="5+", default=None),
+        F("protocol_name", "string", "5+", nullable="5+", default=None),
         F(
             "assignments",
             "[]",
@@ -438,6 +569,8 @@ SYNC_GROUP = Api(
     response=(
         F("throttle_time_ms", "int32", "1+"),
         F("error_code", "int16", "0+"),
+        F("protocol_type", "string", "5+", nullable="5+", default=None),
+        F("protocol_name", "string", "5+", nullable="5+", default=None),
         F("assignment", "bytes", "0+"),
     ),
 )
@@ -445,7 +578,7 @@ SYNC_GROUP = Api(
 DESCRIBE_GROUPS = Api(
     key=15,
     name="DescribeGroups",
-    versions="0-4",
+    versions="0-6",
     flexible="5+",
     request=(
         F("groups", "[]string", "0+"),
@@ -458,6 +591,7 @@ DESCRIBE_GROUPS = Api(
             "[]",
             "0+",
             F("error_code", "int16", "0+"),
+            F("error_message", "string", "6+", nullable="6+", default=None),
             F("group_id", "string", "0+"),
             F("group_state", "string", "0+"),
             F("protocol_type", "string", "0+"),
@@ -481,9 +615,12 @@ DESCRIBE_GROUPS = Api(
 LIST_GROUPS = Api(
     key=16,
     name="ListGroups",
-    versions="0-2",
+    versions="0-5",
     flexible="3+",
-    request=(),
+    request=(
+        F("states_filter", "[]string", "4+"),
+        F("types_filter", "[]string", "5+"),
+    ),
     response=(
         F("throttle_time_ms", "int32", "1+"),
         F("error_code", "int16", "0+"),
@@ -493,6 +630,8 @@ LIST_GROUPS = Api(
             "0+",
             F("group_id", "string", "0+"),
             F("protocol_type", "string", "0+"),
+            F("group_state", "string", "4+"),
+            F("group_type", "string", "5+"),
         ),
     ),
 )
@@ -545,7 +684,7 @@ API_VERSIONS = Api(
 CREATE_TOPICS = Api(
     key=19,
     name="CreateTopics",
-    versions="2-4",
+    versions="2-7",
     flexible="5+",
     request=(
         F(
@@ -580,8 +719,23 @@ CREATE_TOPICS = Api(
             "[]",
             "0+",
             F("name", "string", "0+"),
+            F("topic_id", "uuid", "7+"),
             F("error_code", "int16", "0+"),
             F("error_message", "string", "1+", nullable="0+"),
+            F("topic_config_error_code", "int16", "5+", tag=0),
+            F("num_partitions", "int32", "5+", default=-1),
+            F("replication_factor", "int16", "5+", default=-1),
+            F(
+                "configs",
+                "[]",
+                "5+",
+                F("name", "string", "5+"),
+                F("value", "string", "5+", nullable="5+"),
+                F("read_only", "bool", "5+"),
+                F("config_source", "int8", "5+", default=-1),
+                F("is_sensitive", "bool", "5+"),
+                nullable="5+",
+            ),
         ),
     ),
 )
@@ -589,9 +743,16 @@ CREATE_TOPICS = Api(
 DELETE_TOPICS = Api(
     key=20,
     name="DeleteTopics",
-    versions="1-3",
+    versions="1-6",
     flexible="4+",
     request=(
+        F(
+            "topics",
+            "[]",
+            "6+",
+            F("name", "string", "6+", nullable="6+", default=None),
+            F("topic_id", "uuid", "6+"),
+        ),
         F("topic_names", "[]string", "0-5"),
         F("timeout_ms", "int32", "0+"),
     ),
@@ -601,8 +762,10 @@ DELETE_TOPICS = Api(
             "responses",
             "[]",
             "0+",
-            F("name", "string", "0+"),
+            F("name", "string", "0+", nullable="6+"),
+            F("topic_id", "uuid", "6+"),
             F("error_code", "int16", "0+"),
+            F("error_message", "string", "5+", nullable="5+", default=None),
         ),
     ),
 )
@@ -610,7 +773,7 @@ DELETE_TOPICS = Api(
 DELETE_RECORDS = Api(
     key=21,
     name="DeleteRecords",
-    versions="0-1",
+    versions="0-2",
     flexible="2+",
     request=(
         F(
@@ -650,24 +813,30 @@ DELETE_RECORDS = Api(
 INIT_PRODUCER_ID = Api(
     key=22,
     name="InitProducerId",
-    versions="0-1",
+    versions="0-6",
     flexible="2+",
     request=(
         F("transactional_id", "string", "0+", nullable="0+"),
         F("transaction_timeout_ms", "int32", "0+"),
+        F("producer_id", "int64", "3+", default=-1),
+        F("producer_epoch", "int16", "3+", default=-1),
+        F("enable2_pc", "bool", "6+"),
+        F("keep_prepared_txn", "bool", "6+"),
     ),
     response=(
         F("throttle_time_ms", "int32", "0+"),
         F("error_code", "int16", "0+"),
         F("producer_id", "int64", "0+", default=-1),
         F("producer_epoch", "int16", "0+"),
+        F("ongoing_txn_producer_id", "int64", "6+", default=-1),
+        F("ongoing_txn_producer_epoch", "int16", "6+", default=-1),
     ),
 )
 
 DESCRIBE_CONFIGS = Api(
     key=32,
     name="DescribeConfigs",
-    versions="1-3",
+    versions="1-4",
     flexible="4+",
     request=(
         F(
@@ -718,7 +887,7 @@ DESCRIBE_CONFIGS = Api(
 ALTER_CONFIGS = Api(
     key=33,
     name="AlterConfigs",
-    versions="0-1",
+    versions="0-2",
     flexible="2+",
     request=(
         F(
@@ -754,7 +923,7 @@ ALTER_CONFIGS = Api(
 DELETE_GROUPS = Api(
     key=42,
     name="DeleteGroups",
-    versions="0-1",
+    versions="0-2",
     flexible="2+",
     request=(F("groups_names", "[]string", "0+"),),
     response=(
@@ -915,7 +1084,7 @@ CREATE_PARTITIONS = Api(
 DESCRIBE_LOG_DIRS = Api(
     key=35,
     name="DescribeLogDirs",
-    versions="1-4",
+    versions="1-5",
     flexible="2+",
     request=(
         F(
@@ -953,6 +1122,7 @@ DESCRIBE_LOG_DIRS = Api(
             ),
             F("total_bytes", "int64", "4+", default=-1),
             F("usable_bytes", "int64", "4+", default=-1),
+            F("is_cordoned", "bool", "5+"),
         ),
     ),
 )
@@ -1090,7 +1260,7 @@ SASL_HANDSHAKE = Api(
 SASL_AUTHENTICATE = Api(
     key=36,
     name="SaslAuthenticate",
-    versions="0-1",
+    versions="0-2",
     flexible="2+",
     request=(F("auth_bytes", "bytes", "0+"),),
     response=(
@@ -1104,7 +1274,7 @@ SASL_AUTHENTICATE = Api(
 CREATE_ACLS = Api(
     key=30,
     name="CreateAcls",
-    versions="1",
+    versions="1-3",
     flexible="2+",
     request=(
         F(
@@ -1135,7 +1305,7 @@ CREATE_ACLS = Api(
 DESCRIBE_ACLS = Api(
     key=29,
     name="DescribeAcls",
-    versions="1",
+    versions="1-3",
     flexible="2+",
     request=(
         F("resource_type_filter", "int8", "0+"),
@@ -1173,7 +1343,7 @@ DESCRIBE_ACLS = Api(
 DELETE_ACLS = Api(
     key=31,
     name="DeleteAcls",
-    versions="1",
+    versions="1-3",
     flexible="2+",
     request=(
         F(
@@ -1420,6 +1590,307 @@ ALTER_USER_SCRAM_CREDENTIALS = Api(
     ),
 )
 
+ADD_PARTITIONS_TO_TXN = Api(
+    key=24,
+    name="AddPartitionsToTxn",
+    versions="0-5",
+    flexible="3+",
+    request=(
+        F(
+            "transactions",
+            "[]",
+            "4+",
+            F("transactional_id", "string", "4+"),
+            F("producer_id", "int64", "4+"),
+            F("producer_epoch", "int16", "4+"),
+            F("verify_only", "bool", "4+"),
+            F(
+                "topics",
+                "[]",
+                "4+",
+                F("name", "string", "0+"),
+                F("partitions", "[]int32", "0+"),
+            ),
+        ),
+        F("v3_and_below_transactional_id", "string", "0-3"),
+        F("v3_and_below_producer_id", "int64", "0-3"),
+        F("v3_and_below_producer_epoch", "int16", "0-3"),
+        F(
+            "v3_and_below_topics",
+            "[]",
+            "0-3",
+            F("name", "string", "0+"),
+            F("partitions", "[]int32", "0+"),
+        ),
+    ),
+    response=(
+        F("throttle_time_ms", "int32", "0+"),
+        F("error_code", "int16", "4+"),
+        F(
+            "results_by_transaction",
+            "[]",
+            "4+",
+            F("transactional_id", "string", "4+"),
+            F(
+                "topic_results",
+                "[]",
+                "4+",
+                F("name", "string", "0+"),
+                F(
+                    "results_by_partition",
+                    "[]",
+                    "0+",
+                    F("partition_index", "int32", "0+"),
+                    F("partition_error_code", "int16", "0+"),
+                ),
+            ),
+        ),
+        F(
+            "results_by_topic_v3_and_below",
+            "[]",
+            "0-3",
+            F("name", "string", "0+"),
+            F(
+                "results_by_partition",
+                "[]",
+                "0+",
+                F("partition_index", "int32", "0+"),
+                F("partition_error_code", "int16", "0+"),
+            ),
+        ),
+    ),
+)
+
+ADD_OFFSETS_TO_TXN = Api(
+    key=25,
+    name="AddOffsetsToTxn",
+    versions="0-4",
+    flexible="3+",
+    request=(
+        F("transactional_id", "string", "0+"),
+        F("producer_id", "int64", "0+"),
+        F("producer_epoch", "int16", "0+"),
+        F("group_id", "string", "0+"),
+    ),
+    response=(
+        F("throttle_time_ms", "int32", "0+"),
+        F("error_code", "int16", "0+"),
+    ),
+)
+
+END_TXN = Api(
+    key=26,
+    name="EndTxn",
+    versions="0-5",
+    flexible="3+",
+    request=(
+        F("transactional_id", "string", "0+"),
+        F("producer_id", "int64", "0+"),
+        F("producer_epoch", "int16", "0+"),
+        F("committed", "bool", "0+"),
+    ),
+    response=(
+        F("throttle_time_ms", "int32", "0+"),
+        F("error_code", "int16", "0+"),
+        F("producer_id", "int64", "5+", default=-1),
+        F("producer_epoch", "int16", "5+", default=-1),
+    ),
+)
+
+WRITE_TXN_MARKERS = Api(
+    key=27,
+    name="WriteTxnMarkers",
+    versions="0-2",
+    flexible="1+",
+    request=(
+        F(
+            "markers",
+            "[]",
+            "0+",
+            F("producer_id", "int64", "0+"),
+            F("producer_epoch", "int16", "0+"),
+            F("transaction_result", "bool", "0+"),
+            F(
+                "topics",
+                "[]",
+                "0+",
+                F("name", "string", "0+"),
+                F("partition_indexes", "[]int32", "0+"),
+            ),
+            F("coordinator_epoch", "int32", "0+"),
+            F("transaction_version", "int8", "2+"),
+        ),
+    ),
+    response=(
+        F(
+            "markers",
+            "[]",
+            "0+",
+            F("producer_id", "int64", "0+"),
+            F(
+                "topics",
+                "[]",
+                "0+",
+                F("name", "string", "0+"),
+                F(
+                    "partitions",
+                    "[]",
+                    "0+",
+                    F("partition_index", "int32", "0+"),
+                    F("error_code", "int16", "0+"),
+                ),
+            ),
+        ),
+    ),
+)
+
+TXN_OFFSET_COMMIT = Api(
+    key=28,
+    name="TxnOffsetCommit",
+    versions="0-5",
+    flexible="3+",
+    request=(
+        F("transactional_id", "string", "0+"),
+        F("group_id", "string", "0+"),
+        F("producer_id", "int64", "0+"),
+        F("producer_epoch", "int16", "0+"),
+        F("generation_id", "int32", "3+", default=-1),
+        F("member_id", "string", "3+"),
+        F("group_instance_id", "string", "3+", nullable="3+", default=None),
+        F(
+            "topics",
+            "[]",
+            "0+",
+            F("name", "string", "0+"),
+            F(
+                "partitions",
+                "[]",
+                "0+",
+                F("partition_index", "int32", "0+"),
+                F("committed_offset", "int64", "0+"),
+                F("committed_leader_epoch", "int32", "2+", default=-1),
+                F("committed_metadata", "string", "0+", nullable="0+"),
+            ),
+        ),
+    ),
+    response=(
+        F("throttle_time_ms", "int32", "0+"),
+        F(
+            "topics",
+            "[]",
+            "0+",
+            F("name", "string", "0+"),
+            F(
+                "partitions",
+                "[]",
+                "0+",
+                F("partition_index", "int32", "0+"),
+                F("error_code", "int16", "0+"),
+            ),
+        ),
+    ),
+)
+
+DESCRIBE_PRODUCERS = Api(
+    key=61,
+    name="DescribeProducers",
+    versions="0",
+    flexible="0+",
+    request=(
+        F(
+            "topics",
+            "[]",
+            "0+",
+            F("name", "string", "0+"),
+            F("partition_indexes", "[]int32", "0+"),
+        ),
+    ),
+    response=(
+        F("throttle_time_ms", "int32", "0+"),
+        F(
+            "topics",
+            "[]",
+            "0+",
+            F("name", "string", "0+"),
+            F(
+                "partitions",
+                "[]",
+                "0+",
+                F("partition_index", "int32", "0+"),
+                F("error_code", "int16", "0+"),
+                F("error_message", "string", "0+", nullable="0+", default=None),
+                F(
+                    "active_producers",
+                    "[]",
+                    "0+",
+                    F("producer_id", "int64", "0+"),
+                    F("producer_epoch", "int32", "0+"),
+                    F("last_sequence", "int32", "0+", default=-1),
+                    F("last_timestamp", "int64", "0+", default=-1),
+                    F("coordinator_epoch", "int32", "0+"),
+                    F("current_txn_start_offset", "int64", "0+", default=-1),
+                ),
+            ),
+        ),
+    ),
+)
+
+DESCRIBE_TRANSACTIONS = Api(
+    key=65,
+    name="DescribeTransactions",
+    versions="0",
+    flexible="0+",
+    request=(F("transactional_ids", "[]string", "0+"),),
+    response=(
+        F("throttle_time_ms", "int32", "0+"),
+        F(
+            "transaction_states",
+            "[]",
+            "0+",
+            F("error_code", "int16", "0+"),
+            F("transactional_id", "string", "0+"),
+            F("transaction_state", "string", "0+"),
+            F("transaction_timeout_ms", "int32", "0+"),
+            F("transaction_start_time_ms", "int64", "0+"),
+            F("producer_id", "int64", "0+"),
+            F("producer_epoch", "int16", "0+"),
+            F(
+                "topics",
+                "[]",
+                "0+",
+                F("topic", "string", "0+"),
+                F("partitions", "[]int32", "0+"),
+            ),
+        ),
+    ),
+)
+
+LIST_TRANSACTIONS = Api(
+    key=66,
+    name="ListTransactions",
+    versions="0-2",
+    flexible="0+",
+    request=(
+        F("state_filters", "[]string", "0+"),
+        F("producer_id_filters", "[]int64", "0+"),
+        F("duration_filter", "int64", "1+", default=-1),
+        F("transactional_id_pattern", "string", "2+", nullable="2+", default=None),
+    ),
+    response=(
+        F("throttle_time_ms", "int32", "0+"),
+        F("error_code", "int16", "0+"),
+        F("unknown_state_filters", "[]string", "0+"),
+        F(
+            "transaction_states",
+            "[]",
+            "0+",
+            F("transactional_id", "string", "0+"),
+            F("producer_id", "int64", "0+"),
+            F("transaction_state", "string", "0+"),
+        ),
+    ),
+)
+
 ALL_APIS: tuple[Api, ...] = (
     PRODUCE,
     FETCH,
@@ -1460,4 +1931,12 @@ ALL_APIS: tuple[Api, ...] = (
     ALTER_CLIENT_QUOTAS,
     DESCRIBE_USER_SCRAM_CREDENTIALS,
     ALTER_USER_SCRAM_CREDENTIALS,
+    ADD_PARTITIONS_TO_TXN,
+    ADD_OFFSETS_TO_TXN,
+    END_TXN,
+    WRITE_TXN_MARKERS,
+    TXN_OFFSET_COMMIT,
+    DESCRIBE_PRODUCERS,
+    DESCRIBE_TRANSACTIONS,
+    LIST_TRANSACTIONS,
 )

@@ -3,7 +3,9 @@
 A Kafka Produce keeps the producer's bytes (docs/kafka.md), so nothing is converted
 and these checks are all that stands between a client and the log: the CRC-32C, a
 known codec, the header's offset range against its record count (Kafka's
-`validateBatch`), no control batch from a client, and every record walked once
+`validateBatch`), no control batch from a client, a producer id on a transactional
+batch (issue 36: the producer state checks its epoch and sequence, and the log opens
+its transaction), and every record walked once
 (Kafka's `validateRecord`): well formed, offset deltas 0..n-1, a key on a compacted
 topic, each CreateTime timestamp within the topic's bounds. `max_timestamp` is
 computed from the records, as Kafka does before it writes a batch; the caller
@@ -145,7 +147,11 @@ def _check_header(
         raise CorruptMessage(f"{where}: unknown compression codec {attributes & 7}")
     if attributes & kafka.CONTROL_MASK:
         raise InvalidRecord("Clients are not allowed to write control records")
-    _refuse_transactions(attributes)
+    if attributes & kafka.TRANSACTIONAL_MASK and fields[_PRODUCER_ID] < 0:
+        raise InvalidRecord(
+            f"{where} is transactional without a producer id: a transactional producer "
+            "sends the id and epoch InitProducerId gave it"
+        )
     if attributes & kafka.DELETE_HORIZON_MASK:
         raise InvalidRecord(f"{where} sets the delete-horizon attribute")
     base_offset, last_delta = fields[_BASE_OFFSET], fields[_LAST_OFFSET_DELTA]
@@ -168,12 +174,6 @@ def _check_header(
             f"Invalid sequence number {fields[_BASE_SEQUENCE]} in record batch with "
             f"producerId {fields[_PRODUCER_ID]}"
         )
-
-
-def _refuse_transactions(attributes: int) -> None:
-    """The one place transactional batches are refused (transactions: issue 36)."""
-    if attributes & kafka.TRANSACTIONAL_MASK:
-        raise InvalidRecord("transactional batches are not supported: Tidelog has no transactions")
 
 
 def _records(

@@ -1,4 +1,5 @@
 """Reading and checking a whole Kafka v2 batch: header, CRC, payload, records.
+(Transactional batches and markers read like any other since issue 36.)
 
 `decode_batch` is what every reader of a Kafka batch needs (the conversion to
 Tidelog's layout, a native store's fetch-side tools); `validate_batch` adds the
@@ -102,14 +103,10 @@ def inflate_batch(
 def _read_header(
     buf: bytes | bytearray | memoryview, pos: int, fields: tuple[int, ...] | None = None
 ) -> kafka.KafkaBatchHeader:
-    """The checked header: CRC, no transactions, a known codec."""
+    """The checked header: CRC, a known codec. Transactional batches and markers
+    (control batches, issue 36) are read like any stored batch; a reader that hands
+    records to users skips control batches itself (`CONTROL_MASK`)."""
     header = kafka.read_batch_header(buf, pos, fields=fields)
-    if header.attributes & (kafka.TRANSACTIONAL_MASK | kafka.CONTROL_MASK):
-        raise KafkaCodecError(
-            KafkaError.INVALID_RECORD,
-            f"transactional or control batch (attributes {header.attributes:#06x}): "
-            "transactions are not supported",
-        )
     if header.compression > Compression.ZSTD:
         raise _corrupt(f"unknown compression codec {header.compression}")
     return header
@@ -136,6 +133,10 @@ def validate_batch(
     """
     header = _read_header(buf, pos)
     where = f"Kafka batch at byte {pos}"
+    if header.attributes & kafka.CONTROL_MASK:
+        raise KafkaCodecError(
+            KafkaError.INVALID_RECORD, "Clients are not allowed to write control records"
+        )
     if header.base_offset != 0:
         raise KafkaCodecError(
             KafkaError.INVALID_RECORD, f"{where} has base_offset {header.base_offset}"

@@ -37,7 +37,7 @@ def kafka_fetch(version: int, max_bytes: int, client_id: str | None = "consumer-
     return encode_request(RequestHeader(1, version, 7, client_id), body)[4:]  # no size
 
 
-@pytest.mark.parametrize("version", [4, 7, 11])
+@pytest.mark.parametrize("version", [4, 7, 11, 12, 14, 15, 17, 18])
 @pytest.mark.parametrize("client_id", ["consumer-1", None])
 def test_a_kafka_fetch_asks_for_its_max_bytes(version: int, client_id: str | None) -> None:
     assert KAFKA.answer_room(kafka_fetch(version, 123_456, client_id)) == 123_456

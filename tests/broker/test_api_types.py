@@ -52,6 +52,7 @@ SAMPLES: dict[str, Any] = {
     "heartbeat": {"group": "g", "member_id": "m", "generation": 1},
     "leave_group": {"group": "g", "members": [{}]},
     "list_groups": {},
+    "list_transactions": {"transactional_ids": ["tx"], "states": ["Ongoing"]},
     "describe_groups": {"groups": ["g"]},
     "delete_groups": {"groups": ["g"]},
     "authenticate": {"mechanism": "PLAIN", "auth_bytes": b"\x00alice\x00secret"},

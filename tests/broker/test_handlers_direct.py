@@ -327,6 +327,7 @@ def fetch_body(
         topics=[FetchTopic(topic=topic, partitions=[wanted])],
         local_read=False,
         kafka_batches=False,
+        isolation_level=0,
     )
 
 

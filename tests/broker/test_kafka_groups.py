@@ -197,7 +197,9 @@ async def test_a_kafka_member_and_a_tidelog_member_share_a_group(ctx: BrokerCont
     }
 
 
-def _commit(group: str, generation: int, member: str, offset: int, metadata: str = "") -> Any:
+def _commit(
+    group: str, generation: int, member: str, offset: int, metadata: str = "", version: int = 7
+) -> Any:
     cls = kp_class(COMMIT, True)
     partition = cls.OffsetCommitRequestTopic.OffsetCommitRequestPartition(
         partition_index=1, committed_offset=offset, committed_metadata=metadata
@@ -205,7 +207,7 @@ def _commit(group: str, generation: int, member: str, offset: int, metadata: str
     topic = cls.OffsetCommitRequestTopic(name="t", partitions=[partition])
     return kp(
         COMMIT,
-        7,
+        version,
         group_id=group,
         generation_id_or_member_epoch=generation,
         member_id=member,
@@ -288,3 +290,99 @@ async def test_leave_v3_by_several_members(ctx: BrokerContext) -> None:
 )
 def test_member_hosts_are_written_as_javas_inetaddress(host: str, kafka: str) -> None:
     assert kafka_client_host(host) == kafka
+
+
+# --- the flexible versions (issue 36) ---------------------------------------------
+
+
+async def test_find_coordinator_v4_answers_each_key(ctx: BrokerContext) -> None:
+    found = await run(ctx, kp(FIND, 4, key_type=0, coordinator_keys=["g", "h"]))
+    assert [(c.key, c.error_code, c.node_id, c.port) for c in found.coordinators] == [
+        ("g", 0, 7, 9192),
+        ("h", 0, 7, 9192),
+    ]
+    # a transactional id: retriable until the transaction log is loaded, then this broker
+    other = await run(ctx, kp(FIND, 6, key_type=1, coordinator_keys=["txn"]))
+    assert [(c.key, c.error_code, c.node_id) for c in other.coordinators] == [
+        ("txn", CODE["COORDINATOR_NOT_AVAILABLE"], -1)
+    ]
+    await ctx.transactions.load()
+    other = await run(ctx, kp(FIND, 6, key_type=1, coordinator_keys=["txn", ""]))
+    assert [(c.key, c.error_code, c.node_id) for c in other.coordinators] == [
+        ("txn", 0, 7),
+        ("", CODE["INVALID_REQUEST"], -1),
+    ]
+    share = await run(ctx, kp(FIND, 6, key_type=2, coordinator_keys=["s"]))
+    assert share.coordinators[0].error_code == CODE["INVALID_REQUEST"]
+
+
+async def test_the_latest_group_versions_run_a_member(ctx: BrokerContext) -> None:
+    """JoinGroup 9, SyncGroup 5 (its protocol checked), Heartbeat 4, DescribeGroups 6,
+    ListGroups 5 with its filters, LeaveGroup 5: Kafka's flexible layouts throughout."""
+    protocol = kp_class(JOIN, True).JoinGroupRequestProtocol(name="range", metadata=b"sub")
+    fields: dict[str, Any] = {
+        "group_id": "g", "session_timeout_ms": 10_000, "rebalance_timeout_ms": 5_000,
+        "protocol_type": "consumer", "protocols": [protocol], "reason": "test",
+    }  # fmt: skip
+    first = await run(ctx, kp(JOIN, 9, member_id="", **fields))
+    assert first.error_code == CODE["MEMBER_ID_REQUIRED"]
+    joined = await run(ctx, kp(JOIN, 9, member_id=first.member_id, **fields))
+    assert (joined.error_code, joined.protocol_type, joined.protocol_name) == (
+        0, "consumer", "range",
+    )  # fmt: skip
+    assignment = kp_class(SYNC, True).SyncGroupRequestAssignment(
+        member_id=joined.member_id, assignment=b"plan"
+    )
+    sync = {"group_id": "g", "generation_id": joined.generation_id,
+            "member_id": joined.member_id, "assignments": [assignment]}  # fmt: skip
+    wrong = await run(ctx, kp(SYNC, 5, protocol_type="other", protocol_name="range", **sync))
+    assert wrong.error_code == CODE["INCONSISTENT_GROUP_PROTOCOL"]
+    synced = await run(ctx, kp(SYNC, 5, protocol_type="consumer", protocol_name="range", **sync))
+    assert (synced.error_code, synced.protocol_type, synced.protocol_name, synced.assignment) == (
+        0, "consumer", "range", b"plan",
+    )  # fmt: skip
+    beat = await run(
+        ctx,
+        kp(HEARTBEAT, 4, group_id="g", generation_id=joined.generation_id,
+           member_id=joined.member_id),
+    )  # fmt: skip
+    assert beat.error_code == 0
+    described = await run(ctx, kp(DESCRIBE, 6, groups=["g"]))
+    assert (described.groups[0].group_state, described.groups[0].error_message) == (
+        "Stable",
+        None,
+    )
+    listed = await run(ctx, kp(LIST, 5, states_filter=[], types_filter=[]))
+    assert [(g.group_id, g.group_state, g.group_type) for g in listed.groups] == [
+        ("g", "Stable", "classic")
+    ]
+    assert (await run(ctx, kp(LIST, 4, states_filter=["stable"]))).groups
+    assert not (await run(ctx, kp(LIST, 4, states_filter=["Empty"]))).groups
+    assert not (await run(ctx, kp(LIST, 5, states_filter=[], types_filter=["consumer"]))).groups
+    member = kp_class(LEAVE, True).MemberIdentity(
+        member_id=joined.member_id, group_instance_id=None, reason="bye"
+    )
+    left = await run(ctx, kp(LEAVE, 5, group_id="g", members=[member]))
+    assert (left.error_code, [m.error_code for m in left.members]) == (0, [0])
+
+
+async def test_offset_fetch_v8_answers_each_group(ctx: BrokerContext) -> None:
+    member, generation = await stable_member(ctx)
+    committed = await run(ctx, _commit("g", generation, member, 42, "note", version=9))
+    assert committed.topics[0].partitions[0].error_code == 0
+    request = kp_class(FETCH, True)
+    topic = request.OffsetFetchRequestGroup.OffsetFetchRequestTopics(
+        name="t", partition_indexes=[1]
+    )
+    groups = [
+        request.OffsetFetchRequestGroup(group_id="g", topics=[topic]),
+        request.OffsetFetchRequestGroup(group_id="other", topics=None),
+        request.OffsetFetchRequestGroup(group_id="", topics=None),
+    ]
+    fetched = await run(ctx, kp(FETCH, 8, groups=groups, require_stable=True))
+    answers = {g.group_id: g for g in fetched.groups}
+    got = [(p.partition_index, p.committed_offset, p.metadata)
+           for p in answers["g"].topics[0].partitions]  # fmt: skip
+    assert got == [(1, 42, "note")]
+    assert (answers["other"].error_code, answers["other"].topics) == (0, [])
+    assert answers[""].error_code == CODE["INVALID_GROUP_ID"]

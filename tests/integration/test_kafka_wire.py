@@ -21,7 +21,15 @@ from protocol import batch as tidelog_batch
 from protocol.kafka import records as kafka_records
 from protocol.kafka.codec import decode_response
 from protocol.kafka.errors import ERRORS_BY_NAME
-from protocol.kafka.messages import API_VERSIONS, FETCH, LIST_OFFSETS, METADATA, PRODUCE
+from protocol.kafka.messages import (
+    API_VERSIONS,
+    END_TXN,
+    FETCH,
+    INIT_PRODUCER_ID,
+    LIST_OFFSETS,
+    METADATA,
+    PRODUCE,
+)
 from tests.conftest import BrokerProcess, start_broker
 from tests.integration.kafka_helpers import KafkaSocket
 
@@ -95,10 +103,10 @@ def test_api_versions_lists_what_is_served(neighbour: KafkaSocket) -> None:
     answer = neighbour.call(API_VERSIONS, 3, {"client_software_name": "t",
                                                "client_software_version": "1"})  # fmt: skip
     ranges = {a["api_key"]: (a["min_version"], a["max_version"]) for a in answer["api_keys"]}
-    assert ranges[PRODUCE.key] == (0, 8)
-    assert ranges[FETCH.key] == (4, 11)
-    assert ranges[LIST_OFFSETS.key] == (1, 7)
-    assert ranges[METADATA.key] == (0, 8)
+    assert ranges[PRODUCE.key] == (0, 13)
+    assert ranges[FETCH.key] == (4, 18)
+    assert ranges[LIST_OFFSETS.key] == (1, 10)
+    assert ranges[METADATA.key] == (0, 13)
     assert ranges[API_VERSIONS.key] == (0, 5)
     assert answer["finalized_features"] == [
         {"name": "metadata.version", "max_version_level": 33, "min_version_level": 33}
@@ -170,10 +178,29 @@ def test_unknown_api_key_closes_only_that_connection(
 def test_version_out_of_range_without_error_field_closes(
     broker: BrokerProcess, neighbour: KafkaSocket
 ) -> None:
-    """Metadata v12 has no top-level error code to answer in: closed, as in Kafka."""
+    """Metadata v14 (beyond our table) has no answer layout: closed, as in Kafka."""
     with KafkaSocket(broker.address) as sock:
-        body = struct.pack(">hhih", METADATA.key, 12, 7, -1) + b"\x00" + b"\x01\x00\x00\x00"
+        body = struct.pack(">hhih", METADATA.key, 14, 7, -1) + b"\x00" + b"\x01\x00\x00\x00"
         sock.send_raw(struct.pack(">i", len(body)) + body)
+        assert sock.closed_by_peer()
+
+
+def test_a_table_ahead_of_its_handler_is_neither_advertised_nor_served(
+    broker: BrokerProcess, neighbour: KafkaSocket
+) -> None:
+    """A schema in messages.py without a row serving that version (EndTxn v5, KIP-890
+    part 2, which the coordinator does not serve): not in ApiVersions, and refused as
+    an unknown version is."""
+    answer = neighbour.call(API_VERSIONS, 3, {"client_software_name": "t",
+                                               "client_software_version": "1"})  # fmt: skip
+    ranges = {a["api_key"]: (a["min_version"], a["max_version"]) for a in answer["api_keys"]}
+    assert ranges[END_TXN.key] == (0, 4)
+    assert END_TXN.max_version == 5
+    assert ranges[INIT_PRODUCER_ID.key][1] < INIT_PRODUCER_ID.max_version  # v6: 2PC
+    body = {"transactional_id": "t", "producer_id": 1, "producer_epoch": 0, "committed": True}
+    with KafkaSocket(broker.address) as sock:
+        sock.call(API_VERSIONS, 0, {})
+        sock.send_raw(sock.request_bytes(END_TXN, 5, body))  # as an unknown version: closed
         assert sock.closed_by_peer()
 
 

@@ -45,6 +45,14 @@ def kafka_b(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
 
 
 @pytest.fixture(scope="session")
+def kafka_tv1(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
+    """Kafka at transaction.version=1: the transactional differential tests' oracle, since
+    Tidelog finalizes no transaction.version (clients then speak KIP-890 part 1 only)."""
+    with open_target("kafka-tv1", tmp_path_factory.mktemp("kafka-tv1")) as target:
+        yield target
+
+
+@pytest.fixture(scope="session")
 def tidelog(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
     """Tidelog's broker, speaking Kafka's protocol on its usual port."""
     with open_target("tidelog", tmp_path_factory.mktemp("tidelog")) as target:

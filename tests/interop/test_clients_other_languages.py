@@ -1,6 +1,8 @@
 """Kafka clients in other languages against Tidelog, with Apache Kafka as the oracle
-(issue 37): kafka-clients 4.4 (Java), kafkajs (Node), franz-go and sarama (Go), each
-built from the project's files under interop/ (interop/ecosystem/toolchains.py).
+(issue 37): kafka-clients 4.4 (Java), kafkajs (Node), franz-go and sarama (Go), and
+@platformatic/kafka 1.35 (Node; issue 36: it speaks only flexible versions, Produce 9+,
+Fetch 15+ with topic ids), each built from the project's files under interop/
+(interop/ecosystem/toolchains.py).
 
 Each client produces keyed records with headers to a two-partition topic, reads them back
 through a consumer group and commits; both brokers must give the same observation, and

@@ -29,6 +29,9 @@ CONTRACT_CODES = [
     "INVALID_PRODUCER_EPOCH",
     "UNKNOWN_PRODUCER_ID",
     "PRODUCER_FENCED",
+    # Issue 36 (transactions in the log), Kafka's names; see docs/storage.md.
+    "INVALID_TXN_STATE",
+    "TRANSACTION_COORDINATOR_FENCED",
     # Issue 20 (consumer groups), Kafka's names; see docs/groups.md.
     "COORDINATOR_NOT_AVAILABLE",
     "COORDINATOR_LOAD_IN_PROGRESS",

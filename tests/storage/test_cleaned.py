@@ -32,7 +32,7 @@ def write(tmp_path, batches, *, index_bytes=4096, interval=500):
 def test_log_and_indexes_are_valid_storage_files(tmp_path):
     batches = [batch(100 + 3 * i, 1000 + (i % 5) * 10) for i in range(40)]
     writer = write(tmp_path, batches)
-    log_path, index_path, time_index_path = segment_paths(tmp_path, 100, CLEANED_SUFFIX)
+    log_path, index_path, time_index_path, _ = segment_paths(tmp_path, 100, CLEANED_SUFFIX)
     data = log_path.read_bytes()
     assert data == b"".join(batches)
     assert writer.size == len(data) and writer.next_offset == 220
@@ -51,7 +51,7 @@ def test_log_and_indexes_are_valid_storage_files(tmp_path):
 
 def test_full_indexes_stop_taking_entries(tmp_path):
     write(tmp_path, [batch(100 + 3 * i, 1000 + i) for i in range(40)], index_bytes=24)
-    _, index_path, time_index_path = segment_paths(tmp_path, 100, CLEANED_SUFFIX)
+    _, index_path, time_index_path, _ = segment_paths(tmp_path, 100, CLEANED_SUFFIX)
     assert index_path.stat().st_size == 24  # 3 entries of 8 bytes
     assert time_index_path.stat().st_size == 24  # 2 entries of 12 bytes, the last the final one
     times = TimeIndex(time_index_path, 100, FileIO())
@@ -73,7 +73,7 @@ def test_indexes_larger_than_one_conversion_step(tmp_path, monkeypatch):
     monkeypatch.setattr(index_module, "WRITE_CHUNK_ENTRIES", 7)
     batches = [batch(100 + 3 * i, 1000 + i) for i in range(40)]
     write(tmp_path, batches, interval=0)
-    _, index_path, time_index_path = segment_paths(tmp_path, 100, CLEANED_SUFFIX)
+    _, index_path, time_index_path, _ = segment_paths(tmp_path, 100, CLEANED_SUFFIX)
     data = b"".join(batches)
     offsets = OffsetIndex(index_path, 100, FileIO())
     offsets.sanity_check(len(data))

@@ -54,7 +54,7 @@ def test_a_complete_swap_replaces_the_originals_in_its_range(tmp_path: Path) -> 
 
 def test_swap_index_files_without_their_log_are_leftovers(tmp_path: Path) -> None:
     log_path(tmp_path, 0).write_bytes(_batches(0, [2]))
-    _, index, time_index = segment_paths(tmp_path, 0, SWAP_SUFFIX)
+    _, index, time_index, _ = segment_paths(tmp_path, 0, SWAP_SUFFIX)
     index.write_bytes(b"")
     time_index.write_bytes(b"")
     assert complete_swaps(FileIO(), tmp_path) == []

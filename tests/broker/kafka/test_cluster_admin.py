@@ -352,4 +352,4 @@ def test_api_versions_carries_metadata_version_as_kafka_4_4(version: int) -> Non
     ] == [("metadata.version", 33, 33)]
     assert answer.finalized_features_epoch >= 0
     keys = {k.api_key: (k.min_version, k.max_version) for k in answer.api_keys}
-    assert keys[2] == (1, 7) and keys[37] == (0, 3) and keys[18] == (0, 5)
+    assert keys[2] == (1, 10) and keys[37] == (0, 3) and keys[18] == (0, 5)

@@ -44,7 +44,18 @@ async def test_an_idempotent_producer_gets_fresh_ids(ctx: BrokerContext, version
     assert (second.error_code, second.producer_id, second.producer_epoch) == (0, 1, 0)
 
 
-async def test_a_transactional_producer_is_refused(ctx: BrokerContext) -> None:
-    answer = await round_trip(ctx, 1, "payments-tx", 3)
-    assert answer.error_code == ERRORS_BY_NAME["INVALID_REQUEST"].code
+async def test_a_transactional_producer_gets_an_id_then_the_next_epoch(
+    ctx: BrokerContext,
+) -> None:
+    await ctx.transactions.load()
+    first = await round_trip(ctx, 1, "payments-tx", 3)
+    assert first.error_code == ERRORS_BY_NAME["NONE"].code
+    assert first.producer_id >= 0 and first.producer_epoch == 0
+    again = await round_trip(ctx, 1, "payments-tx", 4)  # a new instance: fences the old
+    assert (again.producer_id, again.producer_epoch) == (first.producer_id, 1)
+
+
+async def test_a_transactional_producer_waits_for_the_load(ctx: BrokerContext) -> None:
+    answer = await round_trip(ctx, 1, "payments-tx", 3)  # nothing loaded the coordinator
+    assert answer.error_code == ERRORS_BY_NAME["COORDINATOR_LOAD_IN_PROGRESS"].code
     assert (answer.producer_id, answer.producer_epoch) == (-1, -1)

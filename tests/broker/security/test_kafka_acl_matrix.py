@@ -40,6 +40,9 @@ CLUSTER_DENIED = ERRORS_BY_NAME["CLUSTER_AUTHORIZATION_FAILED"].code
 SASL_FAILED = ERRORS_BY_NAME["SASL_AUTHENTICATION_FAILED"].code
 MEMBER_ID_REQUIRED = ERRORS_BY_NAME["MEMBER_ID_REQUIRED"].code
 UNKNOWN_MEMBER_ID = ERRORS_BY_NAME["UNKNOWN_MEMBER_ID"].code
+NO_PRODUCER_ID_MAPPING = ERRORS_BY_NAME["INVALID_PRODUCER_ID_MAPPING"].code
+TXN_ID_NOT_FOUND = ERRORS_BY_NAME["TRANSACTIONAL_ID_NOT_FOUND"].code
+TXN_ID_DENIED = ERRORS_BY_NAME["TRANSACTIONAL_ID_AUTHORIZATION_FAILED"].code
 OK = 0
 
 SETTINGS = (
@@ -62,6 +65,7 @@ ALICE_ACLS = (
     "Allow User:alice Delete Group Literal billing",
     "Allow User:alice Alter Cluster Literal kafka-cluster",
     "Allow User:alice AlterConfigs Cluster Literal kafka-cluster",
+    "Allow User:alice Write TransactionalId Literal tx-a",
 )
 
 
@@ -171,6 +175,18 @@ class Row:
 
 def _part(answer: Any, topics: str, parts: str = "partitions") -> int:
     return getattr(getattr(answer, topics)[0], parts)[0].error_code
+
+
+ADD_PARTITIONS = {
+    "v3_and_below_transactional_id": "tx-a",
+    "v3_and_below_producer_id": 0,
+    "v3_and_below_producer_epoch": 0,
+    "v3_and_below_topics": [{"name": "orders", "partitions": [0]}],
+}
+
+
+def _added(answer: Any) -> int:
+    return int(answer.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code)
 
 
 JOIN = {
@@ -428,6 +444,138 @@ ROWS = [
         22,
         0,
         {"transactional_id": None, "transaction_timeout_ms": 60000},
+        lambda a: a.error_code,
+        OK,
+        OK,
+    ),
+    # Transactions (docs/transactions.md): alice (Write on transactional id tx-a, which
+    # implies Describe) passes the ACLs and meets the coordinator (no such id yet),
+    # bob is refused first.
+    Row(
+        "AddPartitionsToTxn",
+        24,
+        1,
+        ADD_PARTITIONS,
+        _added,
+        NO_PRODUCER_ID_MAPPING,
+        TXN_ID_DENIED,
+    ),
+    Row(  # the id allowed, the topic not (admin: a super user, may)
+        "AddPartitionsToTxn(payments)",
+        24,
+        1,
+        {**ADD_PARTITIONS, "v3_and_below_topics": [{"name": "payments", "partitions": [0]}]},
+        _added,
+        NO_PRODUCER_ID_MAPPING,
+        TOPIC_DENIED,
+        users=("admin", "alice"),
+    ),
+    Row(
+        "InitProducerId(transactional)",
+        22,
+        1,
+        {"transactional_id": "tx-a", "transaction_timeout_ms": 60000},
+        lambda a: a.error_code,
+        OK,
+        TXN_ID_DENIED,
+    ),
+    Row(
+        "FindCoordinator(transaction)",
+        10,
+        1,
+        {"key": "tx-a", "key_type": 1},
+        lambda a: a.error_code,
+        OK,
+        TXN_ID_DENIED,
+    ),
+    Row(
+        "AddOffsetsToTxn",
+        25,
+        1,
+        {"transactional_id": "tx-a", "producer_id": 0, "producer_epoch": 0, "group_id": "billing"},
+        lambda a: a.error_code,
+        NO_PRODUCER_ID_MAPPING,
+        GROUP_DENIED,
+    ),
+    Row(
+        "EndTxn",
+        26,
+        1,
+        {"transactional_id": "tx-a", "producer_id": 0, "producer_epoch": 0, "committed": True},
+        lambda a: a.error_code,
+        NO_PRODUCER_ID_MAPPING,
+        TXN_ID_DENIED,
+    ),
+    Row(
+        "TxnOffsetCommit",
+        28,
+        1,
+        {
+            "transactional_id": "tx-a",
+            "group_id": "billing",
+            "producer_id": 0,
+            "producer_epoch": 0,
+            "topics": [
+                {
+                    "name": "orders",
+                    "partitions": [
+                        {
+                            "partition_index": 0,
+                            "committed_offset": 1,
+                            "committed_leader_epoch": -1,
+                            "committed_metadata": "",
+                        }
+                    ],
+                }
+            ],
+        },
+        lambda a: _part(a, "topics"),
+        NO_PRODUCER_ID_MAPPING,
+        GROUP_DENIED,
+    ),
+    Row(
+        "WriteTxnMarkers",
+        27,
+        0,
+        {
+            "markers": [
+                {
+                    "producer_id": 0,
+                    "producer_epoch": 0,
+                    "transaction_result": False,
+                    "topics": [{"name": "orders", "partition_indexes": [0]}],
+                    "coordinator_epoch": 0,
+                }
+            ]
+        },
+        lambda a: a.markers[0].topics[0].partitions[0].error_code,
+        OK,
+        CLUSTER_DENIED,
+        users=("admin", "alice"),
+    ),
+    Row(
+        "DescribeProducers",
+        61,
+        0,
+        {"topics": [{"name": "orders", "partition_indexes": [0]}]},
+        lambda a: _part(a, "topics"),
+        OK,
+        TOPIC_DENIED,
+    ),
+    Row(
+        "DescribeTransactions",
+        65,
+        0,
+        {"transactional_ids": ["tx-a"]},
+        lambda a: a.transaction_states[0].error_code,
+        TXN_ID_NOT_FOUND,
+        TXN_ID_DENIED,
+    ),
+    Row(
+        "ListTransactions",
+        66,
+        0,
+        {"state_filters": [], "producer_id_filters": []},
         lambda a: a.error_code,
         OK,
         OK,

@@ -156,11 +156,11 @@ def test_produce_is_advertised_from_v0_and_v0_requests_decode():
 
 
 def test_other_unsupported_versions_have_no_answer():
-    """Produce v9 (flexible, beyond our table): refused with the header kept, no answer body."""
-    frame = b"\x00\x00\x00\x09\x00\x00\x00\x01\x00\x01x\x00" + b"\x00" * 12
+    """Produce v14 (flexible, beyond our table): refused with the header kept, no answer body."""
+    frame = b"\x00\x00\x00\x0e\x00\x00\x00\x01\x00\x01x\x00" + b"\x00" * 12
     with pytest.raises(UnsupportedRequest) as info:
         decode_request(frame)
-    assert info.value.header == RequestHeader(PRODUCE.key, 9, 1, "x")
+    assert info.value.header == RequestHeader(PRODUCE.key, 14, 1, "x")
     assert unsupported_version_response(info.value.header) is None
 
 
@@ -231,7 +231,7 @@ def test_encoding_a_wrong_type_names_the_api():
 
 
 def test_every_api_is_registered_once_by_key():
-    assert len(APIS_BY_KEY) == len(ALL_APIS) == 39
+    assert len(APIS_BY_KEY) == len(ALL_APIS) == 47
 
 
 @pytest.mark.parametrize(

@@ -193,8 +193,6 @@ def _with_header_fields(data: bytes, **fields: int) -> bytes:
         ({"record_count": 5}, "record"),
         ({"record_count": 2**31 - 1}, "record"),
         ({"record_count": 3}, "follow"),
-        ({"attributes": 0x10}, "transaction"),
-        ({"attributes": 0x20}, "transaction"),
         ({"attributes": 0x07}, "codec 7"),
     ],
 )
@@ -358,3 +356,16 @@ def test_kafka_to_tidelog_matches_the_tuple_path_on_damaged_records(
     data = bytes(batch)
     new = _outcome(lambda d: kafka_to_tidelog(d)[0], data)
     assert new == _outcome(_reference_kafka_to_tidelog, data)
+
+
+def test_a_transactional_batch_converts_to_a_plain_one_and_markers_are_left_out():
+    from protocol.batch import MAGIC, iter_records, read_header
+    from protocol.kafka.control import marker_batch
+    from protocol.layouts import to_layout
+
+    data = _with_header_fields(_build(KpBuilder, Compression.NONE), attributes=0x10)
+    converted, _ = kafka_to_tidelog(data)
+    assert read_header(converted).attributes == 0
+    assert [r.value for r in iter_records(converted)] == [r[1] for r in RECORDS]
+    marker = marker_batch(1, 0, commit=True, coordinator_epoch=0, timestamp=1_700_000_000_000)
+    assert to_layout(data + marker, MAGIC) == converted

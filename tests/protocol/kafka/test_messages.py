@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from harness import kafka_python
-from protocol.kafka.gen_messages import EXTRA_FIELDS, snake
+from protocol.kafka.gen_messages import EXTRA_FIELDS, inline_common_structs, snake
 from protocol.kafka.messages import ALL_APIS, API_VERSIONS
 from protocol.kafka.schema import Field, version_range
 
@@ -30,7 +30,10 @@ RESOURCES = files("kafka.protocol.schemas") / "resources"
 
 def _json(name: str) -> dict[str, Any]:
     text = (RESOURCES / f"{name}.json").read_text()
-    return json.loads(re.sub(r"(?m)^\s*//.*$", "", text))
+    schema = json.loads(re.sub(r"(?m)^\s*//.*$", "", text))
+    # "[]AddPartitionsToTxnTopic": a struct of the schema's commonStructs, laid out in place.
+    schema["fields"] = inline_common_structs(schema["fields"], schema.get("commonStructs", []))
+    return schema
 
 
 def _kind(field: dict[str, Any]) -> str:

@@ -1,0 +1,128 @@
+"""The cleaner and transactions (issue 36, Kafka's LogCleaner): aborted records never
+shadow a key and are removed, markers are kept, the `.txnindex` of the merged
+segments goes with the cleaned one, and nothing at or past the LSO is cleaned."""
+
+from __future__ import annotations
+
+import struct
+
+import crc32c
+import pytest
+
+from protocol.batch import KAFKA_LAYOUT, encode_batch
+from tests.compaction.helpers import (
+    Clock,
+    batches_of,
+    kafka_batch,
+    latest_by_key,
+    make_cleaner,
+    make_cleaner_manager,
+    open_manager,
+    read_all,
+)
+from tests.compaction.test_cleaner import COMPACT
+
+
+@pytest.fixture
+def clock():
+    return Clock()
+
+
+@pytest.fixture
+def logs(tmp_path, clock):
+    manager = open_manager(tmp_path, clock)
+    yield manager
+    manager.close()
+
+
+def txn(log, rows, ts, producer_id, sequence, *, transactional=True, epoch=0):
+    """Append (key, value) rows as one Kafka batch of `producer_id`, transactional."""
+    batch = bytearray(
+        kafka_batch(
+            encode_batch(
+                [(k, v, None, ts) for k, v in rows],
+                producer_id=producer_id,
+                producer_epoch=epoch,
+                base_sequence=sequence,
+            )
+        )
+    )
+    if transactional:
+        attributes = struct.unpack_from(">h", batch, 21)[0] | 0x10
+        struct.pack_into(">h", batch, 21, attributes)
+        struct.pack_into(">I", batch, 17, crc32c.crc32c(bytes(batch[21:])))
+    return log.append(bytes(batch), layout=KAFKA_LAYOUT).base_offset
+
+
+def committed_values(log):
+    """key -> value as a read_committed Kafka consumer sees them (CompletedFetch's
+    algorithm: before each batch with a producer id, the aborted entries starting at or
+    below its last offset mark their producers aborted; an ABORT marker clears its
+    producer; a transactional batch of an aborted producer is skipped)."""
+    data = log.read(log.log_start_offset, 1 << 24, committed=True)
+    pending = sorted(data.aborted_transactions, key=lambda e: e[1])
+    aborted: set[int] = set()
+    out = {}
+    for header, records in batches_of(data.records):
+        if header.producer_id >= 0:
+            while pending and pending[0][1] <= header.last_offset:
+                aborted.add(pending.pop(0)[0])
+            if header.attributes & 0x20:
+                if records and records[0].key == b"\x00\x00\x00\x00":  # ABORT
+                    aborted.discard(header.producer_id)
+                continue
+            if header.attributes & 0x10 and header.producer_id in aborted:
+                continue
+        for r in records:
+            out[r.key] = r.value
+    return out
+
+
+def test_aborted_records_never_shadow_a_committed_key(logs, clock):
+    logs.create_topic("t", 1, COMPACT)
+    log = logs.get_log("t", 0)
+    txn(log, [(b"a", b"a-committed"), (b"b", b"b-1")], clock(), 5, 0)
+    log.append_txn_marker(5, 0, commit=True, coordinator_epoch=0, append_time_ms=clock())
+    txn(log, [(b"a", b"a-aborted"), (b"c", b"c-aborted")], clock(), 5, 2)
+    log.append_txn_marker(5, 0, commit=False, coordinator_epoch=0, append_time_ms=clock())
+    txn(log, [(b"b", b"b-2")], clock(), 6, 0, transactional=False)
+    # Producer 5's newest batch is kept whole for deduplication: a later one here.
+    txn(log, [(b"d", b"d-1")], clock(), 5, 4)
+    log.append_txn_marker(5, 0, commit=True, coordinator_epoch=0, append_time_ms=clock())
+    log.roll()
+    before = committed_values(log)
+    assert before == {b"a": b"a-committed", b"b": b"b-2", b"d": b"d-1"}
+    result = make_cleaner_manager(logs, clock).clean_one(make_cleaner())
+    assert result is not None
+    assert committed_values(log) == before
+    stored = batches_of(log.read(0, 1 << 24).records)
+    # Both markers kept, the aborted batch removed, the committed "a" kept.
+    assert [h.base_offset for h, _ in stored if h.attributes & 0x20] == [2, 5, 8]
+    values = [r.value for h, rs in stored if not h.attributes & 0x20 for r in rs]
+    assert b"a-aborted" not in values and b"a-committed" in values
+    # The cleaned segment keeps the AbortedTxn entry (and its file).
+    first = log._local.segments[0]
+    assert [(e.producer_id, e.first_offset, e.last_offset) for e in first.txn_index.entries] == [
+        (5, 3, 5)
+    ]
+    assert first.txn_index.path.exists()
+
+
+def test_nothing_at_or_past_the_lso_is_cleaned(logs, clock):
+    logs.create_topic("t", 1, COMPACT)
+    log = logs.get_log("t", 0)
+    for i in range(5):
+        txn(log, [(b"k", b"old-%d" % i)], clock(), 9, i, transactional=False)
+    log.roll()
+    txn(log, [(b"k", b"open")], clock(), 10, 0)  # an open transaction from here on
+    log.roll()
+    for i in range(5):
+        txn(log, [(b"k", b"new-%d" % i)], clock(), 9, 5 + i, transactional=False)
+    log.roll()
+    assert log.last_stable_offset == 5
+    result = make_cleaner_manager(logs, clock).clean_one(make_cleaner())
+    assert result is not None and result.end_offset <= 5
+    records = read_all(log)
+    # The first segment was cleaned to its latest; everything from the LSO on is whole.
+    assert [r.value for r in records] == [b"old-4", b"open"] + [b"new-%d" % i for i in range(5)]
+    assert latest_by_key(records)[b"k"][1] == b"new-4"
