@@ -18,19 +18,30 @@ per partition (Kafka serves one remote partition per fetch).
 from __future__ import annotations
 
 import functools
+import weakref
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
 import trio
 
 from protocol.errors import RemoteStorageError
+from storage.fileio import FileIO
 from storage.log import FetchData, Log
+from storage.remote.manifest_view import ManifestView
+from storage.remote.remote_reader import RemoteLog
 
 if TYPE_CHECKING:
     from broker.context import BrokerContext
     from protocol.api_types import FetchPartition
 
-__all__ = ["REMOTE_READ_THREADS", "REMOTE_READ_TIMEOUT_S", "call", "limiter", "prefetch"]
+__all__ = [
+    "REMOTE_READ_THREADS",
+    "REMOTE_READ_TIMEOUT_S",
+    "call",
+    "ensure_attached",
+    "limiter",
+    "prefetch",
+]
 
 # Threads reading the store at once, broker-wide (Kafka's remote.log.reader.threads is
 # 10): enough to overlap a fetch's cold partitions, few enough that a hung store ties
@@ -120,3 +131,31 @@ async def prefetch(
         for job in jobs:
             nursery.start_soon(one, *job)
     return found
+
+
+# Logs already looked at for a remote tier (a topic without one is not looked at again
+# until its config turns remote storage on).
+_CHECKED: weakref.WeakSet[Log] = weakref.WeakSet()
+
+
+def ensure_attached(ctx: BrokerContext, plog: Log) -> None:
+    """Give `plog` its remote tier once (its manifest's readable segments), if its topic
+    has remote.storage.enable or its directory holds a manifest. Called by
+    `broker.handlers.common.get_log`: one set look-up for a log already seen."""
+    reader = ctx.remote_reader
+    if reader is None or plog.remote is not None:
+        return
+    enabled = bool(getattr(plog.config, "remote_storage_enable", False))
+    if plog in _CHECKED and not enabled:
+        return
+    _CHECKED.add(plog)
+    view = ManifestView(FileIO(), plog.directory, _prefix(ctx))
+    refs = view()
+    if not enabled and not refs:
+        return
+    remote = RemoteLog(reader, view, f"{plog.topic}-{plog.partition}")
+    plog.attach_remote(remote, view.log_start_offset)
+
+
+def _prefix(ctx: BrokerContext) -> str:
+    return str(getattr(ctx.config, "tidelog_remote_storage_prefix", "tidelog"))
