@@ -29,7 +29,7 @@ from pathlib import Path
 
 import trio
 
-from broker import offload
+from broker import offload, remote_read
 from broker.codecs import codec_named
 from broker.component_metrics import component_samples
 from broker.config import BrokerConfig, authenticates
@@ -173,15 +173,7 @@ async def serve_broker(
         services.start_soon(serve_metrics_http, *http)
         if security.tls is not None:
             services.start_soon(_reload_tls_on_sighup, security)
-        manager = LogManager(
-            config.data_dir,
-            config.log_config,
-            clock_ms=clock_ms,
-            fd_reserve=fd_reserve_for(config.max_connections),
-        )
-        started = time.perf_counter()
-        await offload.to_worker(manager.open)
-        log.info("logs_loaded", topics=len(manager.topics()), duration_s=_since(started))
+        manager = await _open_log_manager(config, clock_ms)
         # Retention, delayed file deletion, flush.ms and checkpoints (broker/housekeeping.py).
         scheduler = Scheduler(services)
         tasks = start_log_tasks(scheduler, manager, config, clock_ms=clock_ms)
@@ -197,6 +189,9 @@ async def serve_broker(
             clock_ms=clock_ms,
             security=security,
         )
+        # Tiered storage's reads below the local log start (docs/tiered-reads.md).
+        remote_read.set_threads(config.remote_log_reader_threads)
+        ctx.remote_reader = await offload.to_worker(remote_read.open_reader, config)
         await services.start(ctx.groups.serve)  # group coordinator: loaded, then ticking
         if console is not None:
             console.attach(ctx, cleaner)
@@ -226,6 +221,21 @@ async def serve_broker(
                     raise ShutdownFailed(str(exc)) from exc
                 log.info("shutdown_complete")
             services.cancel_scope.cancel()
+
+
+async def _open_log_manager(config: BrokerConfig, clock_ms: ClockMs) -> LogManager:
+    """Open (and recover) the data directory's logs in a worker thread."""
+    manager = LogManager(
+        config.data_dir,
+        config.log_config,
+        clock_ms=clock_ms,
+        fd_reserve=fd_reserve_for(config.max_connections),
+        remote_storage_system_enable=config.remote_log_storage_system_enable,
+    )
+    started = time.perf_counter()
+    await offload.to_worker(manager.open)
+    log.info("logs_loaded", topics=len(manager.topics()), duration_s=_since(started))
+    return manager
 
 
 # Shortest period of a cleaner worker's task, so `log.cleaner.backoff.ms=0` cannot spin.
