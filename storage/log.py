@@ -254,7 +254,7 @@ class Log:
         self._lock = threading.Lock()
         self._flush_lock = threading.Lock()
         self._log_start_offset = log_start_offset
-        # The remote tier (docs/tiered-storage.md): reads below the local log start go
+        # The remote tier (docs/tiered-reads.md): reads below the local log start go
         # there. Set by the broker when remote storage is on for the topic.
         self.remote: RemoteLog | None = None
         self._deleted = False

@@ -1,4 +1,4 @@
-"""Segments of a real log put in the bucket under the key layout (docs/tiered-storage.md),
+"""Segments of a real log put in the bucket under the key layout (docs/tiered-reads.md),
 as the uploader would, for the read-path tests."""
 
 from __future__ import annotations

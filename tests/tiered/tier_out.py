@@ -1,6 +1,6 @@
 """Put a stopped broker's older segments of one partition into the bucket only: what the
 uploader and local retention leave behind, written here with boto3 and a manifest in
-the documented format (docs/tiered-storage.md), so the read side is tested on its own."""
+the documented format (docs/tiered-reads.md), so the read side is tested on its own."""
 
 from __future__ import annotations
 
