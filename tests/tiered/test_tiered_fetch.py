@@ -5,6 +5,8 @@ stops fails only the partitions that need it."""
 
 from __future__ import annotations
 
+import dataclasses
+import threading
 import urllib.request
 import warnings
 from pathlib import Path
@@ -18,6 +20,7 @@ from protocol.kafka.errors import ERRORS_BY_NAME
 from protocol.kafka.messages import FETCH, LIST_OFFSETS, PRODUCE
 from tests.conftest import BrokerFactory, BrokerProcess
 from tests.integration.kafka_helpers import KafkaSocket
+from tests.tiered.stall_proxy import StallProxy
 from tests.tiered.tier_out import tier_out
 from tidelog.client import Client
 from tidelog.consumer import Consumer, TopicPartition
@@ -267,3 +270,43 @@ def test_a_store_that_stops_fails_only_the_partitions_that_need_it(
         assert cold["error_code"] == KAFKA_STORAGE_ERROR and not cold["records"]
         assert hot["error_code"] == 0 and hot["records"]
     assert _metrics(broker)["tidelog_remote_read_errors_total"] >= 3
+
+
+def test_a_stalled_store_times_out_its_partitions_while_the_broker_serves_the_rest(
+    broker_factory: BrokerFactory, tmp_path: Path, s3_server: Any
+) -> None:
+    host, port = s3_server.endpoint.removeprefix("http://").split(":")
+    with StallProxy((host, int(port))) as proxy:
+        s3 = dataclasses.replace(s3_server, endpoint=proxy.endpoint)
+        options = [*s3.broker_options(), "--set", "tidelog.remote.fetch.timeout.ms=1500"]
+        broker, before, _ = _tiered(
+            broker_factory, tmp_path, options, s3.env, s3.client(), s3.bucket
+        )
+        proxy.stalled.set()
+        done: list[str] = []
+        sent = threading.Event()
+        cold: list[dict] = []
+
+        def read_cold() -> None:
+            with Client(broker.bootstrap) as client:
+                sent.set()
+                cold.extend(_fetch(client, [(COLD, 0, 0), (HOT, 0, 0)], kafka=True))
+                done.append("cold")
+
+        reader = threading.Thread(target=read_cold)
+        reader.start()
+        sent.wait()
+        with Client(broker.bootstrap) as client:  # another client, while the store hangs
+            (hot,) = _fetch(client, [(HOT, 0, 0)], kafka=True)
+            assert hot["error"] is None and hot["records"]
+            done.append("hot")
+        reader.join()
+        assert done == ["hot", "cold"]  # the event loop never waited for the store
+        assert cold[0]["error"] == RemoteStorageError.code
+        assert "did not answer within 1.5 s" in cold[0]["message"]
+        assert cold[1]["error"] is None and cold[1]["records"] == hot["records"]
+        proxy.stalled.clear()  # the store answers again: the same read is served
+        with Client(broker.bootstrap) as client:
+            (again,) = _fetch(client, [(COLD, 0, 0)], kafka=True)
+        assert again["error"] is None
+        assert bytes(again["records"]) == before["msgpack kafka_batches=True"][0][1]
