@@ -131,11 +131,17 @@ async def prefetch(
     """The remote partitions of a fetch read concurrently: by position in `wanted`,
     each one's records (up to its own max_bytes, at least one batch) or the error it
     met. Partitions the local log serves are left out."""
-    jobs = [
-        (i, plog, p["offset"], max(min(p["max_bytes"], max_bytes), 1))
-        for i, (_, p, plog) in enumerate(wanted)
-        if plog is not None and plog.needs_remote(p["offset"])
-    ]
+    # Their limits share the answer's room (max_bytes, and the memory grant): the
+    # pass over the partitions after this one reads again any that did not fit.
+    room = min(max_bytes, ctx.memory.room())
+    jobs = []
+    for i, (_, p, plog) in enumerate(wanted):
+        if room <= 0:
+            break
+        if plog is not None and plog.needs_remote(p["offset"]):
+            limit = max(min(p["max_bytes"], room), 1)
+            jobs.append((i, plog, p["offset"], limit))
+            room -= limit
     found: dict[int, FetchData | Exception] = {}
     if not jobs:
         return found

@@ -60,7 +60,7 @@ class ManifestView:
     def __call__(self) -> tuple[RemoteSegmentRef, ...]:
         try:
             stat = os.stat(self._path)
-        except FileNotFoundError:
+        except OSError:  # none yet (nothing uploaded), or the directory is going away
             return self._refs
         stamp = (stat.st_ino, stat.st_size, stat.st_mtime_ns)
         if stamp != self._stamp:
