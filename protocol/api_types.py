@@ -230,7 +230,7 @@ class ListOffsetsPartition(TypedDict):
     """An item of `ListOffsetsTopic.partitions`."""
 
     partition: int
-    spec: Literal["earliest", "latest", "max_timestamp"]
+    spec: Literal["earliest", "earliest_local", "latest", "max_timestamp"]
 
 
 class ListOffsetsTopic(TypedDict):

@@ -138,7 +138,7 @@ _OFFSET_RESULT = Struct(
     timestamp=_NULLABLE_INT64,
 )
 
-LIST_OFFSET_SPECS = frozenset({"earliest", "latest", "max_timestamp"})
+LIST_OFFSET_SPECS = frozenset({"earliest", "earliest_local", "latest", "max_timestamp"})
 ACKS = frozenset({0, 1, -1})
 
 

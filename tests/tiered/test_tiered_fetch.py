@@ -212,6 +212,9 @@ def test_reads_across_tiers_match_local_reads_through_both_protocols(
     assert len(entries) >= 3
     local_start = min(int(p.stem) for p in (broker.data_dir / f"{COLD}-0").glob("*.log"))
     assert local_start == entries[-1]["end_offset"] + 1 > 0
+    with Client(broker.bootstrap) as client:
+        local = client.list_offsets(COLD, 0, "earliest_local")
+        assert local is not None and local.offset == local_start
     cold = _walk(broker)
     assert cold == before
     assert cold["earliest"] == before["earliest"] and cold["earliest"].offset == 0
