@@ -30,7 +30,11 @@ class StallProxy:
                 client, _ = self._listener.accept()
             except OSError:
                 return
-            upstream = socket.create_connection(self._upstream)
+            try:
+                upstream = socket.create_connection(self._upstream)
+            except OSError:
+                client.close()
+                continue
             self._sockets += [client, upstream]
             threading.Thread(target=self._pump, args=(client, upstream), daemon=True).start()
             threading.Thread(target=self._pump, args=(upstream, client), daemon=True).start()
@@ -49,6 +53,7 @@ class StallProxy:
                     sock.shutdown(socket.SHUT_RDWR)
                 except OSError:
                     pass
+                sock.close()
 
     def close(self) -> None:
         self._closed.set()
