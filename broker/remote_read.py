@@ -3,12 +3,12 @@
 A read below a partition's local log start blocks on the network (storage.remote).
 It never runs on the event loop and never in `broker.offload`'s worker pool: a slow
 or dead store would then hold the threads local reads and fsyncs need. Here every
-remote read borrows one of REMOTE_READ_THREADS threads and is given
-tidelog.remote.fetch.timeout.ms (10 s); past it the caller gets RemoteStorageError (retriable) and
-the thread is abandoned (it ends when the store client's own socket timeout fires,
-and holds its limiter slot until then, so a dead store caps itself at
-remote.log.reader.threads threads). Only the partitions that need the store wait or fail;
-every other partition of the request, and every other client, is served as before.
+remote read borrows one of `remote.log.reader.threads` threads (10) and is given
+`tidelog.remote.fetch.timeout.ms` (10 s); past it the caller gets RemoteStorageError
+(retriable) and the thread is abandoned: it ends when the store client's own socket
+timeout fires, and holds its limiter slot until then, so a dead store ties up those
+threads only. Only the partitions that need the store wait or fail; every other
+partition of the request, and every other client, is served as before.
 
 `prefetch` reads a fetch's remote partitions concurrently (bounded by the same
 threads), so a fetch of several cold partitions costs about one round trip, not one
@@ -43,7 +43,10 @@ __all__ = [
     "call",
     "ensure_attached",
     "limiter",
+    "open_reader",
     "prefetch",
+    "read",
+    "set_threads",
 ]
 
 # Threads reading the store at once, broker-wide, unless remote.log.reader.threads says
