@@ -56,6 +56,7 @@ class StallProxy:
                 sock.close()
 
     def close(self) -> None:
+        """Stop listening and drop every connection: the store is down (refused)."""
         self._closed.set()
         self._listener.close()
         for sock in self._sockets:

@@ -50,14 +50,27 @@ def store(request: pytest.FixtureRequest) -> S3Server:
 @pytest.fixture
 def uploaded(tmp_path: Path, store: S3Server) -> Iterator[tuple[Log, list[RemoteSegmentRef]]]:
     log = _filled_log(tmp_path / "t-0")
-    refs = upload_segments(store.client(), store.bucket, log, prefix=f"p{uuid.uuid4().hex[:6]}")
+    client = store.client()
+    try:
+        refs = upload_segments(client, store.bucket, log, prefix=f"p{uuid.uuid4().hex[:6]}")
+    finally:
+        client.close()
     yield log, refs
     log.close()
+    for reader in _READERS:
+        reader.close()
+    _READERS.clear()
+
+
+_READERS: list[RemoteReader] = []
 
 
 def _reader(tmp_path: Path, store: S3Server, **caps: int) -> RemoteReader:
+    """A reader of `store` (closed with the `uploaded` fixture)."""
     settings = store.settings(max_attempts=1, connect_timeout_ms=1000)
-    return RemoteReader(BlockingObjectStore(settings), tmp_path / "data", **caps)
+    reader = RemoteReader(BlockingObjectStore(settings), tmp_path / "data", **caps)
+    _READERS.append(reader)
+    return reader
 
 
 def test_remote_reads_are_byte_identical_to_local_ones(
@@ -123,6 +136,7 @@ def test_a_truncated_body_is_an_error_not_garbage(
     client = store.client()
     data = client.get_object(Bucket=store.bucket, Key=ref.log_key)["Body"].read()
     client.put_object(Bucket=store.bucket, Key=ref.log_key, Body=data[:-100])
+    client.close()
     reader = _reader(tmp_path, store, chunk_bytes=1024, chunk_cache_bytes=64 * 1024)
     remote = RemoteLog(reader, lambda: refs, "t-0")
     assert remote.read(refs[1].base_offset, 100, min_one=True, local_start=10**9) is not None
