@@ -255,7 +255,7 @@ class Log:
         self._flush_lock = threading.Lock()
         self._log_start_offset = log_start_offset
         # The remote tier (docs/tiered-reads.md): reads below the local log start go
-        # there. Set by the broker when remote storage is on for the topic.
+        # there. Set by `attach_remote` (the broker, when the partition has one).
         self.remote: RemoteLog | None = None
         self._deleted = False
         # Set by recovery when the log was opened: what the last start had to repair.
