@@ -194,7 +194,7 @@ def _tiered(
     """A broker whose `cold` partitions hold all but their two newest segments in the
     bucket only; what `_walk` saw before (with `walk`; else the first fetch only)."""
     data = tmp_path / "data"
-    broker = broker_factory(data_dir=data, extra_args=tuple(options), env=env)
+    broker = broker_factory(*options, data_dir=data, env=env)
     _fill(broker)
     if walk:
         before = _walk(broker)
@@ -208,7 +208,7 @@ def _tiered(
         tier_out(client, bucket, data / f"{COLD}-1", keep_local=2)
     finally:
         client.close()
-    broker = broker_factory(data_dir=data, extra_args=tuple(options), env=env)
+    broker = broker_factory(*options, data_dir=data, env=env)
     return broker, before, entries
 
 
@@ -253,7 +253,7 @@ def test_a_failing_store_fails_only_the_partitions_that_need_it(
     host, port = s3_server.endpoint.removeprefix("http://").split(":")
     with StallProxy((host, int(port))) as proxy:
         s3 = dataclasses.replace(s3_server, endpoint=proxy.endpoint)
-        options = [*s3.broker_options(), "--set", "tidelog.remote.fetch.timeout.ms=1500"]
+        options = [*s3.broker_options(), "tidelog.remote.fetch.timeout.ms=1500"]
         broker, before, entries = _tiered(
             broker_factory, tmp_path, options, s3.env, s3_server.client(), s3.bucket, walk=False
         )
@@ -339,11 +339,11 @@ def test_the_uploader_and_local_retention_leave_every_record_readable(
     protocols, in order, across a restart, with the local disk bounded."""
     options = (
         *s3_server.broker_options(),
-        "--set", "remote.log.manager.task.interval.ms=100",
-        "--set", "log.initial.task.delay.ms=0",
-    )  # fmt: skip
+        "remote.log.manager.task.interval.ms=100",
+        "log.initial.task.delay.ms=0",
+    )
     data = tmp_path / "data"
-    broker = broker_factory(data_dir=data, extra_args=options, env=s3_server.env)
+    broker = broker_factory(*options, data_dir=data, env=s3_server.env)
     config = {
         "segment.bytes": SEGMENT_BYTES,
         "remote.storage.enable": "true",
@@ -373,5 +373,5 @@ def test_the_uploader_and_local_retention_leave_every_record_readable(
     assert [(o, v) for o, v in seen["consumer"] if not v.startswith(b"kafka")] == expected
     assert [o for o, _ in seen["consumer"]] == list(range(RECORDS))
     assert broker.stop() == 0
-    restarted = broker_factory(data_dir=data, extra_args=options, env=s3_server.env)
+    restarted = broker_factory(*options, data_dir=data, env=s3_server.env)
     assert _walk(restarted) == seen
