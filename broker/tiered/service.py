@@ -45,7 +45,9 @@ from retention.tiered import (
     plan_remote_deletion,
     total_segments,
 )
+from storage.checkpoint import read_checkpoint
 from storage.fileio import FileIO
+from storage.files import LOG_START_OFFSET_CHECKPOINT
 from storage.log import Log
 from storage.manager import LogManager
 from storage.remote import BlockingObjectStore, RemoteStorageError, partition_prefix
@@ -162,9 +164,10 @@ class TieredStorage:
     def load_all(self) -> None:
         """Every tiered partition's local manifest, and the log start offsets it
         restores (blocking: a worker thread, before the broker serves)."""
+        starts = read_checkpoint(self.io, self.manager.data_dir / LOG_START_OFFSET_CHECKPOINT)
         for log in self.tiered_logs():
             try:
-                self.partition(log).load()
+                self.partition(log).load(starts.get((log.topic, log.partition)))
             except (RemoteStorageError, OSError, ValueError) as exc:
                 logger.error(
                     "tiered_manifest_unreadable",
