@@ -184,8 +184,7 @@ def ensure_attached(ctx: BrokerContext, plog: Log) -> None:
     refs = view()
     if not enabled and not refs:
         return
-    remote = RemoteLog(reader, view, f"{plog.topic}-{plog.partition}")
-    plog.attach_remote(remote, view.log_start_offset)
+    plog.attach_remote(RemoteLog(reader, view, f"{plog.topic}-{plog.partition}"))
 
 
 def _prefix(ctx: BrokerContext) -> str:

@@ -55,7 +55,6 @@ class ManifestView:
         self._prefix = prefix
         self._stamp: tuple[int, int, int] | None = None
         self._refs: tuple[RemoteSegmentRef, ...] = ()
-        self.log_start_offset = -1  # the manifest's, -1 before one was read
 
     def __call__(self) -> tuple[RemoteSegmentRef, ...]:
         try:
@@ -71,5 +70,4 @@ class ManifestView:
                 log.error("remote_manifest_unreadable", path=str(self._path), error=str(exc))
                 return self._refs
             self._refs = refs_of(manifest, self._prefix)
-            self.log_start_offset = manifest.log_start_offset
         return self._refs

@@ -180,7 +180,8 @@ def test_a_log_reads_below_its_local_segments_from_the_remote_tier(
     local_start = refs[gone].base_offset
     assert log.log_start_offset == local_start
     remote = RemoteLog(_reader(tmp_path, store, chunk_bytes=1024), lambda: refs, "t-0")
-    log.attach_remote(remote, 0)
+    log.restore_log_start_offset(0)  # as tiered storage's start-up does from the manifest
+    log.attach_remote(remote)
     assert (log.log_start_offset, log.local_log_start_offset) == (0, local_start)
     assert log.needs_remote(0) and not log.needs_remote(local_start)
     got = [log.read(offset, 700) for offset in range(0, end, 7)]
@@ -188,14 +189,3 @@ def test_a_log_reads_below_its_local_segments_from_the_remote_tier(
     assert [log.offset_for_timestamp(t) for t in (BASE_TS, BASE_TS + 555, BASE_TS + 1190)] == times
     assert log.max_timestamp() == top
     assert log.remote_time_lookup(BASE_TS) and log.remote_time_lookup(None)
-
-
-def test_a_gap_in_the_remote_segments_keeps_the_log_start_local(
-    tmp_path: Path, store: S3Server, uploaded: tuple[Log, list[RemoteSegmentRef]]
-) -> None:
-    log, refs = uploaded
-    log.delete_oldest_segments(3, "test: local retention")
-    with_gap = [refs[0], refs[2]]  # refs[1]'s offsets are nowhere
-    log.attach_remote(RemoteLog(_reader(tmp_path, store), lambda: with_gap, "t-0"), 0)
-    assert log.log_start_offset == refs[3].base_offset
-    assert not log.needs_remote(0)

@@ -56,7 +56,10 @@ def _fill(broker: BrokerProcess) -> None:
     """`cold` (two partitions): Tidelog and Kafka batches mixed, several segments each;
     `hot`: one record, local only."""
     with Client(broker.bootstrap) as client:
-        client.create_topic(COLD, 2, {"segment.bytes": SEGMENT_BYTES, "retention.ms": -1})
+        # A tiered topic (its start-up restores the log start from the manifest); its
+        # uploader waits log.initial.task.delay.ms (30 s), so the test uploads first.
+        cold = {"segment.bytes": SEGMENT_BYTES, "retention.ms": -1, "remote.storage.enable": True}
+        client.create_topic(COLD, 2, cold)
         client.create_topic(HOT, 1)
         client.produce(HOT, 0, encode_batch([(b"h", b"hot", None, BASE_TS)]))
         with KafkaSocket(broker.address) as sock:
