@@ -46,7 +46,7 @@ soak: install
 
 # Tiered storage's kill -9 sweep (issue 39, docs/reliability.md): every upload and remote
 # deletion step killed at its 1st and 3rd hit, against moto's S3 server on loopback
-# (~7 min here). `make test` runs one of the steps.
+# (3-7 min here). `make test` runs one of the steps.
 tiered: install
 	$(BIN)/python -m pytest -m tiered tests/tiered $(PYTEST_ARGS)
 
