@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: install ext run test lint format bench bench-quick bench-kafka clean soak interop browser
+.PHONY: install ext run test lint format bench bench-quick bench-kafka clean soak interop browser tiered
 
 install: $(STAMP)
 
@@ -43,6 +43,12 @@ soak: install
 	TIDELOG_SOAK_KILL_CYCLES=200 TIDELOG_SOAK_SWEEP_HITS=5 TIDELOG_SOAK_POWER_CUTS=40 \
 	TIDELOG_SOAK_LOAD_S=1800 TIDELOG_SOAK_FUZZ_EXAMPLES=6000 \
 	$(BIN)/python -m pytest tests/reliability tests/fuzz $(PYTEST_ARGS)
+
+# Tiered storage's kill -9 sweep (issue 39, docs/reliability.md): every upload and remote
+# deletion step killed at its 1st and 3rd hit, against moto's S3 server on loopback
+# (3-7 min here). `make test` runs one of the steps.
+tiered: install
+	$(BIN)/python -m pytest -m tiered tests/tiered $(PYTEST_ARGS)
 
 # Apache Kafka as oracle and peer (issue 19, docs/kafka-interop.md): the real Kafka 4.x broker
 # (jars fetched by Maven into ~/.cache/tidelog), kcat from Debian, the Python Kafka clients.

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import trio
 
-from broker import offload
+from broker import offload, remote_read
 from broker.codecs import codec_named
 from broker.component_metrics import component_samples
 from broker.config import BrokerConfig, authenticates
@@ -65,6 +65,7 @@ from broker.security.accept import (
 from broker.security.listeners import ListenerSpec, SecurityProtocol
 from broker.security.service import BrokerSecurity
 from broker.serve_flags import SERVE_DESCRIPTION, add_serve_arguments
+from broker.tiered.start import start_tiered_storage
 from broker.wirecodec import WireCodec
 from compaction.service import CleanerService
 from protocol.clock import ClockMs, wall_clock_ms
@@ -173,19 +174,12 @@ async def serve_broker(
         services.start_soon(serve_metrics_http, *http)
         if security.tls is not None:
             services.start_soon(_reload_tls_on_sighup, security)
-        manager = LogManager(
-            config.data_dir,
-            config.log_config,
-            clock_ms=clock_ms,
-            fd_reserve=fd_reserve_for(config.max_connections),
-        )
-        started = time.perf_counter()
-        await offload.to_worker(manager.open)
-        log.info("logs_loaded", topics=len(manager.topics()), duration_s=_since(started))
+        manager = await _open_log_manager(config, clock_ms)
         # Retention, delayed file deletion, flush.ms and checkpoints (broker/housekeeping.py).
         scheduler = Scheduler(services)
         tasks = start_log_tasks(scheduler, manager, config, clock_ms=clock_ms)
         cleaner = start_log_cleaner(scheduler, manager, config, clock_ms)
+        tiered = await start_tiered_storage(scheduler, manager, config, metrics, clock_ms)
         readiness.recovered = True
         metrics.add_partition_source(lambda: _partition_stats(manager))
         ctx = BrokerContext(
@@ -197,6 +191,9 @@ async def serve_broker(
             clock_ms=clock_ms,
             security=security,
         )
+        # Tiered storage's reads below the local log start (docs/tiered-reads.md).
+        remote_read.set_threads(config.remote_log_reader_threads)
+        ctx.remote_reader = await offload.to_worker(remote_read.open_reader, config)
         await _start_coordinators(services, ctx)
         if console is not None:
             console.attach(ctx, cleaner)
@@ -219,6 +216,10 @@ async def serve_broker(
             with trio.CancelScope(shield=True):
                 _close_coordinators(ctx)  # no coordinator tick may write while the logs close
                 cleaner.request_stop()  # running cleanings give up at their next chunk
+                if tiered is not None:
+                    tiered.stop()  # so do uploads
+                if ctx.remote_reader is not None:
+                    ctx.remote_reader.close()  # remote reads still running fail, retriably
                 await scheduler.aclose()  # no task may touch the logs while they close
                 try:
                     await offload.to_worker(manager.close)
@@ -240,6 +241,21 @@ def _close_coordinators(ctx: BrokerContext) -> None:
     """Stop both coordinators' timers before the logs close."""
     ctx.groups.close()
     ctx.transactions.close()
+
+
+async def _open_log_manager(config: BrokerConfig, clock_ms: ClockMs) -> LogManager:
+    """Open (and recover) the data directory's logs in a worker thread."""
+    manager = LogManager(
+        config.data_dir,
+        config.log_config,
+        clock_ms=clock_ms,
+        fd_reserve=fd_reserve_for(config.max_connections),
+        remote_storage_system_enable=config.remote_log_storage_system_enable,
+    )
+    started = time.perf_counter()
+    await offload.to_worker(manager.open)
+    log.info("logs_loaded", topics=len(manager.topics()), duration_s=_since(started))
+    return manager
 
 
 # Shortest period of a cleaner worker's task, so `log.cleaner.backoff.ms=0` cannot spin.

@@ -95,6 +95,7 @@ from storage.producer_state import (
 )
 from storage.producer_state_manager import ProducerStateManager
 from storage.record_source import RecordSource
+from storage.remote.remote_reader import RemoteLog
 from storage.segment import Segment, SegmentInfo
 from storage.segment_walk import find_batch
 from storage.txn_index import AbortedTxn
@@ -303,6 +304,9 @@ class Log:
         self._lock = threading.Lock()
         self._flush_lock = threading.Lock()
         self._log_start_offset = log_start_offset
+        # The remote tier (docs/tiered-reads.md): reads below the local log start go
+        # there. Set by `attach_remote` (the broker, when the partition has one).
+        self.remote: RemoteLog | None = None
         self._deleted = False
         # Set by recovery when the log was opened: what the last start had to repair.
         self.recovery_truncated_bytes = 0
@@ -326,6 +330,37 @@ class Log:
     @property
     def log_start_offset(self) -> int:
         return self._log_start_offset
+
+    @property
+    def local_log_start_offset(self) -> int:
+        """The first offset a local segment serves (KIP-405's local log start offset):
+        equal to the log start unless tiered storage deleted local copies of uploaded
+        segments, whose records below it are in the object store only."""
+        return max(self._log_start_offset, self._local.segments[0].base_offset)
+
+    def needs_remote(self, offset: int) -> bool:
+        """Whether a read of `offset` goes to the remote tier (blocking on the network:
+        the broker calls it in a remote-read thread, never on the event loop)."""
+        remote = self.remote
+        return (
+            remote is not None
+            and self._log_start_offset <= offset < self.local_log_start_offset
+            and remote.covers(offset)
+        )
+
+    def attach_remote(self, remote: RemoteLog) -> None:
+        """Serve reads below the local segments from `remote`. The log start offset is
+        not touched: tiered storage's start-up restores it from the manifest
+        (`restore_log_start_offset`), never below what delete-records decided."""
+        self.remote = remote
+
+    def remote_time_lookup(self, timestamp: int | None) -> bool:
+        """Whether a time lookup (None: the max timestamp) may read the remote tier."""
+        remote = self.remote
+        if remote is None:
+            return False
+        top = remote.max_timestamp_ms(self._log_start_offset, self.local_log_start_offset)
+        return top >= 0 and (timestamp is None or top >= timestamp)
 
     @property
     def log_end_offset(self) -> int:
@@ -689,7 +724,11 @@ class Log:
         (at least one batch with `min_one`). OffsetOutOfRange outside [log start, high
         watermark]; empty at the high watermark; CorruptMessage for a fenced range.
         `committed` (read_committed): batches below the LSO only, with the LSO and the
-        aborted transactions of the range in the answer."""
+        aborted transactions of the range in the answer. Below the local log start the
+        remote tier answers (uploaded segments lie below the LSO)."""
+        remote = self._read_remote(offset, max_bytes, min_one, committed)
+        if remote is not None:
+            return FetchData(*remote)
         if committed:
             return self._read_committed(offset, max_bytes, min_one, None, located=False)  # type: ignore[return-value]
         found, hw, start = self._find(offset, max_bytes, min_one)
@@ -711,6 +750,9 @@ class Log:
         (sendfile, local reads); same batches and errors. With `max_batches`, a span
         whose header walk would pass more batches raises ReadWouldWait first (the event
         loop's budget; see `broker.handlers.fetch`)."""
+        remote = self._read_remote(offset, max_bytes, min_one, committed)
+        if remote is not None:
+            return Location(*remote)
         if committed:
             return self._read_committed(offset, max_bytes, min_one, max_batches, located=True)  # type: ignore[return-value]
         found, hw, start = self._find(offset, max_bytes, min_one)
@@ -771,9 +813,16 @@ class Log:
         past the read), which a consumer ignores."""
         i = segments.index(read)
         upper = segments[i + 1].base_offset if i + 1 < len(segments) else lso
-        upper = min(upper, lso)
+        return Log._aborted_from(segments[i:], offset, min(upper, lso))
+
+    @staticmethod
+    def _aborted_from(
+        segments: list[Segment], offset: int, upper: int
+    ) -> tuple[tuple[int, int], ...]:
+        """The aborted transactions meeting [offset, upper) in `segments`' txn indexes,
+        searched in order until an entry's LSO reaches `upper`."""
         found: list[tuple[int, int]] = []
-        for segment in segments[i:]:
+        for segment in segments:
             txn_index = segment.txn_index
             if not txn_index.entries:
                 continue
@@ -783,6 +832,34 @@ class Log:
                 break
         return tuple(found)
 
+    def _read_remote(
+        self, offset: int, max_bytes: int, min_one: bool, committed: bool = False
+    ) -> tuple[bytes, int, int, int, int, tuple[tuple[int, int], ...]] | None:
+        """(records, high watermark, log start, layouts, LSO, aborted transactions) of a
+        read below the local log start, from the remote tier; None: the local log serves
+        it. A read_committed one carries the LSO and Kafka's aborted list, searched over
+        the remote segments' `.txnindex` objects from the one read, then the local ones."""
+        remote = self.remote
+        if remote is None:
+            return None
+        with self._lock:
+            start, hw = self._log_start_offset, self.high_watermark
+            local_start = self.local_log_start_offset
+            lso = self._lso_locked() if committed else -1
+            segments = self._local.view().segments if committed else []
+        if not start <= offset < local_start:
+            return None
+        found = remote.read(offset, max_bytes, min_one=min_one, local_start=local_start)
+        if found is None:
+            return None
+        records, layouts = found
+        if not committed:
+            return records, hw, start, layouts, -1, ()
+        aborted, complete, upper = remote.aborted_transactions(offset, lso, local_start)
+        if not complete:
+            aborted = (*aborted, *self._aborted_from(segments, offset, upper))
+        return records, hw, start, layouts, lso, aborted
+
     def _find(self, offset: int, max_bytes: int, min_one: bool) -> tuple[Found | None, int, int]:
         """Where a read lies (None: nothing at the offset yet), the high watermark and
         the log start."""
@@ -791,6 +868,14 @@ class Log:
             raise OffsetOutOfRange(
                 f"{self.topic}-{self.partition}: offset {offset} is outside [{start}, {hw}]"
             )
+        if offset < view.bases[0]:
+            # In the object store only (tiered storage deleted the local copy): never
+            # answer with a later local batch, which would skip records. (Remote reads
+            # are wired in by issue 39's read side.)
+            raise StorageError(
+                f"{self.topic}-{self.partition}: offset {offset} is below the local log "
+                f"start {view.bases[0]}; it is in the object store only"
+            )
         return self._local.find(view, offset, max_bytes, min_one=min_one, hw=hw), hw, start
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
@@ -798,12 +883,27 @@ class Log:
         timestamp >= `timestamp`, or None. Out-of-order timestamps are handled as
         Kafka does: the time index only narrows where the scan starts."""
         view, start, hw = self._snapshot()
+        remote = self.remote
+        if remote is not None:
+            local_start = max(start, view.segments[0].base_offset)
+            found = remote.offset_for_timestamp(timestamp, start, local_start)
+            if found is not None:
+                return found
+            start = max(start, local_start)
         return self._local.offset_for_timestamp(view.segments, timestamp, start, hw)
 
     def max_timestamp(self) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record holding the largest timestamp, or None."""
         view, start, _ = self._snapshot()
-        return self._local.max_timestamp(view.segments, start)
+        local = self._local.max_timestamp(view.segments, max(start, view.segments[0].base_offset))
+        remote = self.remote
+        if remote is None:
+            return local
+        local_start = max(start, view.segments[0].base_offset)
+        if remote.max_timestamp_ms(start, local_start) < (-1 if local is None else local[1]):
+            return local  # the local tier holds a later timestamp: no remote read
+        found = remote.max_timestamp(start, local_start)
+        return local if found is None else found
 
     # ---- moving the start and the end ---------------------------------------
 
@@ -813,19 +913,48 @@ class Log:
             raise PolicyViolation(
                 f"{self.topic}: delete_records needs cleanup.policy to include delete"
             )
+        hw = self.high_watermark
+        target = hw if offset == -1 else offset
+        if target < 0 or target > hw:
+            raise OffsetOutOfRange(
+                f"{self.topic}-{self.partition}: delete_records offset {offset} "
+                f"is outside [0, {hw}]"
+            )
+        return self.raise_log_start_offset(target, "delete_records")
+
+    def raise_log_start_offset(self, offset: int, reason: str) -> int:
+        """Raise the log start offset to `offset` (at most the high watermark; it never
+        moves back); returns it. Remote retention calls it before it deletes objects."""
         with self._lock:
-            hw = self.high_watermark
-            target = hw if offset == -1 else offset
-            if target < 0 or target > hw:
-                raise OffsetOutOfRange(
-                    f"{self.topic}-{self.partition}: delete_records offset {offset} "
-                    f"is outside [0, {hw}]"
-                )
+            target = min(offset, self.high_watermark)
             if target > self._log_start_offset:
                 self._log_start_offset = target
                 self._producers.state.truncate_head(target)
-                self._log.info("log_start_offset_raised", offset=target, reason="delete_records")
+                self._log.info("log_start_offset_raised", offset=target, reason=reason)
             return self._log_start_offset
+
+    def restore_log_start_offset(self, offset: int) -> None:
+        """At open, tiered storage's manifest may put the log start below the first local
+        segment (recovery clamps it there): the remote tier holds [offset, local start).
+        The caller checks that readable remote segments cover that range."""
+        with self._lock:
+            if 0 <= offset < self._log_start_offset:
+                self._log_start_offset = offset
+                self._log.info("log_start_offset_restored", offset=offset, reason="remote_tier")
+
+    def delete_local_segments(self, count: int, reason: str) -> list[SegmentInfo]:
+        """Tiered storage's local retention: remove the oldest `count` local segments
+        (never the active one), whose records the object store holds; the log start
+        offset stays, the local log start rises. Callers check the upload finished."""
+        with self._lock:
+            local = self._local
+            count = min(count, len(local.segments) - 1)
+            if count <= 0:
+                return []
+            new_local_start = local.segments[count].base_offset
+            infos = local.delete_oldest(count, reason, new_local_start)
+            self._producers.segments_deleted(self._log_start_offset, new_local_start)
+            return infos
 
     def truncate_to(self, offset: int) -> None:
         """Remove every batch at or after the one holding `offset` (testing, operators)."""

@@ -34,7 +34,7 @@ import structlog
 
 from storage.fileio import FileIO
 
-__all__ = ["ENTRY_SIZE", "AbortedTxn", "TxnIndex", "encode_entries"]
+__all__ = ["ENTRY_SIZE", "AbortedTxn", "TxnIndex", "encode_entries", "parse_entries"]
 
 log = structlog.get_logger("tidelog.storage")
 
@@ -53,6 +53,18 @@ class AbortedTxn(NamedTuple):
 def encode_entries(entries: list[AbortedTxn]) -> bytes:
     """The bytes of a `.txnindex` holding `entries`."""
     return b"".join(_ENTRY.pack(0, *e) for e in entries)
+
+
+def parse_entries(data: bytes) -> list[AbortedTxn]:
+    """The whole version-0 entries of a `.txnindex`'s bytes, up to the first other one
+    (a remote copy: what `TxnIndex.load` keeps of a local file)."""
+    entries = []
+    for pos in range(0, len(data) - len(data) % ENTRY_SIZE, ENTRY_SIZE):
+        version, *fields = _ENTRY.unpack_from(data, pos)
+        if version != 0:
+            break
+        entries.append(AbortedTxn(*fields))
+    return entries
 
 
 class TxnIndex:
