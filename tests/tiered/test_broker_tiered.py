@@ -28,8 +28,14 @@ WAIT_S = 30.0
 
 
 def wait_until(check: Callable[[], bool], what: str, timeout_s: float = WAIT_S) -> None:
+    """Poll `check`; an AssertionError in it (the bucket seen mid-upload) counts as not yet."""
     deadline = time.monotonic() + timeout_s
-    while not check():
+    while True:
+        try:
+            if check():
+                return
+        except AssertionError:
+            pass
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         time.sleep(0.05)
