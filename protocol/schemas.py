@@ -146,7 +146,9 @@ _OFFSET_RESULT = Struct(
 
 # "last_stable": the last stable offset (docs/protocol.md §9, transactions);
 # "earliest_local": the first offset on local disk (tiered storage).
-LIST_OFFSET_SPECS = frozenset({"earliest", "earliest_local", "latest", "max_timestamp", "last_stable"})
+LIST_OFFSET_SPECS = frozenset(
+    {"earliest", "earliest_local", "latest", "max_timestamp", "last_stable"}
+)
 ACKS = frozenset({0, 1, -1})
 
 

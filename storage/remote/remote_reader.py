@@ -29,12 +29,12 @@ import structlog
 
 from protocol.errors import RemoteStorageError, TidelogError
 from storage.remote.chunk_cache import CHUNK_BYTES, ChunkCache, ChunkCacheStatistics
-from storage.remote.index_cache import INDEX_CACHE_BYTES, IndexCache, IndexCacheStatistics
-from storage.remote.remote_segment import RemoteSegmentRef, RemoteSegmentView
-from storage.segment import Segment
 from storage.remote.errors import RemoteErrorKind
 from storage.remote.errors import RemoteStorageError as StoreError
+from storage.remote.index_cache import INDEX_CACHE_BYTES, IndexCache, IndexCacheStatistics
 from storage.remote.keys import TXN_INDEX_SUFFIX
+from storage.remote.remote_segment import RemoteSegmentRef, RemoteSegmentView
+from storage.segment import Segment
 from storage.segment_time import find_offset_by_timestamp
 from storage.txn_index import AbortedTxn, parse_entries
 
