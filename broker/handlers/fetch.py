@@ -132,24 +132,7 @@ async def _fetch_once(
                         )
                 finally:
                     ctx.memory.release(max(limit, 1), freed=False)
-                records = data.records
-                if data.layouts & KAFKA_BATCHES and not kafka_batches:
-                    # §3 readers get records: markers left out, and for read_committed
-                    # the aborted transactions' batches too (docs/protocol.md §9).
-                    records, after = await _as_tidelog(records, data.aborted_transactions)
-                    if committed and after >= 0:
-                        res["next_offset"] = after
-                res["records"] = records
-                res["high_watermark"] = data.high_watermark
-                res["log_start_offset"] = data.log_start_offset
-                if committed:
-                    res["last_stable_offset"] = data.last_stable_offset
-                    res["aborted_transactions"] = [
-                        {"producer_id": pid, "first_offset": first}
-                        for pid, first in data.aborted_transactions
-                    ]
-                elif report_lso:
-                    res["last_stable_offset"] = plog.last_stable_offset_now()
+                records = await _answer(res, data, plog, kafka_batches, committed, report_lso)
                 size = len(records)
                 if local_read and isinstance(records, RecordSource):
                     local = records.local_records()
@@ -164,6 +147,35 @@ async def _fetch_once(
             res["records"], res["high_watermark"], res["log_start_offset"] = b"", -1, -1
         by_topic.setdefault(topic, []).append(res)
     return by_topic, total
+
+
+async def _answer(
+    res: FetchPartitionAnswer,
+    data: FetchData | Location,
+    plog: Log,
+    kafka_batches: bool,
+    committed: bool,
+    report_lso: bool,
+) -> bytes | RecordSource:
+    """Fill one partition's answer from its read; returns the records it carries."""
+    records = data.records
+    if data.layouts & KAFKA_BATCHES and not kafka_batches:
+        # §3 readers get records: markers left out, and for read_committed the aborted
+        # transactions' batches too (docs/protocol.md §9).
+        records, after = await _as_tidelog(records, data.aborted_transactions)
+        if committed and after >= 0:
+            res["next_offset"] = after
+    res["records"] = records
+    res["high_watermark"] = data.high_watermark
+    res["log_start_offset"] = data.log_start_offset
+    if committed:
+        res["last_stable_offset"] = data.last_stable_offset
+        res["aborted_transactions"] = [
+            {"producer_id": pid, "first_offset": first} for pid, first in data.aborted_transactions
+        ]
+    elif report_lso:
+        res["last_stable_offset"] = plog.last_stable_offset_now()
+    return records
 
 
 def _prefetched(found: FetchData | Exception | None, limit: int) -> FetchData | None:
