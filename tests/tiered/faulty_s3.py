@@ -104,7 +104,7 @@ class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive, as boto3 uses it
     server: _Server
 
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+    def log_message(self, format: str, *args: object) -> None:
         pass  # quiet: pytest shows failures, not every request
 
     def _body(self) -> bytes:
