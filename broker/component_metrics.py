@@ -76,6 +76,7 @@ def component_samples(
         "Times a connection was muted because the memory budget was full.",
         memory.waits,
     )
+    yield from _remote_read_samples(ctx)
     yield from _retention_samples(tasks.retention.statistics(), topics)
     yield from _cleaner_samples(cleaner.statistics(), topics)
     yield Sample(
@@ -84,6 +85,69 @@ def component_samples(
         "Segment files unlinked after file.delete.delay.ms.",
         tasks.files_deleted,
     )
+
+
+def _remote_read_samples(ctx: BrokerContext) -> Iterator[Sample]:
+    """Tiered storage's read side: the chunk and index caches, GETs, failed reads."""
+    reader = ctx.remote_reader
+    if reader is None:
+        return
+    stats = reader.statistics()
+    chunks, indexes = stats.chunks, stats.indexes
+    for name, kind, doc, value in (
+        ("tidelog_remote_cache_hits", "counter", "Chunk cache hits (remote reads).", chunks.hits),
+        (
+            "tidelog_remote_cache_misses",
+            "counter",
+            "Chunk cache misses: a ranged GET each.",
+            chunks.misses,
+        ),
+        (
+            "tidelog_remote_cache_size_bytes",
+            "gauge",
+            "Bytes of remote chunks cached on disk.",
+            chunks.size_bytes,
+        ),
+        (
+            "tidelog_remote_cache_capacity_bytes",
+            "gauge",
+            "The chunk cache's cap.",
+            chunks.capacity_bytes,
+        ),
+        (
+            "tidelog_remote_cache_evictions",
+            "counter",
+            "Chunks evicted from the cache.",
+            chunks.evictions,
+        ),
+        (
+            "tidelog_remote_fetched_bytes",
+            "counter",
+            "Bytes of chunks fetched from the store.",
+            chunks.fetched_bytes,
+        ),
+        ("tidelog_remote_index_cache_hits", "counter", "Remote index cache hits.", indexes.hits),
+        (
+            "tidelog_remote_index_cache_misses",
+            "counter",
+            "Remote index cache misses (GETs).",
+            indexes.misses,
+        ),
+        (
+            "tidelog_remote_index_cache_size_bytes",
+            "gauge",
+            "Bytes of remote indexes cached.",
+            indexes.size_bytes,
+        ),
+        ("tidelog_remote_gets", "counter", "GETs sent to the object store by reads.", stats.gets),
+        (
+            "tidelog_remote_read_errors",
+            "counter",
+            "Remote reads that failed (store down, error status, short body, timeout).",
+            stats.errors,
+        ),
+    ):
+        yield Sample(name, kind, doc, value)  # type: ignore[arg-type]
 
 
 def _retention_samples(stats: RetentionStatistics, topics: set[str]) -> Iterator[Sample]:

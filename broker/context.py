@@ -25,6 +25,7 @@ from broker.quotas.store import QuotaStore
 from broker.security.service import BrokerSecurity
 from protocol.clock import ClockMs, wall_clock_ms
 from storage.manager import LogManager
+from storage.remote.remote_reader import RemoteReader
 
 
 @dataclass
@@ -62,6 +63,8 @@ class BrokerContext:
     quotas: ClientQuotas = field(init=False)  # client quotas (broker/quotas/)
     # TLS, SASL and ACLs (broker/security/); None: none of them (bare test contexts).
     security: BrokerSecurity | None = None
+    # Reads below the local log start (tiered storage); None: remote storage is off.
+    remote_reader: RemoteReader | None = None
 
     def __post_init__(self) -> None:
         self.memory = MemoryBudget(self.config.queued_max_request_bytes)

@@ -90,6 +90,14 @@ class MetricDef:
 
 
 METRIC_DEFS: tuple[MetricDef, ...] = (
+    MetricDef(
+        "tidelog_remote_read_duration_seconds",
+        "histogram",
+        "Time a read below the local log start took (tiered storage: object store GETs "
+        "or the chunk cache), timeouts included.",
+        (),
+        LATENCY_BUCKETS_S,
+    ),
     MetricDef("tidelog_build_info", "gauge", "Build information (value 1).", ("version", "python")),
     MetricDef(
         "tidelog_requests",

@@ -91,6 +91,16 @@ class StorageError(TidelogError):
     retriable = True
 
 
+class RemoteStorageError(StorageError):
+    """Tiered storage (docs/tiered-storage.md): the object store could not serve a read
+    below the local log start (down, slow past the timeout, an error status, a body
+    shorter than asked for). Only the partitions that need the store get it; retrying
+    can succeed once the store answers (Kafka's KAFKA_STORAGE_ERROR, retriable)."""
+
+    code = "REMOTE_STORAGE_ERROR"
+    retriable = True
+
+
 class RequestTimedOut(TidelogError):
     code = "REQUEST_TIMED_OUT"
     retriable = True
@@ -248,6 +258,7 @@ ERRORS: dict[str, type[TidelogError]] = {
         InvalidConfig,
         OffsetOutOfRange,
         StorageError,
+        RemoteStorageError,
         RequestTimedOut,
         PolicyViolation,
         OutOfOrderSequenceNumber,

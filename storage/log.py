@@ -66,6 +66,7 @@ from storage.local_log import Found, LocalLog, SegmentFiles, SegmentView
 from storage.producer_state import Duplicate, PendingAppend, ProducerEntry, ProducerState
 from storage.producer_state_manager import ProducerStateManager
 from storage.record_source import RecordSource
+from storage.remote.remote_reader import RemoteLog
 from storage.segment import Segment, SegmentInfo
 from storage.validator import LogValidator, ValidBatch
 
@@ -253,6 +254,9 @@ class Log:
         self._lock = threading.Lock()
         self._flush_lock = threading.Lock()
         self._log_start_offset = log_start_offset
+        # The remote tier (docs/tiered-storage.md): reads below the local log start go
+        # there. Set by the broker when remote storage is on for the topic.
+        self.remote: RemoteLog | None = None
         self._deleted = False
         # Set by recovery when the log was opened: what the last start had to repair.
         self.recovery_truncated_bytes = 0
@@ -273,6 +277,30 @@ class Log:
     @property
     def log_start_offset(self) -> int:
         return self._log_start_offset
+
+    @property
+    def local_log_start_offset(self) -> int:
+        """The first offset the local segments serve (Kafka's localLogStartOffset):
+        below it, down to the log start, the records are in the remote tier."""
+        return max(self._log_start_offset, self._local.segments[0].base_offset)
+
+    def needs_remote(self, offset: int) -> bool:
+        """Whether a read of `offset` goes to the remote tier (blocking on the network:
+        the broker calls it in a remote-read thread, never on the event loop)."""
+        remote = self.remote
+        return (
+            remote is not None
+            and self._log_start_offset <= offset < self.local_log_start_offset
+            and remote.covers(offset)
+        )
+
+    def remote_time_lookup(self, timestamp: int | None) -> bool:
+        """Whether a time lookup (None: the max timestamp) may read the remote tier."""
+        remote = self.remote
+        if remote is None:
+            return False
+        top = remote.max_timestamp_ms(self._log_start_offset, self.local_log_start_offset)
+        return top >= 0 and (timestamp is None or top >= timestamp)
 
     @property
     def log_end_offset(self) -> int:
@@ -495,6 +523,9 @@ class Log:
         """Whole batches of one segment from the one holding `offset`, up to `max_bytes`
         (at least one batch with `min_one`). OffsetOutOfRange outside [log start, high
         watermark]; empty at the high watermark; CorruptMessage for a fenced range."""
+        remote = self._read_remote(offset, max_bytes, min_one)
+        if remote is not None:
+            return FetchData(*remote)
         found, hw, start = self._find(offset, max_bytes, min_one)
         if found is None:
             return FetchData(b"", hw, start, 0)
@@ -508,11 +539,33 @@ class Log:
         (sendfile, local reads); same batches and errors. With `max_batches`, a span
         whose header walk would pass more batches raises ReadWouldWait first (the event
         loop's budget; see `broker.handlers.fetch`)."""
+        remote = self._read_remote(offset, max_bytes, min_one)
+        if remote is not None:
+            return Location(*remote)
         found, hw, start = self._find(offset, max_bytes, min_one)
         if found is None:
             return Location(b"", hw, start, 0)
         records, layouts = self._local.read_records(found, max_batches)
         return Location(records, hw, start, layouts)
+
+    def _read_remote(
+        self, offset: int, max_bytes: int, min_one: bool
+    ) -> tuple[bytes, int, int, int] | None:
+        """(records, high watermark, log start, layouts) of a read below the local log
+        start, from the remote tier; None: the local log serves it."""
+        remote = self.remote
+        if remote is None:
+            return None
+        with self._lock:
+            start, hw = self._log_start_offset, self.high_watermark
+            local_start = self.local_log_start_offset
+        if not start <= offset < local_start:
+            return None
+        found = remote.read(offset, max_bytes, min_one=min_one, local_start=local_start)
+        if found is None:
+            return None
+        records, layouts = found
+        return records, hw, start, layouts
 
     def _find(self, offset: int, max_bytes: int, min_one: bool) -> tuple[Found | None, int, int]:
         """Where a read lies (None: nothing at the offset yet), the high watermark and
@@ -529,12 +582,27 @@ class Log:
         timestamp >= `timestamp`, or None. Out-of-order timestamps are handled as
         Kafka does: the time index only narrows where the scan starts."""
         view, start, hw = self._snapshot()
+        remote = self.remote
+        if remote is not None:
+            local_start = max(start, view.segments[0].base_offset)
+            found = remote.offset_for_timestamp(timestamp, start, local_start)
+            if found is not None:
+                return found
+            start = max(start, local_start)
         return self._local.offset_for_timestamp(view.segments, timestamp, start, hw)
 
     def max_timestamp(self) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record holding the largest timestamp, or None."""
         view, start, _ = self._snapshot()
-        return self._local.max_timestamp(view.segments, start)
+        local = self._local.max_timestamp(view.segments, max(start, view.segments[0].base_offset))
+        remote = self.remote
+        if remote is None:
+            return local
+        local_start = max(start, view.segments[0].base_offset)
+        if remote.max_timestamp_ms(start, local_start) < (-1 if local is None else local[1]):
+            return local  # the local tier holds a later timestamp: no remote read
+        found = remote.max_timestamp(start, local_start)
+        return local if found is None else found
 
     # ---- moving the start and the end ---------------------------------------
 

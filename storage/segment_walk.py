@@ -24,7 +24,6 @@ from protocol.batch import (
     check_crc,
 )
 from protocol.errors import CorruptMessage
-from storage.index import OffsetIndex
 from storage.scan import ScannedBatch, SegmentScan
 
 __all__ = [
@@ -43,6 +42,12 @@ SCAN_READ_BYTES = 64 * 1024
 DamageCallback = Callable[[int, str], None]
 
 
+class OffsetLookup(Protocol):
+    """An offset index's look-up (storage.index.OffsetIndex, or a remote segment's)."""
+
+    def lookup(self, offset: int) -> tuple[int, int]: ...
+
+
 class Walked(Protocol):
     """What a walk reads of a segment: its bytes, their end, the fence, the index."""
 
@@ -53,7 +58,7 @@ class Walked(Protocol):
     def fence_position(self) -> int | None: ...
 
     @property
-    def offset_index(self) -> OffsetIndex: ...
+    def offset_index(self) -> OffsetLookup: ...
 
     def pread(self, length: int, position: int) -> bytes: ...
 

@@ -15,7 +15,7 @@ from typing import cast
 
 import trio
 
-from broker import offload
+from broker import offload, remote_read
 from broker.context import BrokerContext
 from broker.handlers.common import get_log, high_watermark, partition_error, share_loop
 from broker.longpoll import FETCH_MAX_WAIT_MS_CAP
@@ -39,7 +39,11 @@ INLINE_READ_MAX_BYTES = 256 * 1024
 INLINE_LOCATE_MAX_BATCHES = 256
 
 
-async def _read(plog: Log, offset: int, limit: int, *, min_one: bool) -> FetchData | Location:
+async def _read(
+    ctx: BrokerContext, plog: Log, offset: int, limit: int, *, min_one: bool
+) -> FetchData | Location:
+    if plog.needs_remote(offset):  # below the local log start: the object store
+        return await remote_read.read(ctx, plog, offset, limit, min_one=min_one)
     if limit <= INLINE_READ_MAX_BYTES:
         return plog.read(offset, limit, min_one=min_one)
     try:
@@ -69,7 +73,9 @@ async def _fetch_once(
     by_topic: dict[str, list[FetchPartitionAnswer]] = {}
     remaining = max_bytes
     total = done = 0
-    for topic, p, _ in wanted:
+    # Partitions below their local log start, read from the store concurrently first.
+    remote = await remote_read.prefetch(ctx, wanted, max_bytes)
+    for i, (topic, p, _) in enumerate(wanted):
         done = await share_loop(done)
         res: FetchPartitionAnswer = {"partition": p["partition"], "error": None, "message": None}
         try:
@@ -85,7 +91,13 @@ async def _fetch_once(
                 # The read is charged while it runs, so concurrent reads share the room.
                 ctx.memory.charge(max(limit, 1))
                 try:
-                    data = await _read(plog, p["offset"], max(limit, 1), min_one=total == 0)
+                    data: FetchData | Location | None = _prefetched(
+                        remote.pop(i, None), max(limit, 1)
+                    )
+                    if data is None:
+                        data = await _read(
+                            ctx, plog, p["offset"], max(limit, 1), min_one=total == 0
+                        )
                 finally:
                     ctx.memory.release(max(limit, 1), freed=False)
                 records = data.records
@@ -108,6 +120,17 @@ async def _fetch_once(
             res["records"], res["high_watermark"], res["log_start_offset"] = b"", -1, -1
         by_topic.setdefault(topic, []).append(res)
     return by_topic, total
+
+
+def _prefetched(found: FetchData | Exception | None, limit: int) -> FetchData | None:
+    """A prefetched remote read if it fits this partition's share of the answer (else
+    None: read again with the smaller limit, from the now warm cache); its error is
+    this partition's."""
+    if isinstance(found, Exception):
+        raise found
+    if found is None or len(found.records) > limit:
+        return None
+    return found
 
 
 def _read_as_tidelog(source: RecordSource) -> bytes:

@@ -3,10 +3,11 @@ Each answers per partition, so one bad partition never fails its neighbours."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-from broker import offload
+from broker import offload, remote_read
 from broker.context import BrokerContext
 from broker.handlers.common import get_log, high_watermark, partition_error, share_loop
 from broker.handlers.group_offsets import check_not_internal
@@ -36,7 +37,7 @@ R = TypeVar("R")
 async def _per_partition(
     ctx: BrokerContext,
     topics: list[tuple[str, list[P]]],
-    answer: Callable[[Log, P], Awaitable[R]],
+    answer: Callable[[BrokerContext, Log, P], Awaitable[R]],
     failed: Callable[[int, str, str | None], R],
 ) -> list[tuple[str, list[R]]]:
     """Each topic's partition answers: `answer`, or `failed` with the error's code and message."""
@@ -48,7 +49,7 @@ async def _per_partition(
             done = await share_loop(done)
             try:
                 plog = get_log(ctx, topic, p["partition"])
-                res = await answer(plog, p)
+                res = await answer(ctx, plog, p)
             except Exception as exc:
                 res = failed(p["partition"], *partition_error(exc))
             parts.append(res)
@@ -76,13 +77,17 @@ def _no_offset(partition: int, error: str, message: str | None) -> OffsetResult:
     }
 
 
-async def _list_offset(plog: Log, p: ListOffsetsPartition) -> OffsetResult:
+async def _list_offset(ctx: BrokerContext, plog: Log, p: ListOffsetsPartition) -> OffsetResult:
     spec, partition = p["spec"], p["partition"]
     if spec == "earliest":
         return _offset(partition, plog.log_start_offset, -1)
     if spec == "latest":
         return _offset(partition, high_watermark(plog), -1)
-    found = plog.max_timestamp()
+    if plog.remote_time_lookup(None):  # the largest timestamp may lie in the store
+        where = f"{plog.topic}-{plog.partition} max timestamp"
+        found = await remote_read.call(ctx, plog.max_timestamp, where)
+    else:
+        found = plog.max_timestamp()
     if found is None:
         return _offset(partition, None, None)
     offset, timestamp = found
@@ -97,8 +102,16 @@ async def list_offsets(ctx: BrokerContext, body: ListOffsetsRequest) -> ListOffs
     return {"topics": [{"topic": topic, "partitions": parts} for topic, parts in found]}
 
 
-async def _offset_for_time(plog: Log, p: OffsetForTimePartition) -> OffsetResult:
-    found = await offload.to_worker(plog.offset_for_timestamp, p["timestamp"])
+async def _offset_for_time(
+    ctx: BrokerContext, plog: Log, p: OffsetForTimePartition
+) -> OffsetResult:
+    timestamp = p["timestamp"]
+    if plog.remote_time_lookup(timestamp):  # the answer may lie in the object store
+        where = f"{plog.topic}-{plog.partition} timestamp {timestamp}"
+        lookup = functools.partial(plog.offset_for_timestamp, timestamp)
+        found = await remote_read.call(ctx, lookup, where)
+    else:
+        found = await offload.to_worker(plog.offset_for_timestamp, timestamp)
     if found is None:
         return _offset(p["partition"], None, None)
     offset, timestamp = found
@@ -111,7 +124,9 @@ async def offset_for_time(ctx: BrokerContext, body: OffsetForTimeRequest) -> Off
     return {"topics": [{"topic": topic, "partitions": parts} for topic, parts in found]}
 
 
-async def _delete_records(plog: Log, p: DeleteRecordsPartition) -> DeleteRecordsPartitionAnswer:
+async def _delete_records(
+    ctx: BrokerContext, plog: Log, p: DeleteRecordsPartition
+) -> DeleteRecordsPartitionAnswer:
     check_not_internal(plog.topic, "delete records of")
     # The log checks the range (-1 = high watermark) and the policy (compact-only
     # topics refuse, POLICY_VIOLATION as in Kafka); it may write a checkpoint.

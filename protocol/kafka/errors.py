@@ -196,7 +196,12 @@ def error_for_code(code: int) -> KafkaError:
 
 
 # Tidelog names that differ from Kafka's for the same meaning.
-_TIDELOG_ALIASES = {"STORAGE_ERROR": "KAFKA_STORAGE_ERROR"}
+_TIDELOG_ALIASES = {
+    "STORAGE_ERROR": "KAFKA_STORAGE_ERROR",
+    # Kafka answers UNKNOWN_SERVER_ERROR for a failed remote read (RemoteStorageException
+    # is no ApiException); KAFKA_STORAGE_ERROR is retriable and says what failed.
+    "REMOTE_STORAGE_ERROR": "KAFKA_STORAGE_ERROR",
+}
 
 
 def for_tidelog_code(code: str | None) -> KafkaError:

@@ -21,6 +21,7 @@ CONTRACT_CODES = [
     "INVALID_CONFIG",
     "OFFSET_OUT_OF_RANGE",
     "STORAGE_ERROR",
+    "REMOTE_STORAGE_ERROR",
     "REQUEST_TIMED_OUT",
     "POLICY_VIOLATION",
     # Issue 21 (idempotent producer), Kafka's names; see docs/idempotence.md.

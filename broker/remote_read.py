@@ -1,0 +1,122 @@
+"""Reads that need the object store (tiered storage): in their own threads, timed out.
+
+A read below a partition's local log start blocks on the network (storage.remote).
+It never runs on the event loop and never in `broker.offload`'s worker pool: a slow
+or dead store would then hold the threads local reads and fsyncs need. Here every
+remote read borrows one of REMOTE_READ_THREADS threads and is given
+`remote_read_timeout_s`; past it the caller gets RemoteStorageError (retriable) and
+the thread is abandoned (it ends when the store client's own socket timeout fires,
+and holds its limiter slot until then, so a dead store caps itself at
+REMOTE_READ_THREADS threads). Only the partitions that need the store wait or fail;
+every other partition of the request, and every other client, is served as before.
+
+`prefetch` reads a fetch's remote partitions concurrently (bounded by the same
+threads), so a fetch of several cold partitions costs about one round trip, not one
+per partition (Kafka serves one remote partition per fetch).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, TypeVar
+
+import trio
+
+from protocol.errors import RemoteStorageError
+from storage.log import FetchData, Log
+
+if TYPE_CHECKING:
+    from broker.context import BrokerContext
+    from protocol.api_types import FetchPartition
+
+__all__ = ["REMOTE_READ_THREADS", "REMOTE_READ_TIMEOUT_S", "call", "limiter", "prefetch"]
+
+# Threads reading the store at once, broker-wide (Kafka's remote.log.reader.threads is
+# 10): enough to overlap a fetch's cold partitions, few enough that a hung store ties
+# up only these.
+REMOTE_READ_THREADS = 8
+# How long one remote read may take (index GET, chunk GETs), queueing for a thread
+# included, before the partition is answered with REMOTE_STORAGE_ERROR.
+REMOTE_READ_TIMEOUT_S = 10.0
+
+T = TypeVar("T")
+
+_LIMITER: trio.lowlevel.RunVar[trio.CapacityLimiter] = trio.lowlevel.RunVar("remote_limiter")
+
+
+def limiter() -> trio.CapacityLimiter:
+    """The remote-read thread limiter of the current trio run (created on first use)."""
+    try:
+        return _LIMITER.get()
+    except LookupError:
+        created = trio.CapacityLimiter(REMOTE_READ_THREADS)
+        _LIMITER.set(created)
+        return created
+
+
+def _timeout_s(ctx: BrokerContext) -> float:
+    ms = getattr(ctx.config, "remote_fetch_timeout_ms", None)
+    return REMOTE_READ_TIMEOUT_S if ms is None else ms / 1000
+
+
+async def call(ctx: BrokerContext, fn: Callable[[], T], what: str) -> T:
+    """`fn()` (a blocking read that may touch the store) in a remote-read thread under
+    the timeout; its latency observed, its failure counted. `what` names the
+    partition for the timeout's message."""
+    timeout_s = _timeout_s(ctx)
+    started = trio.current_time()
+    try:
+        with trio.fail_after(timeout_s):
+            return await trio.to_thread.run_sync(fn, limiter=limiter(), abandon_on_cancel=True)
+    except trio.TooSlowError as exc:
+        reader = getattr(ctx, "remote_reader", None)
+        if reader is not None:
+            reader.failed()
+        raise RemoteStorageError(
+            f"{what}: the object store did not answer within {timeout_s:g} s"
+        ) from exc
+    finally:
+        ctx.metrics.get("tidelog_remote_read_duration_seconds").observe(
+            trio.current_time() - started
+        )
+
+
+async def read(
+    ctx: BrokerContext, plog: Log, offset: int, limit: int, *, min_one: bool
+) -> FetchData:
+    """`Log.read` of an offset below the local log start, through `call`."""
+    fn = functools.partial(plog.read, offset, limit, min_one=min_one)
+    return await call(ctx, fn, f"{plog.topic}-{plog.partition} offset {offset}")
+
+
+async def prefetch(
+    ctx: BrokerContext,
+    wanted: Sequence[tuple[str, FetchPartition, Log | None]],
+    max_bytes: int,
+) -> dict[int, FetchData | Exception]:
+    """The remote partitions of a fetch read concurrently: by position in `wanted`,
+    each one's records (up to its own max_bytes, at least one batch) or the error it
+    met. Partitions the local log serves are left out."""
+    jobs = [
+        (i, plog, p["offset"], max(min(p["max_bytes"], max_bytes), 1))
+        for i, (_, p, plog) in enumerate(wanted)
+        if plog is not None and plog.needs_remote(p["offset"])
+    ]
+    found: dict[int, FetchData | Exception] = {}
+    if not jobs:
+        return found
+
+    async def one(i: int, plog: Log, offset: int, limit: int) -> None:
+        ctx.memory.charge(limit)
+        try:
+            found[i] = await read(ctx, plog, offset, limit, min_one=True)
+        except Exception as exc:  # answered as that partition's error
+            found[i] = exc
+        finally:
+            ctx.memory.release(limit, freed=False)
+
+    async with trio.open_nursery() as nursery:
+        for job in jobs:
+            nursery.start_soon(one, *job)
+    return found
