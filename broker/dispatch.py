@@ -18,6 +18,7 @@ from broker.context import BrokerContext, Handler
 from broker.handlers.acls import create_acls, delete_acls, describe_acls
 from broker.handlers.authenticate import authenticate
 from broker.handlers.explain import explain_retention
+from broker.handlers.remote_segments import remote_segments
 from broker.handlers.fetch import fetch
 from broker.handlers.group_offsets import commit_offsets, fetch_offsets
 from broker.handlers.groups import (
@@ -116,6 +117,9 @@ APIS: dict[str, NativeApi] = {
     ),
     # Extension (docs/retention.md; schema in protocol/retention_schema.py).
     "explain_retention": NativeApi(explain_retention, on_topic(OP.DESCRIBE_CONFIGS)),
+    # Extension (docs/tiered-storage.md; schema in protocol/remote_schema.py): it names
+    # where a topic's records are, so it needs Read, as fetch does.
+    "remote_segments": NativeApi(remote_segments, on_topic(OP.READ)),
     # Extension (docs/compaction.md §9; schema in protocol/offsets_schema.py).
     "commit_offsets": NativeApi(
         commit_offsets,

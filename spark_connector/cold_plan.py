@@ -78,6 +78,8 @@ def _split(
                 f"{rng.topic}-{rng.partition} are in no remote segment the broker named"
             )
         return [rng]
+    # The broker lists a bounded number of segments: past the last one, the broker reads.
+    boundary = min(boundary, answer.segments[-1].end_offset + 1)
     cold = replace(
         rng,
         end=boundary,

@@ -71,8 +71,9 @@ def read_rows(objects: SegmentObjects, seg: SegmentObject, start: int, end: int)
     pos = start
     for buf in objects.chunks(seg, start, end):
         selection = select_batches(buf, pos, end)
-        converted = selection_to_arrow(buf, selection, topic="t", partition=0,
-                                       include_headers=False)  # fmt: skip
+        converted = selection_to_arrow(
+            buf, selection, topic="t", partition=0, include_headers=False
+        )
         if converted.batch is not None:
             batches.append(converted.batch)
         pos = max(pos, selection.next_offset)
@@ -80,8 +81,9 @@ def read_rows(objects: SegmentObjects, seg: SegmentObject, start: int, end: int)
 
 
 def expected(log: bytes, start: int, end: int) -> pa.Table:
-    converted = records_to_arrow(log, topic="t", partition=0, start=start, end=end,
-                                 include_headers=False)  # fmt: skip
+    converted = records_to_arrow(
+        log, topic="t", partition=0, start=start, end=end, include_headers=False
+    )
     assert converted.batch is not None
     return pa.Table.from_batches([converted.batch])
 
@@ -141,3 +143,68 @@ def test_a_deleted_object_is_reported_as_gone(segment: Any) -> None:
             read_rows(objects, seg, 600, 700)
     finally:
         objects.close()
+
+
+def broker_rows(log: Any, start: int, end: int, include_headers: bool) -> pa.Table:
+    """What a read through the broker converts: Log.read's answers, fetch by fetch."""
+    batches, pos = [], start
+    while pos < end:
+        data = log.read(pos, 4096)
+        converted = records_to_arrow(
+            data.records,
+            topic=log.topic,
+            partition=log.partition,
+            start=pos,
+            end=end,
+            include_headers=include_headers,
+        )
+        if converted.batch is not None:
+            batches.append(converted.batch)
+        pos = converted.next_offset
+    return pa.Table.from_batches(batches)
+
+
+@pytest.mark.parametrize("include_headers", [False, True])
+def test_uploaded_segments_of_both_layouts_read_as_the_broker_reads_them(
+    tmp_path: Any, s3_bucket: Any, include_headers: bool
+) -> None:
+    """Real segments (Tidelog and Kafka v2 batches mixed, sparse indexes) uploaded under
+    the key layout: the task's reader gives the rows of the broker's own reads."""
+    from tests.tiered.s3_helpers import upload_segments
+    from tests.tiered.test_remote_read import _filled_log
+
+    log = _filled_log(tmp_path / "t-0")
+    refs = upload_segments(s3_bucket, log, prefix="cold")
+    store = StoreInfo(s3_bucket.name, endpoint=s3_bucket.endpoint, path_style=True)
+    objects = SegmentObjects(open_bucket_client(CREDENTIALS, store), s3_bucket.name, 1500)
+    try:
+        for start, end in ((0, refs[-1].next_offset), (7, 200), (150, 151)):
+            got, pos = [], start
+            for ref in refs:
+                seg = SegmentObject(
+                    ref.log_key,
+                    f"{ref.stem}.index",
+                    ref.base_offset,
+                    ref.end_offset,
+                    ref.size_bytes,
+                )
+                if ref.end_offset < pos or ref.base_offset >= end:
+                    continue
+                for buf in objects.chunks(seg, pos, end):
+                    selection = select_batches(buf, pos, end)
+                    converted = selection_to_arrow(
+                        buf,
+                        selection,
+                        topic=log.topic,
+                        partition=log.partition,
+                        include_headers=include_headers,
+                    )
+                    if converted.batch is not None:
+                        got.append(converted.batch)
+                    pos = max(pos, selection.next_offset)
+            table = pa.Table.from_batches(got)
+            assert table.equals(broker_rows(log, start, end, include_headers))
+            assert table.num_rows == end - start
+    finally:
+        objects.close()
+        log.close()
