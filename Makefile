@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: install ext run test lint format bench bench-quick bench-kafka clean soak interop browser
+.PHONY: install ext run test lint format bench bench-quick bench-kafka clean soak interop browser tiered
 
 install: $(STAMP)
 
@@ -43,6 +43,13 @@ soak: install
 	TIDELOG_SOAK_KILL_CYCLES=200 TIDELOG_SOAK_SWEEP_HITS=5 TIDELOG_SOAK_POWER_CUTS=40 \
 	TIDELOG_SOAK_LOAD_S=1800 TIDELOG_SOAK_FUZZ_EXAMPLES=6000 \
 	$(BIN)/python -m pytest tests/reliability tests/fuzz $(PYTEST_ARGS)
+
+# Tiered storage (issue 39, docs/tiered-storage.md) against moto's S3 server: the kill -9
+# loops during uploads and remote deletions at many cycles, the fault-injection suites and
+# Spark reading from the bucket. `make test` runs the same tests with a few cycles.
+tiered: install
+	TIDELOG_TIERED_KILL_CYCLES=40 $(BIN)/python -m pytest -m tiered tests/tiered \
+		-o faulthandler_timeout=1700 $(PYTEST_ARGS)
 
 # Apache Kafka as oracle and peer (issue 19, docs/kafka-interop.md): the real Kafka 4.x broker
 # (jars fetched by Maven into ~/.cache/tidelog), kcat from Debian, the Python Kafka clients.

@@ -1,0 +1,186 @@
+"""Spark reads a tiered topic's cold data straight from the bucket: a real broker process
+with tiered storage on (moto in server mode as the store), one local Spark session.
+
+The same query gives the same DataFrame with `remoteReads=false` (every offset through
+the broker, which reads its remote tier) and `remoteReads=true` (offsets below the local
+log start GET by the tasks from the bucket); with pushdown too. The broker's
+`tidelog_bytes_out_total` shows the cold bytes did not pass through it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from spark_connector.batch import TidelogBatchReader
+from spark_connector.options import parse_source_options
+from tests.spark_connector.spark_support import Broker, start_broker
+from tests.tiered.s3_support import moto_server  # noqa: F401 (fixture)
+from tests.tiered.tiered_broker import (
+    TIERED_TOPIC_CONFIG,
+    credentials_file,
+    tiered_settings,
+    wait_tiered,
+)
+
+pytest_plugins = ("tests.spark_connector.spark_support",)
+pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.tiered]
+
+BUCKET = "spark-cold"
+KEY, SECRET = "spark-test-key", "spark-test-secret"
+TOPIC, PARTITIONS, RECORDS = "cold", 2, 3000
+
+
+@pytest.fixture(scope="module")
+def tiered(moto_server: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:  # noqa: F811
+    import boto3
+
+    boto3.client(
+        "s3", endpoint_url=moto_server, region_name="us-east-1",
+        aws_access_key_id=KEY, aws_secret_access_key=SECRET,
+    ).create_bucket(Bucket=BUCKET)  # fmt: skip
+    base = tmp_path_factory.mktemp("spark-cold")
+    creds = credentials_file(base, KEY, SECRET)
+    broker = start_broker(
+        base / "data", *tiered_settings(endpoint=moto_server, bucket=BUCKET, credentials=creds)
+    )
+    try:
+        with broker.client() as client:
+            client.create_topic(TOPIC, PARTITIONS, TIERED_TOPIC_CONFIG)
+        for p in range(PARTITIONS):
+            broker.produce(TOPIC, p, RECORDS, headers_every=5, batch_records=50)
+        with broker.client() as client:
+            wait_tiered(client, TOPIC, PARTITIONS, min_remote_fraction=0.6)
+        yield broker
+    finally:
+        broker.stop()
+
+
+def options(broker: Broker, moto: str, remote: bool, **extra: str) -> dict[str, str]:
+    opts = {
+        "bootstrap.servers": broker.bootstrap,
+        "subscribe": TOPIC,
+        "includeHeaders": "true",
+        "localReads": "false",
+        "remoteReads": "true" if remote else "false",
+        "s3.accessKey": KEY,
+        "s3.secretKey": SECRET,
+        "s3.endpoint": moto,
+    }
+    opts.update(extra)
+    return opts
+
+
+def rows(spark: Any, opts: dict[str, str], where: str | None = None) -> list[tuple]:
+    df = spark.read.format("tidelog").options(**opts).load()
+    if where:
+        df = df.where(where)
+    got = df.collect()
+    return sorted(
+        (
+            r["partition"], r["offset"], r["key"], r["value"], r["timestamp"],
+            r["timestampType"], tuple((h["key"], h["value"]) for h in r["headers"] or ()),
+        )
+        for r in got
+    )  # fmt: skip
+
+
+def test_the_plan_reads_below_the_local_log_start_from_the_bucket(
+    tiered: Broker,
+    moto_server: str,  # noqa: F811
+) -> None:
+    reader = TidelogBatchReader(
+        parse_source_options(options(tiered, moto_server, True), streaming=False)
+    )
+    ranges = [r for part in reader.partitions() for r in part.ranges]  # type: ignore[attr-defined]
+    cold = [r for r in ranges if r.cold is not None]
+    hot = [r for r in ranges if r.cold is None]
+    assert {r.partition for r in cold} == set(range(PARTITIONS))
+    for rng in cold:
+        assert rng.cold is not None and rng.cold.store.bucket == BUCKET
+        assert rng.cold.segments[0].base_offset <= rng.start
+        assert all(
+            s.log_key.startswith(f"tidelog/{TOPIC}-{rng.partition}/") for s in rng.cold.segments
+        )
+        # The broker part starts where the bucket part ends.
+        assert any(h.partition == rng.partition and h.start == rng.end for h in hot)
+
+
+def test_same_dataframe_through_the_broker_and_from_the_bucket(
+    spark: Any,
+    tiered: Broker,
+    moto_server: str,  # noqa: F811
+) -> None:
+    before = tiered.bytes_out(TOPIC)
+    through_broker = rows(spark, options(tiered, moto_server, False))
+    broker_bytes = tiered.bytes_out(TOPIC) - before
+    before = tiered.bytes_out(TOPIC)
+    from_bucket = rows(spark, options(tiered, moto_server, True))
+    bucket_bytes = tiered.bytes_out(TOPIC) - before
+    assert len(through_broker) == PARTITIONS * RECORDS
+    assert [(p, o) for p, o, *_ in through_broker] == [
+        (p, o) for p in range(PARTITIONS) for o in range(RECORDS)
+    ]
+    assert from_bucket == through_broker
+    # At least 60% of every partition was only in the bucket, read there by the tasks.
+    assert bucket_bytes < broker_bytes * 0.5, (bucket_bytes, broker_bytes)
+
+
+@pytest.mark.parametrize(
+    "where",
+    [
+        "offset >= 100 AND offset < 1234",
+        "partition = 1 AND offset BETWEEN 2000 AND 2999",
+        "timestamp >= CAST(1.5 AS TIMESTAMP) AND timestamp < CAST(3.2 AS TIMESTAMP)",
+    ],
+)
+def test_pushdown_gives_the_same_rows_both_ways(
+    spark: Any,
+    tiered: Broker,
+    moto_server: str,  # noqa: F811
+    where: str,
+) -> None:
+    pushed = {"pushdown": "true"}
+    spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
+    try:
+        through_broker = rows(spark, options(tiered, moto_server, False, **pushed), where)
+        from_bucket = rows(spark, options(tiered, moto_server, True, **pushed), where)
+        split = rows(spark, options(tiered, moto_server, True, minPartitions="7", **pushed), where)
+    finally:
+        spark.conf.set("spark.sql.python.filterPushdown.enabled", "false")
+    assert through_broker, where
+    assert from_bucket == through_broker
+    assert split == through_broker
+
+
+def test_hadoop_s3a_names_and_the_brokers_endpoint_work_too(
+    spark: Any,
+    tiered: Broker,
+    moto_server: str,  # noqa: F811
+) -> None:
+    opts = options(tiered, moto_server, True)
+    for name in ("s3.accessKey", "s3.secretKey", "s3.endpoint"):
+        del opts[name]  # the endpoint comes from the broker's answer
+    opts["spark.hadoop.fs.s3a.access.key"] = KEY
+    opts["fs.s3a.secret.key"] = SECRET
+    got = rows(spark, opts, "offset < 500")
+    assert got == rows(spark, options(tiered, moto_server, False), "offset < 500")
+
+
+def test_remote_reads_true_fails_clearly_without_a_tiered_broker(
+    spark: Any, tmp_path: Path
+) -> None:
+    plain = start_broker(tmp_path / "plain", "log.retention.ms=-1")
+    try:
+        with plain.client() as client:
+            client.create_topic("plain", 1)
+        plain.produce("plain", 0, 10)
+        auto = spark.read.format("tidelog").options(
+            **{"bootstrap.servers": plain.bootstrap, "subscribe": "plain"}
+        )
+        assert auto.load().count() == 10  # auto: nothing cold, all through the broker
+    finally:
+        plain.stop()
