@@ -17,6 +17,7 @@ against each partition's manifest (`remote-manifest.json`, docs/tiered-storage.m
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from collections.abc import Mapping
@@ -124,7 +125,7 @@ def _check_partition(
         (e for e in entries if e["state"] == READABLE), key=lambda e: e["base_offset"]
     )
     check.readable_segments += len(readable)
-    for before, after in zip(readable, readable[1:], strict=False):
+    for before, after in itertools.pairwise(readable):
         if after["base_offset"] <= before["end_offset"]:
             check.problems.append(
                 f"{where}: readable segments {before['segment_id']} and "
