@@ -39,6 +39,7 @@ from protocol.errors import InvalidConfig
 from protocol.sasl.scram import MECHANISMS
 from protocol.settings import INT32_MAX, INT64_MAX, Setting, check_fields, settings_by_name
 from storage.config import TOPIC_CONFIG_DEFS, LogConfig
+from storage.remote.settings import RemoteStoreSettings
 
 DEFAULT_LISTEN = ("127.0.0.1", 9092)
 DEFAULT_METRICS_LISTEN = ("127.0.0.1", 9644)
@@ -214,6 +215,52 @@ BROKER_SETTINGS: tuple[Setting, ...] = (
     Setting("quota.window.size.seconds", "quota_window_size_seconds", int, 1,
             "Length of each client quota window (Kafka's key and default).",
             low=1, high=INT32_MAX, section="kafka"),
+    # Tiered storage (KIP-405; docs/tiered-storage.md). Kafka's keys where Kafka has one;
+    # the store's own keys are Tidelog's (Kafka leaves them to the RemoteStorageManager
+    # plugin's `rsm.config.*`).
+    Setting("remote.log.storage.system.enable", "remote_log_storage_system_enable", bool, False,
+            "Tiered storage on this broker: topics with remote.storage.enable=true copy rolled "
+            "segments to the object store below (Kafka's key).", section="storage"),
+    Setting("tidelog.remote.storage.endpoint", "tidelog_remote_storage_endpoint", str, "",
+            "The S3-compatible store's URL (http(s)://host:port); empty: AWS S3 of the region.",
+            section="storage"),
+    Setting("tidelog.remote.storage.bucket", "tidelog_remote_storage_bucket", str, "",
+            "The bucket segments go to (required with remote.log.storage.system.enable).",
+            section="storage"),
+    Setting("tidelog.remote.storage.prefix", "tidelog_remote_storage_prefix", str, "tidelog",
+            "Key prefix in the bucket; each partition is <prefix>/<topic>-<partition>/.",
+            section="storage"),
+    Setting("tidelog.remote.storage.region", "tidelog_remote_storage_region", str, "us-east-1",
+            "The region requests are signed for (SigV4).", section="storage"),
+    Setting("tidelog.remote.storage.credentials.file", "tidelog_remote_storage_credentials_file",
+            str, "", "An AWS credentials file ([default] aws_access_key_id, "
+            "aws_secret_access_key); empty: AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY from the "
+            "environment, else boto3's default chain.", section="storage"),
+    Setting("tidelog.remote.storage.path.style", "tidelog_remote_storage_path_style", bool, True,
+            "Address buckets as endpoint/bucket/key (S3-compatible servers need it); false: "
+            "bucket.endpoint/key (virtual-hosted, AWS).", section="storage"),
+    Setting("tidelog.remote.storage.threads", "tidelog_remote_storage_threads", int, 8,
+            "Store calls in flight at once (worker threads apart from the request path's).",
+            low=1, high=256, section="storage"),
+    Setting("remote.log.manager.task.interval.ms", "remote_log_manager_task_interval_ms", int,
+            30000, "How often each tiered partition is checked for segments to upload and "
+            "local or remote segments to delete (Kafka's key and default).",
+            low=1, section="storage"),
+    # Kafka's default is 10 threads; each upload reads a whole segment from disk, and two
+    # keep a small machine's disk and uplink busy without starving its produce path.
+    Setting("remote.log.manager.copier.thread.pool.size",
+            "remote_log_manager_copier_thread_pool_size", int, 2,
+            "Segments uploaded at once, broker-wide.", low=1, high=64, section="storage"),
+    Setting("remote.log.manager.copy.max.bytes.per.second",
+            "remote_log_manager_copy_max_bytes_per_second", int, LONG_MAX,
+            "Upload bandwidth of the broker, a token bucket over every upload (Kafka's key; "
+            "default: unlimited).", low=1, section="storage"),
+    Setting("remote.log.manager.task.retry.backoff.ms", "remote_log_manager_task_retry_backoff_ms",
+            int, 500, "First wait after a failed upload or remote deletion; doubled per "
+            "failure (Kafka's key and default).", low=1, section="storage"),
+    Setting("remote.log.manager.task.retry.backoff.max.ms",
+            "remote_log_manager_task_retry_backoff_max_ms", int, 30000,
+            "Longest wait between retries (Kafka's key and default).", low=1, section="storage"),
     # Kafka's default is unlimited; a finite one keeps one host from taking every slot.
     Setting("max.connections.per.ip", "max_connections_per_ip", int, 1000,
             "Connections from one client address beyond this are closed at once.",
@@ -399,6 +446,19 @@ class BrokerConfig:
     sasl_server_max_receive_size: int = 524288
     quota_window_num: int = 11
     quota_window_size_seconds: int = 1
+    remote_log_storage_system_enable: bool = False
+    tidelog_remote_storage_endpoint: str = ""
+    tidelog_remote_storage_bucket: str = ""
+    tidelog_remote_storage_prefix: str = "tidelog"
+    tidelog_remote_storage_region: str = "us-east-1"
+    tidelog_remote_storage_credentials_file: str = ""
+    tidelog_remote_storage_path_style: bool = True
+    tidelog_remote_storage_threads: int = 8
+    remote_log_manager_task_interval_ms: int = 30000
+    remote_log_manager_copier_thread_pool_size: int = 2
+    remote_log_manager_copy_max_bytes_per_second: int = LONG_MAX
+    remote_log_manager_task_retry_backoff_ms: int = 500
+    remote_log_manager_task_retry_backoff_max_ms: int = 30000
     cleaner: CleanerConfig = field(default_factory=CleanerConfig)
 
     @property
@@ -441,6 +501,26 @@ class BrokerConfig:
 
     def __post_init__(self) -> None:
         self.group_config  # noqa: B018 - InvalidConfig now for min > max session timeout
+        self.remote_store_settings  # noqa: B018 - InvalidConfig now for a bad bucket/endpoint
+
+    @property
+    def remote_store_settings(self) -> RemoteStoreSettings | None:
+        """The object store of tiered storage (credentials not resolved yet: the broker
+        reads the file or the environment at start), or None when it is off."""
+        if not self.remote_log_storage_system_enable:
+            return None
+        if not self.tidelog_remote_storage_bucket:
+            raise InvalidConfig(
+                "tidelog.remote.storage.bucket: remote.log.storage.system.enable=true "
+                "needs a bucket"
+            )
+        return RemoteStoreSettings(
+            bucket=self.tidelog_remote_storage_bucket,
+            endpoint=self.tidelog_remote_storage_endpoint,
+            prefix=self.tidelog_remote_storage_prefix,
+            region=self.tidelog_remote_storage_region,
+            path_style=self.tidelog_remote_storage_path_style,
+        )
 
     @property
     def group_config(self) -> GroupConfig:

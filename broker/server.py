@@ -173,15 +173,7 @@ async def serve_broker(
         services.start_soon(serve_metrics_http, *http)
         if security.tls is not None:
             services.start_soon(_reload_tls_on_sighup, security)
-        manager = LogManager(
-            config.data_dir,
-            config.log_config,
-            clock_ms=clock_ms,
-            fd_reserve=fd_reserve_for(config.max_connections),
-        )
-        started = time.perf_counter()
-        await offload.to_worker(manager.open)
-        log.info("logs_loaded", topics=len(manager.topics()), duration_s=_since(started))
+        manager = await _open_log_manager(config, clock_ms)
         # Retention, delayed file deletion, flush.ms and checkpoints (broker/housekeeping.py).
         scheduler = Scheduler(services)
         tasks = start_log_tasks(scheduler, manager, config, clock_ms=clock_ms)
@@ -226,6 +218,21 @@ async def serve_broker(
                     raise ShutdownFailed(str(exc)) from exc
                 log.info("shutdown_complete")
             services.cancel_scope.cancel()
+
+
+async def _open_log_manager(config: BrokerConfig, clock_ms: ClockMs) -> LogManager:
+    """Open (and recover) the data directory's logs in a worker thread."""
+    manager = LogManager(
+        config.data_dir,
+        config.log_config,
+        clock_ms=clock_ms,
+        fd_reserve=fd_reserve_for(config.max_connections),
+        remote_storage_system_enable=config.remote_log_storage_system_enable,
+    )
+    started = time.perf_counter()
+    await offload.to_worker(manager.open)
+    log.info("logs_loaded", topics=len(manager.topics()), duration_s=_since(started))
+    return manager
 
 
 # Shortest period of a cleaner worker's task, so `log.cleaner.backoff.ms=0` cannot spin.

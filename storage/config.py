@@ -26,11 +26,39 @@ from protocol.settings import (
     settings_by_name,
 )
 
-__all__ = ["INT_MAX", "LONG_MAX", "TOPIC_CONFIG_DEFS", "LogConfig", "Synonym"]
+__all__ = [
+    "COMPACTED_REMOTE_MESSAGE",
+    "FOLLOW_RETENTION",
+    "INT_MAX",
+    "LONG_MAX",
+    "REMOTE_DISABLED_MESSAGE",
+    "REMOTE_TURN_OFF_MESSAGE",
+    "TOPIC_CONFIG_DEFS",
+    "LogConfig",
+    "Synonym",
+]
 
 LONG_MAX = INT64_MAX
 INT_MAX = INT32_MAX
 CLEANUP_POLICIES = frozenset({"delete", "compact"})
+# local.retention.* = -2: use retention.* (Kafka's DEFAULT_LOCAL_RETENTION_MS/BYTES).
+FOLLOW_RETENTION = -2
+# Kafka's message (LogConfig.validateNoRemoteStorageForCompactedTopic), with the topic key.
+COMPACTED_REMOTE_MESSAGE = (
+    "remote.storage.enable: Remote log storage is unsupported for the compacted topics "
+    "(cleanup.policy contains compact): compaction rewrites segments, and uploaded ones "
+    "cannot be rewritten"
+)
+# Kafka's messages (LogConfig.validateRemoteStorageOnlyIfSystemEnabled, ...TurningOff...).
+REMOTE_DISABLED_MESSAGE = (
+    "remote.storage.enable: Tiered Storage functionality is disabled in the broker "
+    "(remote.log.storage.system.enable=false). Topic cannot be configured with remote log storage."
+)
+REMOTE_TURN_OFF_MESSAGE = (
+    "remote.storage.enable: It is invalid to disable remote storage of a topic that has it: "
+    "its older records may live only in the object store (Tidelog has no "
+    "remote.log.delete.on.disable yet)."
+)
 TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
 
 
@@ -71,6 +99,18 @@ TOPIC_SETTINGS: tuple[Setting, ...] = (
     Setting("retention.bytes", "retention_bytes", int, -1,
             "Delete old segments while the log exceeds this; <0 off.",
             synonyms=(_S("log.retention.bytes"),), section="retention"),
+    # Tiered storage (KIP-405, docs/tiered-storage.md): Kafka's names, defaults and checks.
+    Setting("remote.storage.enable", "remote_storage_enable", bool, False,
+            "Copy rolled segments to the object store (needs remote.log.storage.system.enable; "
+            "not for compacted topics).", section="retention"),
+    Setting("local.retention.ms", "local_retention_ms", int, FOLLOW_RETENTION,
+            "With remote.storage.enable: delete local copies of uploaded segments whose newest "
+            "record is older than this; -2 follows retention.ms, -1 keeps them.",
+            low=-2, synonyms=(_S("log.local.retention.ms"),), section="retention"),
+    Setting("local.retention.bytes", "local_retention_bytes", int, FOLLOW_RETENTION,
+            "With remote.storage.enable: delete local copies of uploaded segments while the "
+            "local log exceeds this; -2 follows retention.bytes, -1 keeps them.",
+            low=-2, synonyms=(_S("log.local.retention.bytes"),), section="retention"),
     Setting("file.delete.delay.ms", "file_delete_delay_ms", int, 60000,
             "Delay between rename to .deleted and unlink.",
             low=0, synonyms=(_S("log.segment.delete.delay.ms"),), section="retention"),
@@ -129,6 +169,9 @@ class LogConfig:
     index_interval_bytes: int = 4096
     retention_ms: int = 604800000
     retention_bytes: int = -1
+    remote_storage_enable: bool = False
+    local_retention_ms: int = FOLLOW_RETENTION
+    local_retention_bytes: int = FOLLOW_RETENTION
     file_delete_delay_ms: int = 60000
     flush_messages: int = LONG_MAX
     flush_ms: int = LONG_MAX
@@ -151,6 +194,28 @@ class LogConfig:
                 "max.compaction.lag.ms must be >= min.compaction.lag.ms "
                 f"({self.max_compaction_lag_ms} < {self.min_compaction_lag_ms})"
             )
+        if self.remote_storage_enable:
+            self._check_remote_storage()
+
+    def _check_remote_storage(self) -> None:
+        """Kafka's checks of a tiered topic (LogConfig.validateTopicLogConfigValues)."""
+        if self.compacted:
+            raise InvalidConfig(COMPACTED_REMOTE_MESSAGE)
+        pairs = (("ms", self.retention_ms, self.local_retention_ms),
+                 ("bytes", self.retention_bytes, self.local_retention_bytes))  # fmt: skip
+        for unit, total, local in pairs:
+            if total < 0 or local == FOLLOW_RETENTION:
+                continue  # retention.* unlimited, or local.* follows it
+            if local == -1:
+                raise InvalidConfig(
+                    f"local.retention.{unit}: Value must not be -1 as retention.{unit} "
+                    f"value is set as {total}."
+                )
+            if local > total:
+                raise InvalidConfig(
+                    f"local.retention.{unit}: Value must not be more than retention.{unit} "
+                    f"property value: {total}"
+                )
 
     @classmethod
     def from_props(
@@ -199,6 +264,20 @@ class LogConfig:
     @property
     def compacted(self) -> bool:
         return "compact" in self.cleanup_policy
+
+    @property
+    def effective_local_retention_ms(self) -> int:
+        """local.retention.ms with -2 resolved to retention.ms (Kafka's localRetentionMs())."""
+        if self.local_retention_ms == FOLLOW_RETENTION:
+            return self.retention_ms
+        return self.local_retention_ms
+
+    @property
+    def effective_local_retention_bytes(self) -> int:
+        """local.retention.bytes with -2 resolved to retention.bytes."""
+        if self.local_retention_bytes == FOLLOW_RETENTION:
+            return self.retention_bytes
+        return self.local_retention_bytes
 
     @property
     def log_append_time(self) -> bool:

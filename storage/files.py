@@ -50,6 +50,8 @@ CLEAN_SHUTDOWN_FILE = ".tidelog_cleanshutdown"
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
+# Which segments are in the object store, and in what state (storage.remote.manifest).
+REMOTE_MANIFEST_FILE = "remote-manifest.json"
 PRODUCER_ID_BLOCK_FILE = "producer-id-block"  # next unallocated producer id (storage.producer_ids)
 TOPICS_DIR = "topics"
 TOPIC_METADATA_SUFFIX = ".json"

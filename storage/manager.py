@@ -34,7 +34,12 @@ from protocol.errors import (
     UnknownTopicOrPartition,
 )
 from protocol.settings import INT64_MAX, config_text
-from storage.config import TOPIC_CONFIG_DEFS, LogConfig
+from storage.config import (
+    REMOTE_DISABLED_MESSAGE,
+    REMOTE_TURN_OFF_MESSAGE,
+    TOPIC_CONFIG_DEFS,
+    LogConfig,
+)
 from storage.data_dir import MAX_PARTITIONS_PER_TOPIC, DataDir
 from storage.fdbudget import (
     FD_RESERVE,
@@ -92,9 +97,13 @@ class LogManager:
         io: FileIO | None = None,
         fd_budget: FdBudget | None = None,
         fd_reserve: int = FD_RESERVE,
+        remote_storage_system_enable: bool = False,
     ) -> None:
         """`fd_budget`: None builds one at `open()` from RLIMIT_NOFILE (raised there),
-        leaving `fd_reserve` descriptors to the rest of the process (storage.fdbudget)."""
+        leaving `fd_reserve` descriptors to the rest of the process (storage.fdbudget).
+        `remote_storage_system_enable`: the broker's `remote.log.storage.system.enable`;
+        without it a topic cannot be created or altered with remote.storage.enable=true."""
+        self.remote_storage_system_enable = remote_storage_system_enable
         self.data_dir = Path(data_dir)
         self._defaults = default_config or LogConfig()
         self._clock_ms = clock_ms
@@ -254,6 +263,14 @@ class LogManager:
     def _config_for(self, overrides: Mapping[str, str]) -> LogConfig:
         return LogConfig.from_props(overrides, self._defaults)
 
+    def validate_topic_config(self, overrides: Mapping[str, object]) -> LogConfig:
+        """The config a create or alter with these overrides would give, or InvalidConfig
+        (Kafka's checks, the broker's remote.log.storage.system.enable included)."""
+        config = self._config_for({key: _as_text(value) for key, value in overrides.items()})
+        if config.remote_storage_enable and not self.remote_storage_system_enable:
+            raise InvalidConfig(REMOTE_DISABLED_MESSAGE)
+        return config
+
     def create_topic(
         self, name: str, partitions: int = 1, configs: Mapping[str, object] | None = None
     ) -> None:
@@ -265,7 +282,7 @@ class LogManager:
                 f"partitions must be in [1, {MAX_PARTITIONS_PER_TOPIC}], not {partitions}"
             )
         overrides = {key: _as_text(value) for key, value in (configs or {}).items()}
-        config = self._config_for(overrides)
+        config = self.validate_topic_config(overrides)
         with self._lock:
             if name in self._topics or name in self._unloaded:
                 raise TopicAlreadyExists(f"topic {name!r} already exists")
@@ -360,7 +377,9 @@ class LogManager:
             for key in delete:
                 overrides.pop(key, None)
             overrides.update({key: _as_text(value) for key, value in (set or {}).items()})
-            config = self._config_for(overrides)
+            config = self.validate_topic_config(overrides)
+            if topic.config.remote_storage_enable and not config.remote_storage_enable:
+                raise InvalidConfig(REMOTE_TURN_OFF_MESSAGE)
             try:
                 self._dir.write_metadata(name, len(topic.logs), overrides)
             except OSError as exc:

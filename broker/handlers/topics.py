@@ -18,10 +18,15 @@ from broker.handlers.common import high_watermark, partition_error, require_topi
 from broker.handlers.group_offsets import check_not_internal
 from broker.security.acl import Operation, ResourceType
 from protocol import api_types as wire
-from protocol.errors import InvalidPartitions, TopicAlreadyExists, UnknownTopicOrPartition
+from protocol.errors import (
+    InvalidConfig,
+    InvalidPartitions,
+    TopicAlreadyExists,
+    UnknownTopicOrPartition,
+)
 from protocol.schemas import check_topic_name
 from protocol.settings import config_text
-from storage.config import TOPIC_CONFIG_DEFS, LogConfig
+from storage.config import REMOTE_TURN_OFF_MESSAGE, TOPIC_CONFIG_DEFS
 from storage.log import Log
 
 # Partitions one topic may have: each is a directory with open files, and a
@@ -42,7 +47,7 @@ async def create_topic(ctx: BrokerContext, body: wire.CreateTopicRequest) -> wir
     if body.get("validate_only"):  # every check of a creation, nothing written
         if topic in ctx.manager.topics():
             raise TopicAlreadyExists(f"topic {topic!r} already exists")
-        LogConfig.from_props(str_configs, ctx.manager.default_config())
+        ctx.manager.validate_topic_config(str_configs)
         return {}
     await offload.to_worker(ctx.manager.create_topic, topic, partitions, str_configs)
     return {}
@@ -125,7 +130,12 @@ async def alter_configs(
         overrides = ctx.manager.topic_overrides(topic)
         for key in body["delete"]:
             overrides.pop(key, None)
-        LogConfig.from_props({**overrides, **new_values}, ctx.manager.default_config())
+        config = ctx.manager.validate_topic_config({**overrides, **new_values})
+        if (
+            ctx.manager.topic_config(topic).remote_storage_enable
+            and not config.remote_storage_enable
+        ):
+            raise InvalidConfig(REMOTE_TURN_OFF_MESSAGE)
         return {}
     # The manager validates the whole result, persists it, applies it to every
     # partition at once and logs `config_changed`.
