@@ -19,7 +19,6 @@ from spark_connector.arrow_convert import records_to_arrow, select_batches, sele
 from spark_connector.options import S3Settings
 from spark_connector.remote_read import RemoteObjectGone, SegmentObjects, open_bucket_client
 from tests.tiered.faulty_s3 import Fault, FaultyS3
-from tests.tiered.s3_support import moto_server  # noqa: F401 (fixture)
 
 BUCKET = "cold-objects-test"
 CREDENTIALS = S3Settings(access_key="testing", secret_key="testing", path_style=True)
@@ -41,7 +40,7 @@ def segment_bytes(base: int, batches: int, per_batch: int) -> tuple[bytes, bytes
 
 
 @pytest.fixture
-def proxy(moto_server: str) -> Iterator[FaultyS3]:  # noqa: F811
+def proxy(moto_server: str) -> Iterator[FaultyS3]:
     proxy = FaultyS3(moto_server)
     yield proxy
     proxy.close()

@@ -14,13 +14,12 @@ from botocore.config import Config
 from botocore.exceptions import ClientError, ConnectionClosedError, EndpointConnectionError
 
 from tests.tiered.faulty_s3 import Fault, FaultyS3
-from tests.tiered.s3_support import moto_server  # noqa: F401 (fixture)
 
 BUCKET = "faulty-proxy-test"
 
 
 @pytest.fixture
-def proxy(moto_server: str) -> Iterator[FaultyS3]:  # noqa: F811
+def proxy(moto_server: str) -> Iterator[FaultyS3]:
     proxy = FaultyS3(moto_server)
     yield proxy
     proxy.close()

@@ -31,7 +31,6 @@ from tests.conftest import start_broker
 from tests.reliability.harness import start_load, wait_until
 from tests.reliability.oracle import Ledger
 from tests.tiered.faulty_s3 import Fault, FaultyS3
-from tests.tiered.s3_support import moto_server  # noqa: F401 (fixture)
 from tests.tiered.tiered_broker import credentials_file, tier_state, tiered_settings
 from tests.tiered.tiered_oracle import check_bucket, verify_records
 from tidelog.client import Client
@@ -55,7 +54,7 @@ SWEEP_TIMEOUT_S = 60.0
 
 
 @pytest.fixture
-def store(moto_server: str) -> Iterator[tuple[FaultyS3, Any]]:  # noqa: F811
+def store(moto_server: str) -> Iterator[tuple[FaultyS3, Any]]:
     s3 = boto3.client(
         "s3", endpoint_url=moto_server, region_name="us-east-1",
         aws_access_key_id=KEY, aws_secret_access_key=SECRET,

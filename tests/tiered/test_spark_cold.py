@@ -18,7 +18,6 @@ import pytest
 from spark_connector.batch import TidelogBatchReader
 from spark_connector.options import parse_source_options
 from tests.spark_connector.spark_support import Broker, start_broker
-from tests.tiered.s3_support import moto_server  # noqa: F401 (fixture)
 from tests.tiered.tiered_broker import (
     TIERED_TOPIC_CONFIG,
     credentials_file,
@@ -35,7 +34,7 @@ TOPIC, PARTITIONS, RECORDS = "cold", 2, 3000
 
 
 @pytest.fixture(scope="module")
-def tiered(moto_server: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:  # noqa: F811
+def tiered(moto_server: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
     import boto3
 
     boto3.client(
@@ -90,7 +89,7 @@ def rows(spark: Any, opts: dict[str, str], where: str | None = None) -> list[tup
 
 def test_the_plan_reads_below_the_local_log_start_from_the_bucket(
     tiered: Broker,
-    moto_server: str,  # noqa: F811
+    moto_server: str,
 ) -> None:
     reader = TidelogBatchReader(
         parse_source_options(options(tiered, moto_server, True), streaming=False)
@@ -112,7 +111,7 @@ def test_the_plan_reads_below_the_local_log_start_from_the_bucket(
 def test_same_dataframe_through_the_broker_and_from_the_bucket(
     spark: Any,
     tiered: Broker,
-    moto_server: str,  # noqa: F811
+    moto_server: str,
 ) -> None:
     before = tiered.bytes_out(TOPIC)
     through_broker = rows(spark, options(tiered, moto_server, False))
@@ -140,7 +139,7 @@ def test_same_dataframe_through_the_broker_and_from_the_bucket(
 def test_pushdown_gives_the_same_rows_both_ways(
     spark: Any,
     tiered: Broker,
-    moto_server: str,  # noqa: F811
+    moto_server: str,
     where: str,
 ) -> None:
     pushed = {"pushdown": "true"}
@@ -159,7 +158,7 @@ def test_pushdown_gives_the_same_rows_both_ways(
 def test_hadoop_s3a_names_and_the_brokers_endpoint_work_too(
     spark: Any,
     tiered: Broker,
-    moto_server: str,  # noqa: F811
+    moto_server: str,
 ) -> None:
     opts = options(tiered, moto_server, True)
     for name in ("s3.accessKey", "s3.secretKey", "s3.endpoint"):

@@ -26,7 +26,6 @@ from tests.conftest import BrokerProcess, start_broker
 from tests.reliability.harness import produce_once, wait_until
 from tests.reliability.oracle import Ledger
 from tests.tiered.faulty_s3 import Fault, FaultyS3
-from tests.tiered.s3_support import moto_server  # noqa: F401 (fixture)
 from tests.tiered.tiered_broker import (
     TIERED_TOPIC_CONFIG,
     credentials_file,
@@ -64,7 +63,7 @@ class Setup:
 
 
 @pytest.fixture
-def setup(moto_server: str, tmp_path: Path) -> Iterator[Setup]:  # noqa: F811
+def setup(moto_server: str, tmp_path: Path) -> Iterator[Setup]:
     bucket = f"faults-{next(_buckets)}"
     s3 = boto3.client(
         "s3", endpoint_url=moto_server, region_name="us-east-1",
