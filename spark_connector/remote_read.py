@@ -59,8 +59,8 @@ class RemoteReadError(Exception):
 
 def open_bucket_client(settings: S3Settings, store: StoreInfo) -> Any:
     """A boto3 S3 client for the task (boto3 is imported only by tasks that read cold data)."""
-    import boto3  # type: ignore[import-untyped]  # only cold reads need it
-    from botocore.config import Config  # type: ignore[import-untyped]
+    import boto3  # only cold reads need it
+    from botocore.config import Config
 
     path_style = settings.path_style if settings.path_style is not None else store.path_style
     config = Config(
