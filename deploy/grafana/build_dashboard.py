@@ -229,6 +229,60 @@ ROWS: list[tuple[str, list[tuple[str, str, str, list[dict[str, str]]]]]] = [
         ],
     ),
     (
+        # Issue 39 (docs/tiered-storage.md). Read-side names from broker/component_metrics.py
+        # and broker/metrics.py (tierread); upload-side names from tierstore's uploader.
+        "Tiered storage",
+        [
+            (
+                "Remote read latency",
+                "s",
+                "Reads below the local log start: chunk cache or object store GETs, "
+                "timeouts included.",
+                _quantiles("tidelog_remote_read_duration_seconds", ""),
+            ),
+            (
+                "Remote reads: GETs and errors / s",
+                "reqps",
+                "GETs the read path sent to the store, and reads that failed "
+                "(REMOTE_STORAGE_ERROR to the client).",
+                [
+                    _q(f"sum(rate(tidelog_remote_gets_total{{{SEL}}}{RATE}))", "GETs"),
+                    _q(f"sum(rate(tidelog_remote_read_errors_total{{{SEL}}}{RATE}))", "errors"),
+                ],
+            ),
+            (
+                "Chunk cache hit ratio",
+                "percentunit",
+                "Share of remote chunk reads served from the on-disk cache; a low ratio "
+                "with a full cache means the working set is larger than the cache.",
+                [
+                    _q(
+                        f"sum(rate(tidelog_remote_cache_hits_total{{{SEL}}}{RATE})) / "
+                        f"(sum(rate(tidelog_remote_cache_hits_total{{{SEL}}}{RATE})) + "
+                        f"sum(rate(tidelog_remote_cache_misses_total{{{SEL}}}{RATE})))",
+                        "chunks",
+                    ),
+                    _q(
+                        f"sum(rate(tidelog_remote_index_cache_hits_total{{{SEL}}}{RATE})) / "
+                        f"(sum(rate(tidelog_remote_index_cache_hits_total{{{SEL}}}{RATE})) + "
+                        f"sum(rate(tidelog_remote_index_cache_misses_total{{{SEL}}}{RATE})))",
+                        "indexes",
+                    ),
+                ],
+            ),
+            (
+                "Chunk cache size",
+                "bytes",
+                "Bytes of remote chunks on disk against the cap, and evictions per minute.",
+                [
+                    _q(f"sum(tidelog_remote_cache_size_bytes{{{SEL}}})", "cached"),
+                    _q(f"sum(tidelog_remote_cache_capacity_bytes{{{SEL}}})", "capacity"),
+                    _q(f"sum(tidelog_remote_index_cache_size_bytes{{{SEL}}})", "indexes"),
+                ],
+            ),
+        ],
+    ),
+    (
         "Cleaner",
         [
             (
@@ -380,7 +434,9 @@ def build() -> dict[str, Any]:
     return {
         "uid": DASHBOARD_UID,
         "title": "Tidelog",
-        "description": "Tidelog broker: throughput, latency, errors, logs, retention, cleaner.",
+        "description": (
+            "Tidelog broker: throughput, latency, errors, logs, retention, tiered storage, cleaner."
+        ),
         "tags": ["tidelog"],
         "timezone": "utc",
         "schemaVersion": SCHEMA_VERSION,
