@@ -242,6 +242,24 @@ BROKER_SETTINGS: tuple[Setting, ...] = (
     Setting("tidelog.remote.storage.threads", "tidelog_remote_storage_threads", int, 8,
             "Store calls in flight at once (worker threads apart from the request path's).",
             low=1, high=256, section="storage"),
+    # Reads below the local log start (docs/tiered-reads.md).
+    Setting("remote.log.reader.threads", "remote_log_reader_threads", int, 10,
+            "Threads reading the object store for fetches and time lookups at once, apart "
+            "from the request path's (Kafka's key and default).", low=1, high=256,
+            section="storage"),
+    Setting("tidelog.remote.fetch.timeout.ms", "tidelog_remote_fetch_timeout_ms", int, 10000,
+            "How long one read below the local log start may wait for the store before its "
+            "partition is answered REMOTE_STORAGE_ERROR (Kafka: KAFKA_STORAGE_ERROR).",
+            low=1, section="storage"),
+    Setting("tidelog.remote.cache.bytes", "tidelog_remote_cache_bytes", int, 1 << 30,
+            "Disk cap of the chunk cache of remote segments (<data dir>/remote-cache, wiped "
+            "at start).", low=1 << 20, section="storage"),
+    Setting("tidelog.remote.cache.chunk.bytes", "tidelog_remote_cache_chunk_bytes", int,
+            1 << 20, "Bytes of one ranged GET of a remote segment (aligned chunks).",
+            low=4096, high=1 << 30, section="storage"),
+    Setting("tidelog.remote.index.cache.bytes", "tidelog_remote_index_cache_bytes", int,
+            64 << 20, "Memory cap of the remote segments' offset and time indexes kept parsed.",
+            low=1 << 16, section="storage"),
     Setting("remote.log.manager.task.interval.ms", "remote_log_manager_task_interval_ms", int,
             30000, "How often each tiered partition is checked for segments to upload and "
             "local or remote segments to delete (Kafka's key and default).",
@@ -454,6 +472,11 @@ class BrokerConfig:
     tidelog_remote_storage_credentials_file: str = ""
     tidelog_remote_storage_path_style: bool = True
     tidelog_remote_storage_threads: int = 8
+    remote_log_reader_threads: int = 10
+    tidelog_remote_fetch_timeout_ms: int = 10000
+    tidelog_remote_cache_bytes: int = 1 << 30
+    tidelog_remote_cache_chunk_bytes: int = 1 << 20
+    tidelog_remote_index_cache_bytes: int = 64 << 20
     remote_log_manager_task_interval_ms: int = 30000
     remote_log_manager_copier_thread_pool_size: int = 2
     remote_log_manager_copy_max_bytes_per_second: int = LONG_MAX
@@ -502,6 +525,12 @@ class BrokerConfig:
     def __post_init__(self) -> None:
         self.group_config  # noqa: B018 - InvalidConfig now for min > max session timeout
         self.remote_store_settings  # noqa: B018 - InvalidConfig now for a bad bucket/endpoint
+        if self.tidelog_remote_cache_bytes < self.tidelog_remote_cache_chunk_bytes:
+            raise InvalidConfig(
+                f"tidelog.remote.cache.bytes ({self.tidelog_remote_cache_bytes}) must hold "
+                f"one chunk (tidelog.remote.cache.chunk.bytes, "
+                f"{self.tidelog_remote_cache_chunk_bytes})"
+            )
 
     @property
     def remote_store_settings(self) -> RemoteStoreSettings | None:

@@ -4,10 +4,10 @@ A read below a partition's local log start blocks on the network (storage.remote
 It never runs on the event loop and never in `broker.offload`'s worker pool: a slow
 or dead store would then hold the threads local reads and fsyncs need. Here every
 remote read borrows one of REMOTE_READ_THREADS threads and is given
-`remote_read_timeout_s`; past it the caller gets RemoteStorageError (retriable) and
+tidelog.remote.fetch.timeout.ms (10 s); past it the caller gets RemoteStorageError (retriable) and
 the thread is abandoned (it ends when the store client's own socket timeout fires,
 and holds its limiter slot until then, so a dead store caps itself at
-REMOTE_READ_THREADS threads). Only the partitions that need the store wait or fail;
+remote.log.reader.threads threads). Only the partitions that need the store wait or fail;
 every other partition of the request, and every other client, is served as before.
 
 `prefetch` reads a fetch's remote partitions concurrently (bounded by the same
@@ -18,31 +18,49 @@ per partition (Kafka serves one remote partition per fetch).
 from __future__ import annotations
 
 import functools
+import weakref
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 import trio
 
+from broker.config import BrokerConfig
+from broker.tiered.runner import settings_with_credentials
 from protocol.errors import RemoteStorageError
+from storage.fileio import FileIO
 from storage.log import FetchData, Log
+from storage.remote import BlockingObjectStore
+from storage.remote.manifest_view import ManifestView
+from storage.remote.remote_reader import RemoteLog, RemoteReader
 
 if TYPE_CHECKING:
     from broker.context import BrokerContext
     from protocol.api_types import FetchPartition
 
-__all__ = ["REMOTE_READ_THREADS", "REMOTE_READ_TIMEOUT_S", "call", "limiter", "prefetch"]
+__all__ = [
+    "REMOTE_READ_THREADS",
+    "call",
+    "ensure_attached",
+    "limiter",
+    "prefetch",
+]
 
-# Threads reading the store at once, broker-wide (Kafka's remote.log.reader.threads is
-# 10): enough to overlap a fetch's cold partitions, few enough that a hung store ties
-# up only these.
-REMOTE_READ_THREADS = 8
-# How long one remote read may take (index GET, chunk GETs), queueing for a thread
-# included, before the partition is answered with REMOTE_STORAGE_ERROR.
-REMOTE_READ_TIMEOUT_S = 10.0
+# Threads reading the store at once, broker-wide, unless remote.log.reader.threads says
+# otherwise (Kafka's key and default): enough to overlap a fetch's cold partitions, few
+# enough that a hung store ties up only these.
+REMOTE_READ_THREADS = 10
 
 T = TypeVar("T")
 
 _LIMITER: trio.lowlevel.RunVar[trio.CapacityLimiter] = trio.lowlevel.RunVar("remote_limiter")
+_threads = REMOTE_READ_THREADS
+
+
+def set_threads(count: int) -> None:
+    """remote.log.reader.threads, before the first remote read of a run."""
+    global _threads
+    _threads = count
 
 
 def limiter() -> trio.CapacityLimiter:
@@ -50,14 +68,29 @@ def limiter() -> trio.CapacityLimiter:
     try:
         return _LIMITER.get()
     except LookupError:
-        created = trio.CapacityLimiter(REMOTE_READ_THREADS)
+        created = trio.CapacityLimiter(_threads)
         _LIMITER.set(created)
         return created
 
 
 def _timeout_s(ctx: BrokerContext) -> float:
-    ms = getattr(ctx.config, "remote_fetch_timeout_ms", None)
-    return REMOTE_READ_TIMEOUT_S if ms is None else ms / 1000
+    return ctx.config.tidelog_remote_fetch_timeout_ms / 1000
+
+
+def open_reader(config: BrokerConfig) -> RemoteReader | None:
+    """The broker's remote reader (its chunk cache wiped: blocking, run it in a worker),
+    or None when tiered storage is off."""
+    settings = config.remote_store_settings
+    if settings is None:
+        return None
+    settings = settings_with_credentials(settings, config.tidelog_remote_storage_credentials_file)
+    return RemoteReader(
+        BlockingObjectStore(settings),
+        Path(config.data_dir),
+        chunk_cache_bytes=config.tidelog_remote_cache_bytes,
+        chunk_bytes=config.tidelog_remote_cache_chunk_bytes,
+        index_cache_bytes=config.tidelog_remote_index_cache_bytes,
+    )
 
 
 async def call(ctx: BrokerContext, fn: Callable[[], T], what: str) -> T:
@@ -120,3 +153,31 @@ async def prefetch(
         for job in jobs:
             nursery.start_soon(one, *job)
     return found
+
+
+# Logs already looked at for a remote tier (a topic without one is not looked at again
+# until its config turns remote storage on).
+_CHECKED: weakref.WeakSet[Log] = weakref.WeakSet()
+
+
+def ensure_attached(ctx: BrokerContext, plog: Log) -> None:
+    """Give `plog` its remote tier once (its manifest's readable segments), if its topic
+    has remote.storage.enable or its directory holds a manifest. Called by
+    `broker.handlers.common.get_log`: one set look-up for a log already seen."""
+    reader = ctx.remote_reader
+    if reader is None or plog.remote is not None:
+        return
+    enabled = bool(getattr(plog.config, "remote_storage_enable", False))
+    if plog in _CHECKED and not enabled:
+        return
+    _CHECKED.add(plog)
+    view = ManifestView(FileIO(), plog.directory, _prefix(ctx))
+    refs = view()
+    if not enabled and not refs:
+        return
+    remote = RemoteLog(reader, view, f"{plog.topic}-{plog.partition}")
+    plog.attach_remote(remote, view.log_start_offset)
+
+
+def _prefix(ctx: BrokerContext) -> str:
+    return str(getattr(ctx.config, "tidelog_remote_storage_prefix", "tidelog"))

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import trio
 
-from broker import offload
+from broker import offload, remote_read
 from broker.codecs import codec_named
 from broker.component_metrics import component_samples
 from broker.config import BrokerConfig, authenticates
@@ -189,6 +189,9 @@ async def serve_broker(
             clock_ms=clock_ms,
             security=security,
         )
+        # Tiered storage's reads below the local log start (docs/tiered-reads.md).
+        remote_read.set_threads(config.remote_log_reader_threads)
+        ctx.remote_reader = await offload.to_worker(remote_read.open_reader, config)
         await services.start(ctx.groups.serve)  # group coordinator: loaded, then ticking
         if console is not None:
             console.attach(ctx, cleaner)

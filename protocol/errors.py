@@ -92,7 +92,7 @@ class StorageError(TidelogError):
 
 
 class RemoteStorageError(StorageError):
-    """Tiered storage (docs/tiered-storage.md): the object store could not serve a read
+    """Tiered storage (docs/tiered-reads.md): the object store could not serve a read
     below the local log start (down, slow past the timeout, an error status, a body
     shorter than asked for). Only the partitions that need the store get it; retrying
     can succeed once the store answers (Kafka's KAFKA_STORAGE_ERROR, retriable)."""

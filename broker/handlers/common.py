@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import trio
 
+from broker import remote_read
 from broker.context import BrokerContext
 from broker.logging import get_logger
 from protocol.errors import StorageError, TidelogError, UnknownServerError, UnknownTopicOrPartition
@@ -31,11 +32,14 @@ def partition_error(exc: BaseException) -> tuple[str, str | None]:
 
 def get_log(ctx: BrokerContext, topic: str, partition: int) -> Log:
     try:
-        return ctx.manager.get_log(topic, partition)
+        plog = ctx.manager.get_log(topic, partition)
     except TidelogError:
         raise
     except (KeyError, IndexError) as exc:
         raise UnknownTopicOrPartition(f"unknown topic or partition {topic}-{partition}") from exc
+    if ctx.remote_reader is not None and plog.remote is None:
+        remote_read.ensure_attached(ctx, plog)  # tiered storage: reads below the local start
+    return plog
 
 
 async def share_loop(done: int) -> int:

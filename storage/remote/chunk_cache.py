@@ -11,7 +11,7 @@ chunks go (never the ones the current read is using).
 On-disk format: `<dir>/<sha256(key)[:32]>-<chunk index>.chunk`, the chunk's bytes
 exactly. A chunk is written to a `.tmp` name and renamed, so a reader never sees
 half a chunk. Objects are immutable (a key names one upload attempt,
-docs/tiered-storage.md), so a cached chunk never goes stale.
+docs/tiered-reads.md), so a cached chunk never goes stale.
 
 After a crash or restart: the directory is wiped when the cache opens. Chunks are
 not fsynced (a cache fill must not cost an fsync per megabyte), so after a power

@@ -30,7 +30,7 @@ import structlog
 from protocol.errors import RemoteStorageError, TidelogError
 from storage.remote.chunk_cache import CHUNK_BYTES, ChunkCache, ChunkCacheStatistics
 from storage.remote.index_cache import INDEX_CACHE_BYTES, IndexCache, IndexCacheStatistics
-from storage.remote.remote_segment import RemoteSegment, RemoteSegmentRef
+from storage.remote.remote_segment import RemoteSegmentRef, RemoteSegmentView
 from storage.segment import Segment
 from storage.segment_time import find_offset_by_timestamp
 
@@ -121,8 +121,8 @@ class RemoteReader:
                 f"{key}: the object store failed: {type(exc).__name__}: {exc}"
             ) from exc
 
-    def segment(self, ref: RemoteSegmentRef) -> RemoteSegment:
-        return RemoteSegment(ref, self.chunks, self.indexes)
+    def segment(self, ref: RemoteSegmentRef) -> RemoteSegmentView:
+        return RemoteSegmentView(ref, self.chunks, self.indexes)
 
 
 # The readable segments of one partition's manifest, in base-offset order.

@@ -2,7 +2,7 @@
 
 `RemoteSegmentRef` is what the manifest says of an uploaded segment (a
 COPY_SEGMENT_FINISHED entry): its object keys, offsets, size, timestamps. A
-`RemoteSegment` joins it to the caches for one read: `pread` through the chunk
+`RemoteSegmentView` joins it to the caches for one read: `pread` through the chunk
 cache, the offset and time indexes through the index cache. It has the shape the
 header walks take (storage.segment_walk.Walked, storage.segment_time's segment),
 so a remote read finds, walks and cuts batches with the same code as a local one,
@@ -13,7 +13,7 @@ A remote object is immutable and was whole when uploaded: a header walk that fin
 damage in it raises CorruptMessage (never fenced: there is nothing to roll), and a
 body shorter than asked for raises RemoteStorageError (retriable) in the cache.
 
-Thread safety: a RemoteSegment is used by one read; the caches are shared.
+Thread safety: a RemoteSegmentView is used by one read; the caches are shared.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from storage.remote.index_cache import IndexCache, RemoteOffsetIndex, RemoteTime
 from storage.scan import SegmentScan
 from storage.segment_walk import find_batch
 
-__all__ = ["RemoteSegment", "RemoteSegmentRef"]
+__all__ = ["RemoteSegmentRef", "RemoteSegmentView"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,7 +57,7 @@ class RemoteSegmentRef:
         return f"{self.stem}.log"
 
 
-class RemoteSegment:
+class RemoteSegmentView:
     """A remote segment joined to the caches for one read (see the module doc)."""
 
     fence_position: int | None = None

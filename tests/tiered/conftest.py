@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import itertools
 import os
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -23,7 +22,6 @@ import pytest
 from moto.server import ThreadedMotoServer
 
 from storage.remote import Credentials, RemoteStoreSettings
-from tests.tiered.s3_helpers import CLIENT_CONFIG, S3Bucket
 
 ACCESS_KEY_ID = "tidelog-test-key"
 SECRET_ACCESS_KEY = "tidelog-test-secret"
@@ -123,24 +121,30 @@ def s3_server(moto_server: str) -> Iterator[S3Server]:
     client.delete_bucket(Bucket=server.bucket)
 
 
-# tierread's fixture (merged beside tierstore's by tierspark): its own moto server per
-# test, so a test may stop it (the store going down).
+@dataclass
+class OwnS3:
+    """A moto server of one test's own, which the test may stop (the store going down),
+    with one bucket (`s3`: endpoint, bucket, broker options, a client)."""
+
+    moto: ThreadedMotoServer
+    s3: S3Server
+    running: bool = True
+
+    def stop(self) -> None:
+        if self.running:
+            self.running = False
+            self.moto.stop()
+
+
 @pytest.fixture
-def s3_bucket() -> Iterator[S3Bucket]:
+def own_s3() -> Iterator[OwnS3]:
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     host, port = server.get_host_and_port()
-    endpoint = f"http://{host}:{port}"
-    client = boto3.client(
-        "s3",
-        endpoint_url=endpoint,
-        region_name="us-east-1",
-        aws_access_key_id="test",
-        aws_secret_access_key="test",
-        config=CLIENT_CONFIG,
+    s3 = S3Server(
+        endpoint=f"http://{host}:{port}", bucket=f"own-{os.getpid()}-{next(_bucket_numbers)}"
     )
-    name = f"b-{uuid.uuid4().hex[:8]}"
-    client.create_bucket(Bucket=name)
-    bucket = S3Bucket(server, endpoint, name, client)
-    yield bucket
-    bucket.stop()
+    s3.client().create_bucket(Bucket=s3.bucket)
+    own = OwnS3(server, s3)
+    yield own
+    own.stop()

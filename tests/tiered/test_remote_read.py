@@ -14,11 +14,13 @@ from protocol.batch import KAFKA_LAYOUT
 from protocol.errors import RemoteStorageError
 from storage.config import LogConfig
 from storage.log import Log
+from storage.remote import BlockingObjectStore
 from storage.remote.remote_reader import RemoteLog, RemoteReader
 from storage.remote.remote_segment import RemoteSegmentRef
 from tests.storage.helpers import BASE_TS, open_test_log
 from tests.storage.test_both_layouts import kafka_batch, tidelog_batch
-from tests.tiered.s3_helpers import Boto3Store, S3Bucket, upload_segments
+from tests.tiered.conftest import OwnS3, S3Server
+from tests.tiered.s3_helpers import upload_segments
 
 SMALL = LogConfig(segment_bytes=2048, index_interval_bytes=256)
 
@@ -36,23 +38,34 @@ def _filled_log(directory: Path, batches: int = 120) -> Log:
 
 
 @pytest.fixture
-def uploaded(tmp_path: Path, s3_bucket: S3Bucket) -> Iterator[tuple[Log, list[RemoteSegmentRef]]]:
+def store(request: pytest.FixtureRequest) -> S3Server:
+    """The shared moto server's bucket, or (param "own") one on a server the test stops."""
+    if getattr(request, "param", None) == "own":
+        own: OwnS3 = request.getfixturevalue("own_s3")
+        return own.s3
+    shared: S3Server = request.getfixturevalue("s3_server")
+    return shared
+
+
+@pytest.fixture
+def uploaded(tmp_path: Path, store: S3Server) -> Iterator[tuple[Log, list[RemoteSegmentRef]]]:
     log = _filled_log(tmp_path / "t-0")
-    refs = upload_segments(s3_bucket, log, prefix=f"p{uuid.uuid4().hex[:6]}")
+    refs = upload_segments(store.client(), store.bucket, log, prefix=f"p{uuid.uuid4().hex[:6]}")
     yield log, refs
     log.close()
 
 
-def _reader(tmp_path: Path, s3_bucket: S3Bucket, **caps: int) -> RemoteReader:
-    return RemoteReader(Boto3Store(s3_bucket), tmp_path / "data", **caps)
+def _reader(tmp_path: Path, store: S3Server, **caps: int) -> RemoteReader:
+    settings = store.settings(max_attempts=1, connect_timeout_ms=1000)
+    return RemoteReader(BlockingObjectStore(settings), tmp_path / "data", **caps)
 
 
 def test_remote_reads_are_byte_identical_to_local_ones(
-    tmp_path: Path, s3_bucket: S3Bucket, uploaded: tuple[Log, list[RemoteSegmentRef]]
+    tmp_path: Path, store: S3Server, uploaded: tuple[Log, list[RemoteSegmentRef]]
 ) -> None:
     log, refs = uploaded
     assert len(refs) > 5
-    reader = _reader(tmp_path, s3_bucket, chunk_bytes=1024, chunk_cache_bytes=64 * 1024)
+    reader = _reader(tmp_path, store, chunk_bytes=1024, chunk_cache_bytes=64 * 1024)
     remote = RemoteLog(reader, lambda: refs, "t-0")
     end = refs[-1].next_offset
     for max_bytes in (1, 700, 5000):
@@ -70,10 +83,10 @@ def test_remote_reads_are_byte_identical_to_local_ones(
 
 
 def test_cold_then_warm_cache_and_the_cap(
-    tmp_path: Path, s3_bucket: S3Bucket, uploaded: tuple[Log, list[RemoteSegmentRef]]
+    tmp_path: Path, store: S3Server, uploaded: tuple[Log, list[RemoteSegmentRef]]
 ) -> None:
     _, refs = uploaded
-    reader = _reader(tmp_path, s3_bucket, chunk_bytes=1024, chunk_cache_bytes=4096)
+    reader = _reader(tmp_path, store, chunk_bytes=1024, chunk_cache_bytes=4096)
     remote = RemoteLog(reader, lambda: refs, "t-0")
     first = remote.read(0, 2000, min_one=True, local_start=10**9)
     cold = reader.statistics()
@@ -91,10 +104,10 @@ def test_cold_then_warm_cache_and_the_cap(
 
 
 def test_offset_for_timestamp_and_max_timestamp_match_local(
-    tmp_path: Path, s3_bucket: S3Bucket, uploaded: tuple[Log, list[RemoteSegmentRef]]
+    tmp_path: Path, store: S3Server, uploaded: tuple[Log, list[RemoteSegmentRef]]
 ) -> None:
     log, refs = uploaded
-    remote = RemoteLog(_reader(tmp_path, s3_bucket), lambda: refs, "t-0")
+    remote = RemoteLog(_reader(tmp_path, store), lambda: refs, "t-0")
     end = refs[-1].next_offset
     for ts in (BASE_TS - 5, BASE_TS, BASE_TS + 1, BASE_TS + 333, BASE_TS + 1190, BASE_TS + 1192):
         assert remote.offset_for_timestamp(ts, 0, end) == log.offset_for_timestamp(ts), ts
@@ -103,13 +116,14 @@ def test_offset_for_timestamp_and_max_timestamp_match_local(
 
 
 def test_a_truncated_body_is_an_error_not_garbage(
-    tmp_path: Path, s3_bucket: S3Bucket, uploaded: tuple[Log, list[RemoteSegmentRef]]
+    tmp_path: Path, store: S3Server, uploaded: tuple[Log, list[RemoteSegmentRef]]
 ) -> None:
     _, refs = uploaded
     ref = refs[2]
-    data = s3_bucket.client.get_object(Bucket=s3_bucket.name, Key=ref.log_key)["Body"].read()
-    s3_bucket.client.put_object(Bucket=s3_bucket.name, Key=ref.log_key, Body=data[:-100])
-    reader = _reader(tmp_path, s3_bucket, chunk_bytes=1024, chunk_cache_bytes=64 * 1024)
+    client = store.client()
+    data = client.get_object(Bucket=store.bucket, Key=ref.log_key)["Body"].read()
+    client.put_object(Bucket=store.bucket, Key=ref.log_key, Body=data[:-100])
+    reader = _reader(tmp_path, store, chunk_bytes=1024, chunk_cache_bytes=64 * 1024)
     remote = RemoteLog(reader, lambda: refs, "t-0")
     assert remote.read(refs[1].base_offset, 100, min_one=True, local_start=10**9) is not None
     with pytest.raises(RemoteStorageError, match="truncated"):
@@ -117,13 +131,14 @@ def test_a_truncated_body_is_an_error_not_garbage(
     assert reader.statistics().errors == 1
 
 
+@pytest.mark.parametrize("store", ["own"], indirect=True)
 def test_a_store_that_is_down_fails_the_read_retriably(
-    tmp_path: Path, s3_bucket: S3Bucket, uploaded: tuple[Log, list[RemoteSegmentRef]]
+    tmp_path: Path, store: S3Server, uploaded: tuple[Log, list[RemoteSegmentRef]], own_s3: OwnS3
 ) -> None:
     _, refs = uploaded
-    reader = _reader(tmp_path, s3_bucket)
+    reader = _reader(tmp_path, store)
     remote = RemoteLog(reader, lambda: refs, "t-0")
-    s3_bucket.stop()
+    own_s3.stop()
     with pytest.raises(RemoteStorageError, match="object store failed") as caught:
         remote.read(0, 100, min_one=True, local_start=10**9)
     assert caught.value.retriable
