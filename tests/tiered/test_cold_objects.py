@@ -165,7 +165,7 @@ def broker_rows(log: Any, start: int, end: int, include_headers: bool) -> pa.Tab
 
 @pytest.mark.parametrize("include_headers", [False, True])
 def test_uploaded_segments_of_both_layouts_read_as_the_broker_reads_them(
-    tmp_path: Any, s3_bucket: Any, include_headers: bool
+    tmp_path: Any, s3_server: Any, include_headers: bool
 ) -> None:
     """Real segments (Tidelog and Kafka v2 batches mixed, sparse indexes) uploaded under
     the key layout: the task's reader gives the rows of the broker's own reads."""
@@ -173,9 +173,9 @@ def test_uploaded_segments_of_both_layouts_read_as_the_broker_reads_them(
     from tests.tiered.test_remote_read import _filled_log
 
     log = _filled_log(tmp_path / "t-0")
-    refs = upload_segments(s3_bucket, log, prefix="cold")
-    store = StoreInfo(s3_bucket.name, endpoint=s3_bucket.endpoint, path_style=True)
-    objects = SegmentObjects(open_bucket_client(CREDENTIALS, store), s3_bucket.name, 1500)
+    refs = upload_segments(s3_server.client(), s3_server.bucket, log, prefix="cold")
+    store = StoreInfo(s3_server.bucket, endpoint=s3_server.endpoint, path_style=True)
+    objects = SegmentObjects(open_bucket_client(CREDENTIALS, store), s3_server.bucket, 1500)
     try:
         for start, end in ((0, refs[-1].next_offset), (7, 200), (150, 151)):
             got, pos = [], start
