@@ -9,50 +9,91 @@ log start GET by the tasks from the bucket); with pushdown too. The broker's
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+import boto3
 import pytest
 
+from protocol.kafka.messages import PRODUCE
 from spark_connector.batch import TidelogBatchReader
 from spark_connector.options import parse_source_options
-from tests.spark_connector.spark_support import Broker, start_broker
-from tests.tiered.tiered_broker import (
-    TIERED_TOPIC_CONFIG,
-    credentials_file,
-    tiered_settings,
-    wait_tiered,
-)
+from tests.integration.kafka_helpers import KafkaSocket
+from tests.tiered.tier_out import tier_out
+from tests.tiered.tiered_broker import credentials_file, tier_state, tiered_settings
 
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", DeprecationWarning)
+    from kafka.record.default_records import DefaultRecordBatchBuilder
+
+if TYPE_CHECKING:
+    from tests.spark_connector.spark_support import Broker
+
+# The `spark` session fixture; its module is imported lazily below (pytest rewrites it).
 pytest_plugins = ("tests.spark_connector.spark_support",)
 pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.tiered]
 
 BUCKET = "spark-cold"
 KEY, SECRET = "spark-test-key", "spark-test-secret"
-TOPIC, PARTITIONS, RECORDS = "cold", 2, 3000
+TOPIC, PARTITIONS = "cold", 2
+TIDELOG_RECORDS, KAFKA_RECORDS, KAFKA_BATCH = 2500, 500, 50
+RECORDS = TIDELOG_RECORDS + KAFKA_RECORDS
+
+
+def _kafka_batches(broker: Broker, partition: int, first_offset: int, count: int) -> None:
+    """Kafka v2 batches through the Kafka protocol: the partition then holds both layouts."""
+    with KafkaSocket(broker_address(broker)) as sock:
+        for n in range(count):
+            builder = DefaultRecordBatchBuilder(
+                magic=2, compression_type=0, is_transactional=False,
+                producer_id=-1, producer_epoch=-1, base_sequence=-1, batch_size=1 << 20,
+            )  # fmt: skip
+            for i in range(KAFKA_BATCH):
+                offset = first_offset + n * KAFKA_BATCH + i
+                builder.append(i, timestamp=1000 + offset, key=b"kk%d" % offset,
+                               value=b"kafka-%d" % offset, headers=[])  # fmt: skip
+            data = [{"name": TOPIC, "partition_data": [
+                {"index": partition, "records": bytes(builder.build())}]}]  # fmt: skip
+            body = {"transactional_id": None, "acks": -1, "timeout_ms": 5000, "topic_data": data}
+            answer = sock.call(PRODUCE, 7, body)["responses"][0]["partition_responses"][0]
+            assert answer["error_code"] == 0, answer
+
+
+def broker_address(broker: Broker) -> tuple[str, int]:
+    return ("127.0.0.1", broker.port)
 
 
 @pytest.fixture(scope="module")
 def tiered(moto_server: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
-    import boto3
-
-    boto3.client(
+    """A broker whose `cold` partitions hold their older segments only in the bucket
+    (tests/tiered/tier_out.py: what the uploader and local retention leave), restarted
+    on them; Tidelog and Kafka batches mixed, some records with headers."""
+    s3 = boto3.client(
         "s3", endpoint_url=moto_server, region_name="us-east-1",
         aws_access_key_id=KEY, aws_secret_access_key=SECRET,
-    ).create_bucket(Bucket=BUCKET)  # fmt: skip
+    )  # fmt: skip
+    from tests.spark_connector.spark_support import start_broker
+
+    s3.create_bucket(Bucket=BUCKET)
     base = tmp_path_factory.mktemp("spark-cold")
     creds = credentials_file(base, KEY, SECRET)
-    broker = start_broker(
-        base / "data", *tiered_settings(endpoint=moto_server, bucket=BUCKET, credentials=creds)
-    )
+    sets = tiered_settings(endpoint=moto_server, bucket=BUCKET, credentials=creds)
+    broker = start_broker(base / "data", *sets)
+    with broker.client() as client:
+        client.create_topic(TOPIC, PARTITIONS, {"segment.bytes": "16384"})
+    for p in range(PARTITIONS):
+        broker.produce(TOPIC, p, TIDELOG_RECORDS, headers_every=5, batch_records=50)
+        _kafka_batches(broker, p, TIDELOG_RECORDS, KAFKA_RECORDS // KAFKA_BATCH)
+    broker.stop()
+    for p in range(PARTITIONS):
+        tier_out(s3, BUCKET, base / "data" / f"{TOPIC}-{p}", keep_local=3)
+    broker = start_broker(base / "data", *sets)
     try:
         with broker.client() as client:
-            client.create_topic(TOPIC, PARTITIONS, TIERED_TOPIC_CONFIG)
-        for p in range(PARTITIONS):
-            broker.produce(TOPIC, p, RECORDS, headers_every=5, batch_records=50)
-        with broker.client() as client:
-            wait_tiered(client, TOPIC, PARTITIONS, min_remote_fraction=0.6)
+            state = tier_state(client, TOPIC, PARTITIONS)
+        assert all(s.local_log_start_offset > RECORDS // 2 for s in state.values()), state
         yield broker
     finally:
         broker.stop()
@@ -124,7 +165,7 @@ def test_same_dataframe_through_the_broker_and_from_the_bucket(
         (p, o) for p in range(PARTITIONS) for o in range(RECORDS)
     ]
     assert from_bucket == through_broker
-    # At least 60% of every partition was only in the bucket, read there by the tasks.
+    # Over half of every partition was only in the bucket, read there by the tasks.
     assert bucket_bytes < broker_bytes * 0.5, (bucket_bytes, broker_bytes)
 
 
@@ -169,17 +210,19 @@ def test_hadoop_s3a_names_and_the_brokers_endpoint_work_too(
     assert got == rows(spark, options(tiered, moto_server, False), "offset < 500")
 
 
-def test_remote_reads_true_fails_clearly_without_a_tiered_broker(
-    spark: Any, tmp_path: Path
-) -> None:
+def test_a_broker_without_tiered_storage_reads_as_before(spark: Any, tmp_path: Path) -> None:
+    from tests.spark_connector.spark_support import start_broker
+
     plain = start_broker(tmp_path / "plain", "log.retention.ms=-1")
     try:
         with plain.client() as client:
             client.create_topic("plain", 1)
         plain.produce("plain", 0, 10)
-        auto = spark.read.format("tidelog").options(
-            **{"bootstrap.servers": plain.bootstrap, "subscribe": "plain"}
-        )
-        assert auto.load().count() == 10  # auto: nothing cold, all through the broker
+        for remote in ("auto", "true", "false"):
+            df = spark.read.format("tidelog").options(
+                **{"bootstrap.servers": plain.bootstrap, "subscribe": "plain",
+                   "remoteReads": remote}
+            )  # fmt: skip
+            assert df.load().count() == 10  # nothing is cold: all through the broker
     finally:
         plain.stop()
