@@ -26,6 +26,7 @@ from tests.conftest import BrokerProcess, start_broker
 from tests.reliability.harness import produce_once, wait_until
 from tests.reliability.oracle import Ledger
 from tests.tiered.faulty_s3 import Fault, FaultyS3
+from tests.tiered.tier_out import tier_out
 from tests.tiered.tiered_broker import (
     TIERED_TOPIC_CONFIG,
     credentials_file,
@@ -45,8 +46,11 @@ _buckets = iter(range(10_000))
 
 
 class Setup:
-    def __init__(self, broker: BrokerProcess, proxy: FaultyS3, s3: Any, bucket: str) -> None:
+    def __init__(
+        self, broker: BrokerProcess, proxy: FaultyS3, s3: Any, bucket: str, settings: tuple
+    ) -> None:
         self.broker, self.proxy, self.s3, self.bucket = broker, proxy, s3, bucket
+        self.settings = settings
         self.ledger = Ledger()
         self.rng = random.Random(7)
         self.seq = 0
@@ -79,8 +83,9 @@ def setup(moto_server: str, tmp_path: Path) -> Iterator[Setup]:
     with Client(broker.bootstrap) as client:
         client.create_topic(TIERED, TOPICS[TIERED], TIERED_TOPIC_CONFIG)
         client.create_topic(LOCAL, TOPICS[LOCAL], {"segment.bytes": "16384"})
-    yield Setup(broker, proxy, s3, bucket)
-    broker.kill()
+    setup = Setup(broker, proxy, s3, bucket, settings)
+    yield setup
+    setup.broker.kill()
     proxy.close()
 
 
@@ -138,6 +143,18 @@ def test_a_slow_store_delays_uploads_only(setup: Setup) -> None:
     _check_all(setup)
 
 
+def _tier_out_and_restart(setup: Setup) -> list[dict[str, Any]]:
+    """Stop the broker, leave tiered-0's older segments only in the bucket (what the
+    uploader and local retention do), restart; the manifest entries."""
+    with Client(setup.broker.bootstrap) as client:
+        setup.produce(client, 60)
+    data_dir = setup.broker.data_dir
+    assert setup.broker.stop() == 0
+    entries = tier_out(setup.s3, setup.bucket, data_dir / f"{TIERED}-0", prefix=PREFIX)
+    setup.broker = start_broker(data_dir, *setup.settings)
+    return entries
+
+
 def _fetch_two(client: Client, cold_offset: int) -> dict[tuple[str, int], dict[str, Any]]:
     """One fetch: a cold offset of tiered-0 and offset 0 of the local topic."""
     body = {
@@ -166,11 +183,10 @@ def _fetch_two(client: Client, cold_offset: int) -> dict[tuple[str, int], dict[s
 def test_remote_read_faults_fail_only_the_remote_partition(
     setup: Setup, fault: Fault, kw: dict[str, Any]
 ) -> None:
+    entries = _tier_out_and_restart(setup)
+    # A cold offset nobody read yet (the broker's chunk cache is empty for it).
+    cold = entries[len(entries) // 2]["base_offset"]
     with Client(setup.broker.bootstrap) as client:
-        setup.produce(client, 60)
-        state = wait_tiered(client, TIERED, 2, min_remote_fraction=0.5)[0]
-        # A cold offset nobody read yet (the broker's chunk cache is empty for it).
-        cold = state.segments[len(state.segments) // 2].base_offset
         setup.proxy.set(fault, **kw)
         answers = _fetch_two(client, cold)
         assert answers[(TIERED, 0)]["error"] == "REMOTE_STORAGE_ERROR", answers[(TIERED, 0)]
@@ -184,10 +200,7 @@ def test_remote_read_faults_fail_only_the_remote_partition(
 
 
 def test_a_slow_remote_read_does_not_hold_up_local_reads(setup: Setup) -> None:
-    with Client(setup.broker.bootstrap) as client:
-        setup.produce(client, 60)
-        state = wait_tiered(client, TIERED, 2, min_remote_fraction=0.5)[0]
-    cold = state.segments[1].base_offset
+    cold = _tier_out_and_restart(setup)[1]["base_offset"]
     setup.proxy.set(Fault.SLOW, slow_s=3.0, methods={"GET"})
     done: dict[str, float] = {}
 
