@@ -64,10 +64,19 @@ __all__ = [
 class LogTasks:
     """The scheduled work over one LogManager; each method is one task's run."""
 
-    def __init__(self, manager: LogManager, clock_ms: Callable[[], int] = wall_clock_ms) -> None:
+    def __init__(
+        self,
+        manager: LogManager,
+        clock_ms: Callable[[], int] = wall_clock_ms,
+        *,
+        tiered: bool = False,
+    ) -> None:
+        """`tiered`: remote.log.storage.system.enable; tiered topics' retention is then
+        tiered storage's (broker/tiered/service.py), not this task's."""
         self.manager = manager
         self.clock_ms = clock_ms
-        self.retention = RetentionTask(manager, clock_ms=clock_ms)
+        skip = _is_tiered if tiered else None
+        self.retention = RetentionTask(manager, clock_ms=clock_ms, skip=skip)
         self.files_deleted = 0
         self.scheduled: dict[str, ScheduledTask] = {}
 
@@ -92,6 +101,11 @@ class LogTasks:
 
     async def expire_producers(self) -> None:
         await offload.to_worker(_expire_producers, self.manager.all_logs(), self.clock_ms())
+
+
+def _is_tiered(log: object) -> bool:
+    config = getattr(log, "config", None)
+    return bool(getattr(config, "remote_storage_enable", False))
 
 
 def _flush_due(logs: list[Log], now_ms: int) -> None:
@@ -141,7 +155,7 @@ def start_log_tasks(
     clock_ms: Callable[[], int] = wall_clock_ms,
 ) -> LogTasks:
     """Schedule retention, delayed deletion, flush and checkpoint tasks (see the table)."""
-    tasks = LogTasks(manager, clock_ms)
+    tasks = LogTasks(manager, clock_ms, tiered=config.remote_log_storage_system_enable)
     delay_ms = config.log_initial_task_delay_ms
     retention_ms = config.log_retention_check_interval_ms
     schedule = tasks.scheduled

@@ -65,6 +65,7 @@ from broker.security.accept import (
 from broker.security.listeners import ListenerSpec, SecurityProtocol
 from broker.security.service import BrokerSecurity
 from broker.serve_flags import SERVE_DESCRIPTION, add_serve_arguments
+from broker.tiered.start import start_tiered_storage
 from broker.wirecodec import WireCodec
 from compaction.service import CleanerService
 from protocol.clock import ClockMs, wall_clock_ms
@@ -178,6 +179,7 @@ async def serve_broker(
         scheduler = Scheduler(services)
         tasks = start_log_tasks(scheduler, manager, config, clock_ms=clock_ms)
         cleaner = start_log_cleaner(scheduler, manager, config, clock_ms)
+        tiered = await start_tiered_storage(scheduler, manager, config, metrics, clock_ms)
         readiness.recovered = True
         metrics.add_partition_source(lambda: _partition_stats(manager))
         ctx = BrokerContext(
@@ -214,6 +216,8 @@ async def serve_broker(
             with trio.CancelScope(shield=True):
                 ctx.groups.close()  # no coordinator tick may write while the logs close
                 cleaner.request_stop()  # running cleanings give up at their next chunk
+                if tiered is not None:
+                    tiered.stop()  # so do uploads
                 await scheduler.aclose()  # no task may touch the logs while they close
                 try:
                     await offload.to_worker(manager.close)

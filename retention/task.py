@@ -200,7 +200,11 @@ class RetentionTask:
         *,
         clock_ms: Callable[[], int] | None = None,
         max_segments_per_pass: int = MAX_SEGMENTS_DELETED_PER_PASS,
+        skip: Callable[[RetentionLog], bool] | None = None,
     ) -> None:
+        """`skip(log)`: logs another task retains (tiered storage's, which must not
+        delete a segment before its upload finished; broker/tiered)."""
+        self._skip = skip
         if max_segments_per_pass < 1:
             raise ValueError(f"max_segments_per_pass must be >= 1, got {max_segments_per_pass}")
         self._manager = manager
@@ -243,6 +247,8 @@ class RetentionTask:
             checked += 1
             try:
                 log = self._manager.get_log(topic, partition)
+                if self._skip is not None and self._skip(log):
+                    continue
                 if self._nothing_to_delete(key, log, now_ms, seen):
                     continue
                 seen.pop(key, None)  # it is about to change

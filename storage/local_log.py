@@ -26,7 +26,7 @@ from typing import NamedTuple, NoReturn
 
 import structlog
 
-from protocol.batch import F_MAX_TIMESTAMP
+from protocol.batch import BOTH_LAYOUTS, F_MAX_TIMESTAMP
 from protocol.errors import CorruptMessage, StorageError
 from storage import failpoints
 from storage.cleaned import CleanedSegmentWriter
@@ -476,6 +476,14 @@ class SegmentFiles:
         """Max timestamp of a segment's first batch (Kafka's getFirstBatchTimestamp), or -1."""
         fields = first_batch_fields(self._local.io, log_path(self._local.directory, base_offset))
         return -1 if fields is None else fields[F_MAX_TIMESTAMP]
+
+    def layouts(self, base_offset: int) -> int:
+        """The batch layouts the segment at `base_offset` holds (a bitmask; both when
+        it is gone)."""
+        for segment in self._local.segments:
+            if segment.base_offset == base_offset:
+                return segment.layouts
+        return BOTH_LAYOUTS
 
     def cleaned_segment_writer(
         self, base_offset: int, *, buffer_bytes: int, on_write: Callable[[int], None] | None = None

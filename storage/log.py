@@ -600,6 +600,14 @@ class Log:
             raise OffsetOutOfRange(
                 f"{self.topic}-{self.partition}: offset {offset} is outside [{start}, {hw}]"
             )
+        if offset < view.bases[0]:
+            # In the object store only (tiered storage deleted the local copy): never
+            # answer with a later local batch, which would skip records. (Remote reads
+            # are wired in by issue 39's read side.)
+            raise StorageError(
+                f"{self.topic}-{self.partition}: offset {offset} is below the local log "
+                f"start {view.bases[0]}; it is in the object store only"
+            )
         return self._local.find(view, offset, max_bytes, min_one=min_one, hw=hw), hw, start
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
@@ -637,19 +645,48 @@ class Log:
             raise PolicyViolation(
                 f"{self.topic}: delete_records needs cleanup.policy to include delete"
             )
+        hw = self.high_watermark
+        target = hw if offset == -1 else offset
+        if target < 0 or target > hw:
+            raise OffsetOutOfRange(
+                f"{self.topic}-{self.partition}: delete_records offset {offset} "
+                f"is outside [0, {hw}]"
+            )
+        return self.raise_log_start_offset(target, "delete_records")
+
+    def raise_log_start_offset(self, offset: int, reason: str) -> int:
+        """Raise the log start offset to `offset` (at most the high watermark; it never
+        moves back); returns it. Remote retention calls it before it deletes objects."""
         with self._lock:
-            hw = self.high_watermark
-            target = hw if offset == -1 else offset
-            if target < 0 or target > hw:
-                raise OffsetOutOfRange(
-                    f"{self.topic}-{self.partition}: delete_records offset {offset} "
-                    f"is outside [0, {hw}]"
-                )
+            target = min(offset, self.high_watermark)
             if target > self._log_start_offset:
                 self._log_start_offset = target
                 self._producers.state.truncate_head(target)
-                self._log.info("log_start_offset_raised", offset=target, reason="delete_records")
+                self._log.info("log_start_offset_raised", offset=target, reason=reason)
             return self._log_start_offset
+
+    def restore_log_start_offset(self, offset: int) -> None:
+        """At open, tiered storage's manifest may put the log start below the first local
+        segment (recovery clamps it there): the remote tier holds [offset, local start).
+        The caller checks that readable remote segments cover that range."""
+        with self._lock:
+            if 0 <= offset < self._log_start_offset:
+                self._log_start_offset = offset
+                self._log.info("log_start_offset_restored", offset=offset, reason="remote_tier")
+
+    def delete_local_segments(self, count: int, reason: str) -> list[SegmentInfo]:
+        """Tiered storage's local retention: remove the oldest `count` local segments
+        (never the active one), whose records the object store holds; the log start
+        offset stays, the local log start rises. Callers check the upload finished."""
+        with self._lock:
+            local = self._local
+            count = min(count, len(local.segments) - 1)
+            if count <= 0:
+                return []
+            new_local_start = local.segments[count].base_offset
+            infos = local.delete_oldest(count, reason, new_local_start)
+            self._producers.segments_deleted(self._log_start_offset, new_local_start)
+            return infos
 
     def truncate_to(self, offset: int) -> None:
         """Remove every batch at or after the one holding `offset` (testing, operators)."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import TypeVar
 
 import trio
@@ -22,7 +23,7 @@ from storage.remote import (
     load_credentials,
 )
 
-__all__ = ["open_object_store", "trio_run_sync"]
+__all__ = ["open_object_store", "settings_with_credentials", "trio_run_sync"]
 
 T = TypeVar("T")
 
@@ -48,6 +49,4 @@ def settings_with_credentials(
     settings: RemoteStoreSettings, credentials_file: str
 ) -> RemoteStoreSettings:
     """`settings` with the credentials of the file or the process environment."""
-    from dataclasses import replace
-
     return replace(settings, credentials=load_credentials(credentials_file, os.environ))

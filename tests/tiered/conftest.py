@@ -11,6 +11,7 @@ No part of Tidelog is mocked: the broker talks to the server through boto3.
 from __future__ import annotations
 
 import itertools
+import logging
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -100,6 +101,7 @@ class S3Server:
 @pytest.fixture(scope="session")
 def moto_server() -> Iterator[str]:
     """The endpoint URL of a moto S3 server on a free loopback port."""
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)  # a line per request otherwise
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     host, port = server.get_host_and_port()
