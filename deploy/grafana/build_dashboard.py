@@ -229,10 +229,53 @@ ROWS: list[tuple[str, list[tuple[str, str, str, list[dict[str, str]]]]]] = [
         ],
     ),
     (
-        # Issue 39 (docs/tiered-storage.md). Read-side names from broker/component_metrics.py
-        # and broker/metrics.py (tierread); upload-side names from tierstore's uploader.
+        # Issue 39 (docs/tiered-storage.md). Upload side: broker/tiered/start.py; read
+        # side: broker/component_metrics.py and broker/metrics.py.
         "Tiered storage",
         [
+            (
+                "Segments pending upload",
+                "short",
+                "Rolled segments of tiered topics not yet in the object store; a backlog that "
+                "does not shrink fires TidelogTieredUploadStuck.",
+                [
+                    _q(f"sum(tidelog_remote_upload_pending_segments{{{SEL}}})", "segments"),
+                    _q(f"sum(tidelog_remote_partitions_failing{{{SEL}}})", "partitions failing"),
+                ],
+            ),
+            (
+                "Upload lag",
+                "s",
+                "Age of the oldest rolled segment not yet uploaded (0: none waits); rising "
+                "for 15 minutes fires TidelogTieredUploadLagRising.",
+                [
+                    _q(f"max(tidelog_remote_upload_lag_seconds{{{SEL}}})", "lag"),
+                ],
+            ),
+            (
+                "Uploaded bytes / s and remote errors",
+                "Bps",
+                "Segment bytes copied to the store per second, and failed uploads, remote "
+                "deletions and sweeps per second by error kind.",
+                [
+                    _q(
+                        f"sum(rate(tidelog_remote_uploaded_bytes_total{{{SEL}}}{RATE}))", "uploaded"
+                    ),
+                    _q(
+                        f"sum by (kind) (rate(tidelog_remote_errors_total{{{SEL}}}{RATE}))",
+                        "errors {{kind}}",
+                    ),
+                ],
+            ),
+            (
+                "Remote tier size",
+                "bytes",
+                "Bytes of readable segments in the store, and of rolled segments waiting.",
+                [
+                    _q(f"sum(tidelog_remote_bytes{{{SEL}}})", "in the store"),
+                    _q(f"sum(tidelog_remote_upload_pending_bytes{{{SEL}}})", "pending upload"),
+                ],
+            ),
             (
                 "Remote read latency",
                 "s",

@@ -19,10 +19,12 @@ from tests.integration.test_prometheus_scrape import (
     _queried_metrics,
     _sample_names,
 )
-from tests.spark_connector.spark_support import produce
+from tests.reliability.harness import wait_until
+from tests.tiered.faulty_s3 import Fault, FaultyS3
 from tests.tiered.tiered_broker import (
     TIERED_TOPIC_CONFIG,
     credentials_file,
+    produce,
     tiered_settings,
     wait_tiered,
 )
@@ -42,14 +44,17 @@ def test_every_tiered_metric_of_the_dashboard_and_alerts_is_exported(
     )  # fmt: skip
     s3.create_bucket(Bucket=BUCKET)
     creds = credentials_file(tmp_path, KEY, SECRET)
+    proxy = FaultyS3(moto_server)
     broker = start_broker(
         tmp_path / "data",
-        *tiered_settings(endpoint=moto_server, bucket=BUCKET, credentials=creds),
+        *tiered_settings(endpoint=proxy.endpoint, bucket=BUCKET, credentials=creds),
     )
     try:
         with Client(broker.bootstrap) as client:
             client.create_topic("m", 1, TIERED_TOPIC_CONFIG)
-            produce(client, "m", 0, 2000, batch_records=50)
+            with proxy.fault(Fault.ERROR_500, methods={"PUT"}):  # an upload error, counted
+                produce(client, "m", 0, 2000)
+                assert wait_until(lambda: proxy.counters.faulted.get("PUT", 0) > 0, 30)
             state = wait_tiered(client, "m", 1, min_remote_fraction=0.5)[0]
             client.fetch("m", 0, state.segments[0].base_offset)  # one remote read
         scraped = parse_scrape(scrape_text(broker.metrics_port))
@@ -62,6 +67,9 @@ def test_every_tiered_metric_of_the_dashboard_and_alerts_is_exported(
         missing = queried - _sample_names(scraped)
         assert not missing, f"tiered metrics queried but not exported: {sorted(missing)}"
         assert scraped.value("tidelog_remote_gets_total") >= 1
+        assert scraped.value("tidelog_remote_uploaded_segments_total") >= len(state.segments)
+        assert sum(scraped.series("tidelog_remote_errors_total").values()) > 0
         assert scraped.value("tidelog_remote_read_duration_seconds_count") >= 1
     finally:
         broker.kill()
+        proxy.close()

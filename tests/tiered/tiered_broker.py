@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from protocol.batch import encode_batch
 from protocol.remote_schema import PartitionSegments, remote_segments
 from tidelog.client import Client
 
@@ -36,6 +37,16 @@ TIERED_TOPIC_CONFIG = {
 }
 # Longest wait for uploads and local deletions to reach a wanted state.
 TIERING_TIMEOUT_S = 90.0
+
+
+def produce(client: Client, topic: str, partition: int, count: int, batch: int = 50) -> None:
+    """`count` records (~130 bytes each) in batches of `batch`, acks=-1."""
+    for first in range(0, count, batch):
+        rows = [
+            (b"k%d" % i, b"value-%d-" % i + b"x" * 100, None, 1_000 + i)
+            for i in range(first, min(first + batch, count))
+        ]
+        client.produce(topic, partition, encode_batch(rows))
 
 
 def credentials_file(directory: Path, access_key: str, secret_key: str) -> Path:
