@@ -40,9 +40,12 @@ from urllib.parse import urlsplit
 __all__ = ["Fault", "FaultyS3"]
 
 # Headers that describe one hop, not the message (RFC 9110 §7.6.1): not forwarded.
+# `Expect: 100-continue` too: this proxy has the whole body before it forwards (and
+# answered the 100 itself); passed on, moto's server stored such PUTs as empty objects.
 _HOP_HEADERS = frozenset(
-    {"connection", "keep-alive", "proxy-connection", "transfer-encoding", "te", "upgrade"}
-)
+    {"connection", "keep-alive", "proxy-connection", "transfer-encoding", "te", "upgrade",
+     "expect"}
+)  # fmt: skip
 # Seconds the proxy waits for the upstream server (moto answers in milliseconds).
 UPSTREAM_TIMEOUT_S = 60.0
 _S3_ERROR_BODY = (
@@ -147,10 +150,13 @@ class _Handler(BaseHTTPRequestHandler):
         for name, value in headers:
             if name.lower() not in _HOP_HEADERS and name.lower() != "content-length":
                 self.send_header(name, value)
+        if method == "HEAD":  # no body: the length is the object's, as upstream said
+            length = next((v for n, v in headers if n.lower() == "content-length"), "0")
+            self.send_header("Content-Length", length)
+            self.end_headers()
+            return
         self.send_header("Content-Length", str(len(answer)))
         self.end_headers()
-        if method == "HEAD":
-            return
         if mode is not None and mode.fault is Fault.TRUNCATE and answer:
             self.wfile.write(answer[: int(len(answer) * mode.keep_fraction)])
             self.wfile.flush()

@@ -105,3 +105,14 @@ def test_slow_delays_every_matching_request(s3: Any, proxy: FaultyS3) -> None:
     began = time.monotonic()
     get(s3, Range="bytes=0-0")
     assert proxy.counters.faulted == {"GET": 1}
+
+
+def test_uploads_and_heads_report_the_objects_real_size(
+    s3: Any, proxy: FaultyS3, tmp_path: Any
+) -> None:
+    """boto3's upload_file (Expect: 100-continue, a checksum) and HEAD through the proxy."""
+    source = tmp_path / "segment"
+    source.write_bytes(bytes(range(256)) * 50)
+    s3.upload_file(str(source), BUCKET, "uploaded")
+    assert s3.head_object(Bucket=BUCKET, Key="uploaded")["ContentLength"] == 256 * 50
+    assert s3.get_object(Bucket=BUCKET, Key="uploaded")["Body"].read() == source.read_bytes()
