@@ -173,6 +173,9 @@ class _Server(ThreadingHTTPServer):
     allow_reuse_address = True
     proxy: FaultyS3
 
+    def handle_error(self, request: object, client_address: object) -> None:
+        pass  # a client that went away (a killed broker, a reset we made): not news
+
 
 class FaultyS3:
     """A proxy on a free loopback port in front of `upstream` ("http://127.0.0.1:PORT")."""

@@ -32,7 +32,7 @@ from tests.reliability.harness import start_load, wait_until
 from tests.reliability.oracle import Ledger
 from tests.tiered.faulty_s3 import Fault, FaultyS3
 from tests.tiered.tiered_broker import credentials_file, tier_state, tiered_settings
-from tests.tiered.tiered_oracle import check_bucket, verify_records
+from tests.tiered.tiered_oracle import check_bucket, read_manifest, verify_records
 from tidelog.client import Client
 
 pytestmark = [pytest.mark.tiered, pytest.mark.integration]
@@ -51,6 +51,8 @@ TOPIC_CONFIGS = {
     "expire": {**SEGMENT, "local.retention.bytes": "8192", "retention.bytes": "65536"},
 }
 SWEEP_TIMEOUT_S = 60.0
+# From this many cycles on, kills must have landed inside an upload and a deletion.
+MANY_CYCLES = 20
 
 
 @pytest.fixture
@@ -84,6 +86,7 @@ def test_kill9_during_uploads_and_remote_deletions_loses_nothing(
     ledger = Ledger()
     broker = start_broker(data_dir, *settings)
     uploaded_before_kill = 0
+    caught: dict[str, int] = {}  # manifest entries mid-step when the broker died
     try:
         with Client(broker.bootstrap) as client:
             for topic, count in TOPICS.items():
@@ -97,6 +100,8 @@ def test_kill9_during_uploads_and_remote_deletions_loses_nothing(
             load.finish()
             assert not [e for s in load.stats for e in s.other_errors]
             uploaded_before_kill = max(uploaded_before_kill, proxy.counters.total("PUT"))
+            for state in _states_at_kill(data_dir):
+                caught[state] = caught.get(state, 0) + 1
             broker = start_broker(data_dir, *settings)
             with Client(broker.bootstrap) as client:
                 problems, _ = verify_records(client, ledger, TOPICS)
@@ -105,9 +110,28 @@ def test_kill9_during_uploads_and_remote_deletions_loses_nothing(
             assert not problems, f"cycle {cycle}: " + "\n".join(problems[:20])
         assert len(ledger) > KILL_CYCLES * 50, "the load barely produced anything"
         assert uploaded_before_kill > 0, "no upload ever started: the loop tested nothing"
+        print(f"kills caught entries mid-step: {caught}")
+        if KILL_CYCLES >= MANY_CYCLES:  # enough cycles to land inside both steps
+            assert caught.get("COPY_SEGMENT_STARTED") and caught.get("DELETE_SEGMENT_STARTED"), (
+                caught
+            )
         _check_swept_and_tiered(broker.bootstrap, s3, data_dir)
     finally:
         broker.kill()
+
+
+def _states_at_kill(data_dir: Path) -> list[str]:
+    """The in-flight states (copy or delete started) in the manifests a kill left."""
+    found = []
+    for topic, count in TOPICS.items():
+        for partition in range(count):
+            manifest = read_manifest(data_dir, topic, partition) or {"segments": []}
+            found += [
+                e["state"]
+                for e in manifest["segments"]
+                if e["state"] in ("COPY_SEGMENT_STARTED", "DELETE_SEGMENT_STARTED")
+            ]
+    return found
 
 
 def _check_swept_and_tiered(bootstrap: str, s3: Any, data_dir: Path) -> None:
@@ -122,9 +146,17 @@ def _check_swept_and_tiered(bootstrap: str, s3: Any, data_dir: Path) -> None:
     assert wait_until(swept, SWEEP_TIMEOUT_S, step_s=0.5), (last.problems, last.orphans[:10])
     assert last.readable_segments > 0
     with Client(bootstrap) as client:
-        for topic, count in TOPICS.items():
-            for state in tier_state(client, topic, count).values():
-                # Below the local log start, records are only in the bucket.
-                assert state.local_log_start_offset > state.log_start_offset, (topic, state)
-        expire = tier_state(client, "expire", 1)[0]
-        assert expire.log_start_offset > 0, "remote retention never deleted anything"
+
+        def tiered() -> bool:
+            # Below the local log start, records are only in the bucket; remote retention
+            # moved the log start of `expire`.
+            states = [s for t, n in TOPICS.items() for s in tier_state(client, t, n).values()]
+            expire = tier_state(client, "expire", 1)[0]
+            return (
+                all(s.local_log_start_offset > s.log_start_offset for s in states)
+                and expire.log_start_offset > 0
+            )
+
+        assert wait_until(tiered, SWEEP_TIMEOUT_S, step_s=0.5), [
+            tier_state(client, t, n) for t, n in TOPICS.items()
+        ]

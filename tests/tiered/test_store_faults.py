@@ -23,7 +23,6 @@ import boto3
 import pytest
 
 from tests.conftest import BrokerProcess, start_broker
-from tests.integration.promserver import parse_scrape, scrape_text
 from tests.reliability.harness import produce_once, wait_until
 from tests.reliability.oracle import Ledger
 from tests.tiered.faulty_s3 import Fault, FaultyS3
@@ -31,6 +30,7 @@ from tests.tiered.tier_out import tier_out
 from tests.tiered.tiered_broker import (
     TIERED_TOPIC_CONFIG,
     credentials_file,
+    remote_errors,
     tier_state,
     tiered_settings,
     wait_tiered,
@@ -90,12 +90,6 @@ def setup(moto_server: str, tmp_path: Path) -> Iterator[Setup]:
     proxy.close()
 
 
-def remote_errors(broker: BrokerProcess) -> float:
-    """`tidelog_remote_errors_total`, every kind: the uploader's failed steps."""
-    scraped = parse_scrape(scrape_text(broker.metrics_port))
-    return sum(scraped.series("tidelog_remote_errors_total").values())
-
-
 def _check_all(setup: Setup) -> None:
     with Client(setup.broker.bootstrap) as client:
         problems, _ = verify_records(client, setup.ledger, TOPICS)
@@ -120,7 +114,7 @@ def test_uploads_are_retried_through_a_failing_store_and_nothing_is_lost(
     with Client(setup.broker.bootstrap) as client:
         setup.produce(client, 40)  # several rolled segments per tiered partition
         # The uploader tries, fails and tries again (its own count of failed steps).
-        assert wait_until(lambda: remote_errors(setup.broker) >= 2, 30)
+        assert wait_until(lambda: remote_errors(setup.broker.metrics_port) >= 2, 30)
         time.sleep(1.0)
         for state in tier_state(client, TIERED, 2).values():
             # Nothing uploaded, so local retention deleted nothing: all still local.

@@ -25,6 +25,7 @@ from tests.tiered.tiered_broker import (
     TIERED_TOPIC_CONFIG,
     credentials_file,
     produce,
+    remote_errors,
     tiered_settings,
     wait_tiered,
 )
@@ -54,7 +55,7 @@ def test_every_tiered_metric_of_the_dashboard_and_alerts_is_exported(
             client.create_topic("m", 1, TIERED_TOPIC_CONFIG)
             with proxy.fault(Fault.ERROR_500, methods={"PUT"}):  # an upload error, counted
                 produce(client, "m", 0, 2000)
-                assert wait_until(lambda: proxy.counters.faulted.get("PUT", 0) > 0, 30)
+                assert wait_until(lambda: remote_errors(broker.metrics_port) > 0, 30)
             state = wait_tiered(client, "m", 1, min_remote_fraction=0.5)[0]
             client.fetch("m", 0, state.segments[0].base_offset)  # one remote read
         scraped = parse_scrape(scrape_text(broker.metrics_port))

@@ -49,6 +49,14 @@ def produce(client: Client, topic: str, partition: int, count: int, batch: int =
         client.produce(topic, partition, encode_batch(rows))
 
 
+def remote_errors(metrics_port: int) -> float:
+    """`tidelog_remote_errors_total` over every kind: the uploader's failed steps."""
+    from tests.integration.promserver import parse_scrape, scrape_text
+
+    scraped = parse_scrape(scrape_text(metrics_port))
+    return sum(scraped.series("tidelog_remote_errors_total").values())
+
+
 def credentials_file(directory: Path, access_key: str, secret_key: str) -> Path:
     path = directory / "s3-credentials"
     path.write_text(
