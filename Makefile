@@ -46,9 +46,9 @@ soak: install
 
 # Tiered storage (issue 39, docs/tiered-storage.md) against moto's S3 server: the kill -9
 # loops during uploads and remote deletions at many cycles, the fault-injection suites and
-# Spark reading from the bucket. `make test` runs the same tests with a few cycles.
+# Spark reading from the bucket. `make test` runs them with 3 cycles and one fault of each kind.
 tiered: install
-	TIDELOG_TIERED_KILL_CYCLES=40 $(BIN)/python -m pytest -m tiered tests/tiered \
+	TIDELOG_TIERED_KILL_CYCLES=40 TIDELOG_TIERED_FULL=1 $(BIN)/python -m pytest -m tiered tests/tiered \
 		-o faulthandler_timeout=1700 $(PYTEST_ARGS)
 
 # Apache Kafka as oracle and peer (issue 19, docs/kafka-interop.md): the real Kafka 4.x broker

@@ -37,7 +37,7 @@ from tidelog.client import Client
 
 pytestmark = [pytest.mark.tiered, pytest.mark.integration]
 
-KILL_CYCLES = int(os.environ.get("TIDELOG_TIERED_KILL_CYCLES", "4"))
+KILL_CYCLES = int(os.environ.get("TIDELOG_TIERED_KILL_CYCLES", "3"))
 # Longest a cycle produces before the kill (a random moment below this): long enough
 # for segments to roll, upload and be deleted within one cycle.
 MAX_LOAD_S = 2.5
