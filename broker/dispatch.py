@@ -18,7 +18,6 @@ from broker.context import BrokerContext, Handler
 from broker.handlers.acls import create_acls, delete_acls, describe_acls
 from broker.handlers.authenticate import authenticate
 from broker.handlers.explain import explain_retention
-from broker.handlers.remote_segments import remote_segments
 from broker.handlers.fetch import fetch
 from broker.handlers.group_offsets import commit_offsets, fetch_offsets
 from broker.handlers.groups import (
@@ -33,6 +32,7 @@ from broker.handlers.groups import (
 from broker.handlers.offsets import delete_records, list_offsets, offset_for_time
 from broker.handlers.produce import produce
 from broker.handlers.producer_ids import init_producer_id
+from broker.handlers.remote_segments import remote_segments
 from broker.handlers.topics import (
     alter_configs,
     create_topic,
