@@ -31,7 +31,7 @@ from spark_connector.pushdown import NO_BOUNDS, Bounds
 from spark_connector.remote_read import (
     RemoteObjectGone,
     SegmentObjects,
-    open_bucket_client,
+    bucket_client,
     segments_for,
 )
 from spark_connector.task_client import TaskClient
@@ -148,7 +148,7 @@ class _Buckets:
         store = rng.cold.store
         found = self.open.get(store)
         if found is None:
-            client = open_bucket_client(self.opts.s3, store)
+            client = bucket_client(self.opts.s3, store)
             found = self.open[store] = SegmentObjects(client, store.bucket)
         return found
 

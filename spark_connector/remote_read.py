@@ -23,6 +23,7 @@ which then says what happened to those offsets.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
@@ -57,8 +58,25 @@ class RemoteReadError(Exception):
     """A segment object could not be read (after retries)."""
 
 
+# boto3 clients by (settings, store), kept for the life of the Python worker: Spark reuses
+# its workers across tasks, and building a client (botocore loads its service model)
+# costs more CPU than GETting a few MiB. boto3 clients are thread-safe.
+_CLIENTS: dict[tuple[S3Settings, StoreInfo], Any] = {}
+_CLIENTS_LOCK = threading.Lock()
+
+
+def bucket_client(settings: S3Settings, store: StoreInfo) -> Any:
+    """The worker's boto3 S3 client for `store` with `settings`, made on first use."""
+    key = (settings, store)
+    with _CLIENTS_LOCK:
+        client = _CLIENTS.get(key)
+        if client is None:
+            client = _CLIENTS[key] = open_bucket_client(settings, store)
+        return client
+
+
 def open_bucket_client(settings: S3Settings, store: StoreInfo) -> Any:
-    """A boto3 S3 client for the task (boto3 is imported only by tasks that read cold data)."""
+    """A new boto3 S3 client (boto3 is imported only by tasks that read cold data)."""
     import boto3  # only cold reads need it
     from botocore.config import Config
 
