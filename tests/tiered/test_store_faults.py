@@ -27,7 +27,6 @@ from tests.conftest import BrokerProcess, start_broker
 from tests.reliability.harness import produce_once, wait_until
 from tests.reliability.oracle import Ledger
 from tests.tiered.faulty_s3 import Fault, FaultyS3
-from tests.tiered.tier_out import tier_out
 from tests.tiered.tiered_broker import (
     TIERED_TOPIC_CONFIG,
     credentials_file,
@@ -151,16 +150,14 @@ def test_a_slow_store_delays_uploads_only(setup: Setup) -> None:
     _check_all(setup)
 
 
-def _tier_out_and_restart(setup: Setup) -> list[dict[str, Any]]:
-    """Stop the broker, leave tiered-0's older segments only in the bucket (what the
-    uploader and local retention do), restart; the manifest entries."""
+def _cold_segments(setup: Setup) -> list[Any]:
+    """Produce until the uploader and local retention left tiered-0's older segments in
+    the bucket only; those segments (none read yet: the broker's chunk cache is empty)."""
     with Client(setup.broker.bootstrap) as client:
         setup.produce(client, 60)
-    data_dir = setup.broker.data_dir
-    assert setup.broker.stop() == 0
-    entries = tier_out(setup.s3, setup.bucket, data_dir / f"{TIERED}-0", prefix=PREFIX)
-    setup.broker = start_broker(data_dir, *setup.settings)
-    return entries
+        segments = wait_tiered(client, TIERED, 2, min_remote_fraction=0.5)[0].segments
+    assert len(segments) >= 2, segments
+    return list(segments)
 
 
 def _fetch_two(client: Client, cold_offset: int) -> dict[tuple[str, int], dict[str, Any]]:
@@ -183,9 +180,8 @@ def _fetch_two(client: Client, cold_offset: int) -> dict[tuple[str, int], dict[s
 def test_remote_read_faults_fail_only_the_remote_partition(
     setup: Setup, fault: Fault, kw: dict[str, Any]
 ) -> None:
-    entries = _tier_out_and_restart(setup)
-    # A cold offset nobody read yet (the broker's chunk cache is empty for it).
-    cold = entries[len(entries) // 2]["base_offset"]
+    segments = _cold_segments(setup)
+    cold = segments[len(segments) // 2].base_offset
     with Client(setup.broker.bootstrap) as client:
         setup.proxy.set(fault, **kw)
         answers = _fetch_two(client, cold)
@@ -200,7 +196,7 @@ def test_remote_read_faults_fail_only_the_remote_partition(
 
 
 def test_a_slow_remote_read_does_not_hold_up_local_reads(setup: Setup) -> None:
-    cold = _tier_out_and_restart(setup)[1]["base_offset"]
+    cold = _cold_segments(setup)[1].base_offset
     setup.proxy.set(Fault.SLOW, slow_s=3.0, methods={"GET"})
     done: dict[str, float] = {}
 
