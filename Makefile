@@ -44,12 +44,14 @@ soak: install
 	TIDELOG_SOAK_LOAD_S=1800 TIDELOG_SOAK_FUZZ_EXAMPLES=6000 \
 	$(BIN)/python -m pytest tests/reliability tests/fuzz $(PYTEST_ARGS)
 
-# Tiered storage (issue 39, docs/tiered-storage.md) against moto's S3 server: the kill -9
-# loops during uploads and remote deletions at many cycles, the fault-injection suites and
-# Spark reading from the bucket. `make test` runs them with 3 cycles and one fault of each kind.
+# Tiered storage (issue 39, docs/tiered-storage.md, docs/reliability.md) against moto's
+# S3 server on loopback: the kill -9 sweep of every upload and deletion step (tierstore),
+# the random kill -9 loop during uploads and remote deletions at 40 cycles, every fault of
+# the fault proxy during uploads and reads, Spark reading from the bucket. Tests marked
+# `tiered` run only here (tests/tiered/conftest.py); `make test` runs the rest.
 tiered: install
-	TIDELOG_TIERED_KILL_CYCLES=40 TIDELOG_TIERED_FULL=1 $(BIN)/python -m pytest -m tiered tests/tiered \
-		-o faulthandler_timeout=1700 $(PYTEST_ARGS)
+	TIDELOG_TIERED_KILL_CYCLES=40 TIDELOG_TIERED_FULL=1 $(BIN)/python -m pytest -m tiered \
+		tests/tiered -o faulthandler_timeout=1700 $(PYTEST_ARGS)
 
 # Apache Kafka as oracle and peer (issue 19, docs/kafka-interop.md): the real Kafka 4.x broker
 # (jars fetched by Maven into ~/.cache/tidelog), kcat from Debian, the Python Kafka clients.

@@ -215,7 +215,7 @@ BROKER_SETTINGS: tuple[Setting, ...] = (
     Setting("quota.window.size.seconds", "quota_window_size_seconds", int, 1,
             "Length of each client quota window (Kafka's key and default).",
             low=1, high=INT32_MAX, section="kafka"),
-    # Tiered storage (KIP-405; docs/tiered-storage.md). Kafka's keys where Kafka has one;
+    # Tiered storage (KIP-405; docs/retention.md "Tiered topics"). Kafka's keys where Kafka has one;
     # the store's own keys are Tidelog's (Kafka leaves them to the RemoteStorageManager
     # plugin's `rsm.config.*`).
     Setting("remote.log.storage.system.enable", "remote_log_storage_system_enable", bool, False,

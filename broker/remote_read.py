@@ -3,12 +3,12 @@
 A read below a partition's local log start blocks on the network (storage.remote).
 It never runs on the event loop and never in `broker.offload`'s worker pool: a slow
 or dead store would then hold the threads local reads and fsyncs need. Here every
-remote read borrows one of REMOTE_READ_THREADS threads and is given
-tidelog.remote.fetch.timeout.ms (10 s); past it the caller gets RemoteStorageError (retriable) and
-the thread is abandoned (it ends when the store client's own socket timeout fires,
-and holds its limiter slot until then, so a dead store caps itself at
-remote.log.reader.threads threads). Only the partitions that need the store wait or fail;
-every other partition of the request, and every other client, is served as before.
+remote read borrows one of `remote.log.reader.threads` threads (10) and is given
+`tidelog.remote.fetch.timeout.ms` (10 s); past it the caller gets RemoteStorageError
+(retriable) and the thread is abandoned: it ends when the store client's own socket
+timeout fires, and holds its limiter slot until then, so a dead store ties up those
+threads only. Only the partitions that need the store wait or fail; every other
+partition of the request, and every other client, is served as before.
 
 `prefetch` reads a fetch's remote partitions concurrently (bounded by the same
 threads), so a fetch of several cold partitions costs about one round trip, not one
@@ -43,7 +43,10 @@ __all__ = [
     "call",
     "ensure_attached",
     "limiter",
+    "open_reader",
     "prefetch",
+    "read",
+    "set_threads",
 ]
 
 # Threads reading the store at once, broker-wide, unless remote.log.reader.threads says
@@ -131,11 +134,17 @@ async def prefetch(
     """The remote partitions of a fetch read concurrently: by position in `wanted`,
     each one's records (up to its own max_bytes, at least one batch) or the error it
     met. Partitions the local log serves are left out."""
-    jobs = [
-        (i, plog, p["offset"], max(min(p["max_bytes"], max_bytes), 1))
-        for i, (_, p, plog) in enumerate(wanted)
-        if plog is not None and plog.needs_remote(p["offset"])
-    ]
+    # Their limits share the answer's room (max_bytes, and the memory grant): the
+    # pass over the partitions after this one reads again any that did not fit.
+    room = min(max_bytes, ctx.memory.room())
+    jobs = []
+    for i, (_, p, plog) in enumerate(wanted):
+        if room <= 0:
+            break
+        if plog is not None and plog.needs_remote(p["offset"]):
+            limit = max(min(p["max_bytes"], room), 1)
+            jobs.append((i, plog, p["offset"], limit))
+            room -= limit
     found: dict[int, FetchData | Exception] = {}
     if not jobs:
         return found
@@ -175,8 +184,7 @@ def ensure_attached(ctx: BrokerContext, plog: Log) -> None:
     refs = view()
     if not enabled and not refs:
         return
-    remote = RemoteLog(reader, view, f"{plog.topic}-{plog.partition}")
-    plog.attach_remote(remote, view.log_start_offset)
+    plog.attach_remote(RemoteLog(reader, view, f"{plog.topic}-{plog.partition}"))
 
 
 def _prefix(ctx: BrokerContext) -> str:

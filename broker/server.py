@@ -218,6 +218,8 @@ async def serve_broker(
                 cleaner.request_stop()  # running cleanings give up at their next chunk
                 if tiered is not None:
                     tiered.stop()  # so do uploads
+                if ctx.remote_reader is not None:
+                    ctx.remote_reader.close()  # remote reads still running fail, retriably
                 await scheduler.aclose()  # no task may touch the logs while they close
                 try:
                     await offload.to_worker(manager.close)

@@ -230,7 +230,7 @@ class ListOffsetsPartition(TypedDict):
     """An item of `ListOffsetsTopic.partitions`."""
 
     partition: int
-    spec: Literal["earliest", "latest", "max_timestamp"]
+    spec: Literal["earliest", "earliest_local", "latest", "max_timestamp"]
 
 
 class ListOffsetsTopic(TypedDict):
@@ -454,10 +454,14 @@ class SegmentVerdict(TypedDict):
         "keep_compact",
         "keep_future_timestamp",
         "keep_high_watermark",
+        "keep_not_uploaded",
         "keep_within_retention",
     ]
     deletable: bool
     reason: str
+    tier: NotRequired[Literal["both", "local", "remote"]]
+    remote_verdict: NotRequired[str | None]
+    remote_reason: NotRequired[str | None]
 
 
 class PartitionExplanation(TypedDict):
@@ -479,6 +483,10 @@ class PartitionExplanation(TypedDict):
     roll_first: NotRequired[bool]
     deletable_segments: NotRequired[int]
     deletable_bytes: NotRequired[int]
+    remote_storage_enable: NotRequired[bool]
+    local_log_start_offset: NotRequired[int | None]
+    local_retention_ms: NotRequired[int | None]
+    local_retention_bytes: NotRequired[int | None]
     segments: NotRequired[list[SegmentVerdict]]
 
 

@@ -185,7 +185,7 @@ def _offset_and_timestamp(
 
 
 def list_offsets(topic: str, partition: int, spec: str) -> Call[OffsetAndTimestamp | None]:
-    """`spec` is "earliest", "latest" or "max_timestamp"."""
+    """`spec` is "earliest", "earliest_local", "latest" or "max_timestamp"."""
     body = {"topics": one_partition(topic, partition, spec=spec)}
     return Call("list_offsets", body, _offset_and_timestamp(topic, partition))
 

@@ -138,7 +138,7 @@ _OFFSET_RESULT = Struct(
     timestamp=_NULLABLE_INT64,
 )
 
-LIST_OFFSET_SPECS = frozenset({"earliest", "latest", "max_timestamp"})
+LIST_OFFSET_SPECS = frozenset({"earliest", "earliest_local", "latest", "max_timestamp"})
 ACKS = frozenset({0, 1, -1})
 
 
@@ -343,8 +343,11 @@ VERDICTS = frozenset(
         "keep_blocked",
         "keep_compact",
         "keep_future_timestamp",
+        "keep_not_uploaded",
     }
 )
+# Where a segment of a tiered topic lives (docs/retention.md, "Tiered topics").
+TIERS = frozenset({"local", "remote", "both"})
 
 
 SEGMENT_VERDICT = Struct(
@@ -359,6 +362,12 @@ SEGMENT_VERDICT = Struct(
     verdict=Str(VERDICTS),
     deletable=Bool(),
     reason=Str(),
+    # Tiered topics: `verdict`/`reason` judge the local copy (local.retention.*) of a
+    # local or both-tier segment, and the remote one of a remote-only segment;
+    # `remote_verdict`/`remote_reason` judge the store's copy (retention.*).
+    tier=opt(Str(TIERS), "local"),
+    remote_verdict=opt(Nullable(Str()), None),  # one of VERDICTS
+    remote_reason=opt(Nullable(Str()), None),
 )
 
 PARTITION_EXPLANATION = Struct(
@@ -378,6 +387,10 @@ PARTITION_EXPLANATION = Struct(
     roll_first=opt(Bool(), False),
     deletable_segments=opt(INT64, 0),
     deletable_bytes=opt(INT64, 0),
+    remote_storage_enable=opt(Bool(), False),
+    local_log_start_offset=_NULLABLE_INT64,
+    local_retention_ms=_NULLABLE_INT64,
+    local_retention_bytes=_NULLABLE_INT64,
     segments=opt(ListOf(SEGMENT_VERDICT), []),
 )
 

@@ -46,6 +46,7 @@ class Verdict(StrEnum):
     KEEP_BLOCKED = "keep_blocked"
     KEEP_COMPACT = "keep_compact"
     KEEP_FUTURE_TIMESTAMP = "keep_future_timestamp"
+    KEEP_NOT_UPLOADED = "keep_not_uploaded"  # tiered: local copy kept until it is uploaded
 
     @property
     def deletable(self) -> bool:
@@ -85,6 +86,10 @@ class SegmentVerdict:
             "verdict": self.verdict.value,
             "deletable": self.verdict.deletable,
             "reason": self.reason,
+            # A tiered topic's explanation (retention.tiered) fills these in.
+            "tier": "local",
+            "remote_verdict": None,
+            "remote_reason": None,
         }
 
 
@@ -126,6 +131,10 @@ class RetentionExplanation:
             "deletable_segments": self.deletable_count,
             "deletable_bytes": self.deletable_bytes,
             "segments": [v.to_wire() for v in self.segments],
+            "remote_storage_enable": False,
+            "local_log_start_offset": None,
+            "local_retention_ms": None,
+            "local_retention_bytes": None,
         }
 
 

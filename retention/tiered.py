@@ -21,7 +21,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
+from retention.explain import SegmentVerdict, Verdict, explain_retention
 from retention.rules import (
     DeletionPlan,
     RetentionSettings,
@@ -36,6 +38,7 @@ __all__ = [
     "LocalPlan",
     "RemotePlan",
     "TierSegment",
+    "explain_tiered",
     "local_settings",
     "plan_local_deletion",
     "plan_remote_deletion",
@@ -156,3 +159,77 @@ def plan_remote_deletion(
     total = min(plan.total, remote_count)
     new_start = segments[total].base_offset if total < len(segments) else segments[-1].next_offset
     return RemotePlan(plan, max(new_start, log_start_offset))
+
+
+# -- explain ---------------------------------------------------------------------------
+
+
+def explain_tiered(
+    local: Sequence[SegmentMeta],
+    remote: Sequence[SegmentMeta],
+    total_settings: RetentionSettings,
+    local_retention: RetentionSettings,
+    log_start_offset: int,
+    high_watermark: int,
+    uploaded_end: int,
+    remote_end_offset: int,
+    now_ms: int,
+) -> dict[str, Any]:
+    """The wire form of a tiered partition's explanation (protocol.schemas
+    PARTITION_EXPLANATION): every segment across both tiers, oldest first, with where
+    it lives and the verdict of each tier, consistent with the two plans above."""
+    local_bound = min(high_watermark, uploaded_end)
+    local_view = explain_retention(local, local_retention, log_start_offset, local_bound, now_ms)
+    across = total_segments(remote, local, remote_end_offset)
+    remote_count = next((i for i, s in enumerate(across) if not s.remote), len(across))
+    bound = across[remote_count].base_offset if remote_count < len(across) else 0
+    total_view = explain_retention(across, total_settings, log_start_offset, bound, now_ms)
+    remote_bases = {s.base_offset for s in remote}
+    by_base = {v.base_offset: v for v in total_view.segments if v.base_offset in remote_bases}
+    rows: list[dict[str, Any]] = []
+    local_bases = {s.base_offset for s in local}
+    for verdict in total_view.segments:  # the remote-only segments
+        if verdict.base_offset in remote_bases and verdict.base_offset not in local_bases:
+            row = verdict.to_wire()
+            row.update(tier="remote", remote_verdict=row["verdict"], remote_reason=row["reason"])
+            rows.append(row)
+    for verdict in local_view.segments:
+        row = _local_row(verdict, uploaded_end)
+        in_store = by_base.get(verdict.base_offset)
+        if in_store is not None:
+            row.update(tier="both", remote_verdict=in_store.verdict.value,
+                       remote_reason=in_store.reason)  # fmt: skip
+        rows.append(row)
+    going = [r for r in rows if r["deletable"] or _remote_deletable(r)]
+    wire = local_view.to_wire()
+    wire.update(
+        retention_ms=total_settings.retention_ms,
+        retention_bytes=total_settings.retention_bytes,
+        size_bytes=sum(s.size_bytes for s in across),
+        deletable_segments=len(going),
+        deletable_bytes=sum(r["size_bytes"] for r in going),
+        roll_first=False,
+        segments=rows,
+        remote_storage_enable=True,
+        local_log_start_offset=local[0].base_offset if local else log_start_offset,
+        local_retention_ms=local_retention.retention_ms,
+        local_retention_bytes=local_retention.retention_bytes,
+    )
+    return wire
+
+
+def _remote_deletable(row: dict[str, Any]) -> bool:
+    verdict = row.get("remote_verdict")
+    return isinstance(verdict, str) and verdict.startswith("delete_")
+
+
+def _local_row(verdict: SegmentVerdict, uploaded_end: int) -> dict[str, Any]:
+    row = verdict.to_wire()
+    waiting = verdict.next_offset > uploaded_end and not verdict.is_active
+    if waiting and not verdict.verdict.deletable:
+        row.update(
+            verdict=Verdict.KEEP_NOT_UPLOADED.value,
+            reason="not yet in the object store: its local copy stays until the upload "
+            "finishes (then local.retention.* applies)",
+        )
+    return row

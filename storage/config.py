@@ -99,7 +99,7 @@ TOPIC_SETTINGS: tuple[Setting, ...] = (
     Setting("retention.bytes", "retention_bytes", int, -1,
             "Delete old segments while the log exceeds this; <0 off.",
             synonyms=(_S("log.retention.bytes"),), section="retention"),
-    # Tiered storage (KIP-405, docs/tiered-storage.md): Kafka's names, defaults and checks.
+    # Tiered storage (KIP-405, docs/retention.md "Tiered topics"): Kafka's names and checks.
     Setting("remote.storage.enable", "remote_storage_enable", bool, False,
             "Copy rolled segments to the object store (needs remote.log.storage.system.enable; "
             "not for compacted topics).", section="retention"),

@@ -255,7 +255,7 @@ class Log:
         self._flush_lock = threading.Lock()
         self._log_start_offset = log_start_offset
         # The remote tier (docs/tiered-reads.md): reads below the local log start go
-        # there. Set by the broker when remote storage is on for the topic.
+        # there. Set by `attach_remote` (the broker, when the partition has one).
         self.remote: RemoteLog | None = None
         self._deleted = False
         # Set by recovery when the log was opened: what the last start had to repair.
@@ -280,8 +280,9 @@ class Log:
 
     @property
     def local_log_start_offset(self) -> int:
-        """The first offset the local segments serve (Kafka's localLogStartOffset):
-        below it, down to the log start, the records are in the remote tier."""
+        """The first offset a local segment serves (KIP-405's local log start offset):
+        equal to the log start unless tiered storage deleted local copies of uploaded
+        segments, whose records below it are in the object store only."""
         return max(self._log_start_offset, self._local.segments[0].base_offset)
 
     def needs_remote(self, offset: int) -> bool:
@@ -294,30 +295,11 @@ class Log:
             and remote.covers(offset)
         )
 
-    def attach_remote(self, remote: RemoteLog, remote_log_start_offset: int) -> None:
-        """Serve reads below the local segments from `remote`. The log start spans both
-        tiers: it goes down to `remote_log_start_offset` (the manifest's) when the
-        readable remote segments hold every offset from there to the local segments
-        (a restart loads only the local ones, so recovery starts the log at the first)."""
-        with self._lock:
-            self.remote = remote
-            local_base = self._local.segments[0].base_offset
-            if remote_log_start_offset < 0 or remote_log_start_offset >= self._log_start_offset:
-                return
-            position = remote_log_start_offset
-            for ref in remote.segments():
-                if ref.next_offset <= position:
-                    continue
-                if ref.base_offset > position:
-                    break  # a gap: the start stays where the local log has it
-                position = ref.next_offset
-            if position >= local_base:
-                self._log.info(
-                    "log_start_offset_spans_remote",
-                    log_start_offset=remote_log_start_offset,
-                    local_log_start_offset=local_base,
-                )
-                self._log_start_offset = remote_log_start_offset
+    def attach_remote(self, remote: RemoteLog) -> None:
+        """Serve reads below the local segments from `remote`. The log start offset is
+        not touched: tiered storage's start-up restores it from the manifest
+        (`restore_log_start_offset`), never below what delete-records decided."""
+        self.remote = remote
 
     def remote_time_lookup(self, timestamp: int | None) -> bool:
         """Whether a time lookup (None: the max timestamp) may read the remote tier."""

@@ -403,14 +403,16 @@ class LogManager:
     # ---- checkpoints and deletions ----------------------------------------
 
     def write_checkpoints(self) -> None:
-        """Write both checkpoints atomically; log start entries only above the first base."""
+        """Write both checkpoints atomically; log start entries only where the log start
+        is not the first local base (above it after delete-records; below it for a tiered
+        log whose older segments are in the object store only)."""
         recovery: dict[tuple[str, int], int] = {}
         starts: dict[tuple[str, int], int] = {}
         for topic in list(self._topics.values()):
             for partition, current in enumerate(topic.logs):
                 recovery[(topic.name, partition)] = current.recovery_point
                 info = current.log_start_offset
-                if info > current.segments_info()[0].base_offset:
+                if info != current.segments_info()[0].base_offset:
                     starts[(topic.name, partition)] = info
         self._dir.write_checkpoints(recovery, starts)
 

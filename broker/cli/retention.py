@@ -110,28 +110,46 @@ def render_text(topic: str, partitions: Sequence[dict[str, Any]]) -> str:
             f"{format_bytes(p['deletable_bytes'])}{roll}"
         )
         lines.append("")
-        header = ("BASE_OFFSET", "SIZE", "LARGEST_TIMESTAMP", "AGE", "VERDICT")
-        rows = [header]
+        tiered = bool(p.get("remote_storage_enable"))
+        if tiered:
+            lines.insert(
+                len(lines) - 2,
+                f"  remote.storage.enable=true  local log start {p['local_log_start_offset']}  "
+                f"local.retention.ms={_limit(p['local_retention_ms'], format_duration_ms)}  "
+                f"local.retention.bytes={_limit(p['local_retention_bytes'], format_bytes)}",
+            )
+        header: tuple[str, ...] = ("BASE_OFFSET", "SIZE", "LARGEST_TIMESTAMP", "AGE", "VERDICT")
+        if tiered:
+            header = (*header[:4], "TIER", "LOCAL", "REMOTE")
+        rows: list[tuple[str, ...]] = [header]
         for s in segs:
             stamp = format_timestamp(s["timestamp_ms"])
             if s["timestamp_from_mtime"]:
                 stamp += " (mtime)"
             active = " *" if s["is_active"] else ""
-            rows.append(
-                (
-                    f"{s['base_offset']}{active}",
-                    format_bytes(s["size_bytes"]),
-                    stamp,
-                    format_duration_ms(s["age_ms"]),
-                    s["verdict"],
-                )
-            )
+            cells = [
+                f"{s['base_offset']}{active}",
+                format_bytes(s["size_bytes"]),
+                stamp,
+                format_duration_ms(s["age_ms"]),
+            ]
+            if tiered:
+                tier = s.get("tier", "local")
+                cells += [tier, "-" if tier == "remote" else s["verdict"],
+                          s.get("remote_verdict") or "-"]  # fmt: skip
+            else:
+                cells.append(s["verdict"])
+            rows.append(tuple(cells))
         widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
         for index, row in enumerate(rows):
-            cells = (cell.ljust(w) for cell, w in zip(row, widths, strict=True))
-            lines.append(("  " + "  ".join(cells)).rstrip())
+            padded = (cell.ljust(w) for cell, w in zip(row, widths, strict=True))
+            lines.append(("  " + "  ".join(padded)).rstrip())
             if index > 0:
-                lines.append(f"      {segs[index - 1]['reason']}")
+                seg = segs[index - 1]
+                if seg.get("tier", "local") != "remote":
+                    lines.append(f"      {'local: ' if tiered else ''}{seg['reason']}")
+                if seg.get("remote_reason"):
+                    lines.append(f"      remote: {seg['remote_reason']}")
         lines.append("  (* = active segment)")
         lines.append("")
     return "\n".join(lines).rstrip("\n")

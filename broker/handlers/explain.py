@@ -11,6 +11,7 @@ from typing import cast
 
 from broker import offload
 from broker.context import BrokerContext
+from broker.tiered.explain import explain_tiered_log
 from protocol.api_types import (
     ExplainRetentionAnswer,
     ExplainRetentionRequest,
@@ -48,8 +49,12 @@ def explain_partitions(
                 {"partition": partition, "error": UnknownTopicOrPartition.code, "message": message}
             )
             continue
-        explanation = explain_log(manager.get_log(topic, partition), now_ms)
-        # retention/explain.py writes the rest of PARTITION_EXPLANATION's keys (untyped).
-        answer = {"partition": partition, "error": None, "message": None, **explanation.to_wire()}
+        log = manager.get_log(topic, partition)
+        if log.config.remote_storage_enable:
+            wire = explain_tiered_log(log, now_ms)
+        else:
+            wire = explain_log(log, now_ms).to_wire()
+        # retention/ writes the rest of PARTITION_EXPLANATION's keys (untyped).
+        answer = {"partition": partition, "error": None, "message": None, **wire}
         out.append(cast(PartitionExplanation, answer))
     return out

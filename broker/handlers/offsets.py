@@ -81,6 +81,8 @@ async def _list_offset(ctx: BrokerContext, plog: Log, p: ListOffsetsPartition) -
     spec, partition = p["spec"], p["partition"]
     if spec == "earliest":
         return _offset(partition, plog.log_start_offset, -1)
+    if spec == "earliest_local":  # tiered storage: the first offset on local disk
+        return _offset(partition, plog.local_log_start_offset, -1)
     if spec == "latest":
         return _offset(partition, high_watermark(plog), -1)
     if plog.remote_time_lookup(None):  # the largest timestamp may lie in the store

@@ -1,3 +1,3 @@
 """Tiered storage's broker side: the trio runner of store calls, the uploader and
-remote retention tasks (docs/tiered-storage.md). The store client, key layout and
+remote retention tasks (docs/retention.md "Tiered topics"). The store client, key layout and
 manifest are storage.remote's."""

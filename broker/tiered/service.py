@@ -45,10 +45,12 @@ from retention.tiered import (
     plan_remote_deletion,
     total_segments,
 )
+from storage.checkpoint import read_checkpoint
 from storage.fileio import FileIO
+from storage.files import LOG_START_OFFSET_CHECKPOINT
 from storage.log import Log
 from storage.manager import LogManager
-from storage.remote import BlockingObjectStore, RemoteStorageError
+from storage.remote import BlockingObjectStore, RemoteStorageError, partition_prefix
 from storage.remote.manifest import RemoteSegment
 from storage.remote.partition import RemotePartition
 from storage.remote.throttle import TokenBucket, UploadStopped
@@ -127,19 +129,45 @@ class TieredStorage:
         """One pass over every tiered partition (see the module docstring)."""
         logs = self.tiered_logs()
         live = {(log.topic, log.partition) for log in logs}
-        for key in [k for k in self._partitions if k not in live]:  # deleted topics
+        gone = [k for k in self._partitions if k not in live]  # deleted topics
+        for key in gone:
             self._partitions.pop(key)
             self._opened.discard(key)
+            self._pending.pop(key, None)
+            self._backoff.pop(key, None)
         async with trio.open_nursery() as nursery:
+            for key in gone:
+                nursery.start_soon(self._delete_partition_objects, key)
             for log in logs:
                 nursery.start_soon(self._tend, log)
+
+    async def _delete_partition_objects(self, key: tuple[str, int]) -> None:
+        """A deleted topic's partition: its objects go too (Kafka deletes them). A topic
+        created again under the name finds strays instead, which its open() deletes."""
+        if key in self._partitions:
+            return  # created again meanwhile: its open() sweeps
+        prefix = partition_prefix(self.store.settings.prefix, *key)
+
+        def delete() -> int:
+            found = self.store.list(prefix)
+            self.store.delete(o.key for o in found)
+            return len(found)
+
+        try:
+            count = await trio.to_thread.run_sync(delete, limiter=self.store_threads)
+        except RemoteStorageError as exc:
+            logger.warning("tiered_topic_objects_left", topic=key[0], partition=key[1],
+                           error=str(exc))  # fmt: skip
+            return
+        logger.info("tiered_topic_objects_deleted", topic=key[0], partition=key[1], objects=count)
 
     def load_all(self) -> None:
         """Every tiered partition's local manifest, and the log start offsets it
         restores (blocking: a worker thread, before the broker serves)."""
+        starts = read_checkpoint(self.io, self.manager.data_dir / LOG_START_OFFSET_CHECKPOINT)
         for log in self.tiered_logs():
             try:
-                self.partition(log).load()
+                self.partition(log).load(starts.get((log.topic, log.partition)))
             except (RemoteStorageError, OSError, ValueError) as exc:
                 logger.error(
                     "tiered_manifest_unreadable",

@@ -1,4 +1,4 @@
-"""Tiered storage's store side (issue 39, docs/tiered-storage.md).
+"""Tiered storage's store side (issue 39, docs/retention.md "Tiered topics").
 
 - `object_store`: the S3 client (boto3), blocking and async (`ObjectStore`);
 - `keys`: the object key layout in the bucket;

@@ -114,30 +114,29 @@ class ChunkCache:
         first, last = position // step, (end - 1) // step
         parts = []
         for index in range(first, last + 1):
-            chunk = self._chunk(key, object_bytes, index)
             lo = max(position - index * step, 0)
-            hi = min(end - index * step, len(chunk))
-            parts.append(chunk if lo == 0 and hi == len(chunk) else chunk[lo:hi])
+            hi = min(end - index * step, step)
+            parts.append(self._piece(key, object_bytes, index, lo, hi))
         return parts[0] if len(parts) == 1 else b"".join(parts)
 
-    def _chunk(self, key: str, object_bytes: int, index: int) -> bytes:
+    def _piece(self, key: str, object_bytes: int, index: int, lo: int, hi: int) -> bytes:
+        """Bytes [lo, hi) of chunk `index`: read from its file when cached (only those
+        bytes: a header walk reads a few at a time), else fetched whole and kept."""
         name = f"{hashlib.sha256(key.encode()).hexdigest()[:32]}-{index}{CHUNK_SUFFIX}"
         start = index * self.chunk_bytes
         expected = min(self.chunk_bytes, object_bytes - start)
+        hi = min(hi, expected)
         path = self.directory / name
         with self._lock:
             cached = name in self._chunks
             if cached:
                 self._chunks.move_to_end(name)
         if cached:
-            try:
-                data = path.read_bytes()
-            except FileNotFoundError:  # evicted since the look-up
-                data = b""
-            if len(data) == expected:
+            piece = _read_cached(path, expected, lo, hi)
+            if piece is not None:
                 with self._lock:
                     self.hits += 1
-                return data
+                return piece
         data = self._fetch(key, start, expected)
         if len(data) != expected:
             raise RemoteStorageError(
@@ -148,7 +147,7 @@ class ChunkCache:
             self.misses += 1
             self.fetched_bytes += expected
         self._store(name, path, data)
-        return data
+        return data if lo == 0 and hi == expected else data[lo:hi]
 
     def _store(self, name: str, path: Path, data: bytes) -> None:
         """Keep a fetched chunk (a disk error only costs the caching, not the read)."""
@@ -171,3 +170,19 @@ class ChunkCache:
                 victims.append(victim)
         for victim in victims:
             (self.directory / victim).unlink(missing_ok=True)
+
+
+def _read_cached(path: Path, expected: int, lo: int, hi: int) -> bytes | None:
+    """Bytes [lo, hi) of a cached chunk file, or None when it is gone (evicted since
+    the look-up) or not the chunk's length (then it is fetched again)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    try:
+        if os.fstat(fd).st_size != expected:
+            return None
+        data = os.pread(fd, hi - lo, lo)
+    finally:
+        os.close(fd)
+    return data if len(data) == hi - lo else None

@@ -1,4 +1,4 @@
-"""Object key layout in the bucket (docs/tiered-storage.md, "Key layout").
+"""Object key layout in the bucket (docs/retention.md "Key layout and manifest").
 
 Per partition one directory `<prefix>/<topic>-<partition>/` holding
 

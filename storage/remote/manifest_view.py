@@ -55,12 +55,11 @@ class ManifestView:
         self._prefix = prefix
         self._stamp: tuple[int, int, int] | None = None
         self._refs: tuple[RemoteSegmentRef, ...] = ()
-        self.log_start_offset = -1  # the manifest's, -1 before one was read
 
     def __call__(self) -> tuple[RemoteSegmentRef, ...]:
         try:
             stat = os.stat(self._path)
-        except FileNotFoundError:
+        except OSError:  # none yet (nothing uploaded), or the directory is going away
             return self._refs
         stamp = (stat.st_ino, stat.st_size, stat.st_mtime_ns)
         if stamp != self._stamp:
@@ -71,5 +70,4 @@ class ManifestView:
                 log.error("remote_manifest_unreadable", path=str(self._path), error=str(exc))
                 return self._refs
             self._refs = refs_of(manifest, self._prefix)
-            self.log_start_offset = manifest.log_start_offset
         return self._refs

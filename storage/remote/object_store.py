@@ -126,7 +126,13 @@ def _translated(operation: str, bucket: str, key: str) -> Iterator[None]:
 class BlockingObjectStore:
     """S3 operations that block the calling thread. Thread-safe (one boto3 client)."""
 
-    def __init__(self, settings: RemoteStoreSettings) -> None:
+    def __init__(
+        self,
+        settings: RemoteStoreSettings,
+        *,
+        multipart_threshold_bytes: int = MULTIPART_THRESHOLD_BYTES,
+        multipart_chunk_bytes: int = MULTIPART_CHUNK_BYTES,
+    ) -> None:
         self.settings = settings
         self.bucket = settings.bucket
         credentials = settings.credentials
@@ -152,8 +158,8 @@ class BlockingObjectStore:
             "s3", endpoint_url=settings.endpoint or None, config=config
         )
         self._transfer = TransferConfig(
-            multipart_threshold=MULTIPART_THRESHOLD_BYTES,
-            multipart_chunksize=MULTIPART_CHUNK_BYTES,
+            multipart_threshold=multipart_threshold_bytes,
+            multipart_chunksize=multipart_chunk_bytes,
             use_threads=False,  # already in a worker thread; the limiter bounds threads
         )
 

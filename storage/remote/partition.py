@@ -171,10 +171,14 @@ class RemotePartition:
 
     # ---- open: restart from the manifest -----------------------------------------
 
-    def load(self) -> int | None:
+    def load(self, checkpoint_start: int | None = None) -> int | None:
         """Read the local manifest and restore the log start offset from it (no store
         call: the broker does this before it serves, even with the store down).
-        Returns the restored log start, if any. ManifestFormatError propagates."""
+        `checkpoint_start`: the log-start-offset checkpoint's value for the partition
+        (recovery clamps the log start to the first local segment; the higher of the
+        manifest's and the checkpoint's is the true one, so a delete-records the
+        manifest had not recorded yet is kept). Returns the restored log start, if
+        any. ManifestFormatError propagates."""
         with self._lock:
             if self._loaded:
                 return None
@@ -187,7 +191,7 @@ class RemotePartition:
                     )
                 self._manifest = loaded
             self._loaded = True
-            return self._restore_log_start()
+            return self._restore_log_start(checkpoint_start)
 
     def open(self) -> OpenReport:
         """`load`, then resume deletions, sweep orphans and stray objects. Store
@@ -212,9 +216,9 @@ class RemotePartition:
         )
         return report
 
-    def _restore_log_start(self) -> int | None:
+    def _restore_log_start(self, checkpoint_start: int | None) -> int | None:
         manifest, plog = self._manifest, self.log
-        target = manifest.log_start_offset
+        target = max(manifest.log_start_offset, checkpoint_start or 0)
         local_start = plog.local_log_start_offset
         if target < plog.log_start_offset and manifest.covers(target, local_start):
             plog.restore_log_start_offset(target)

@@ -58,6 +58,8 @@ class RangeStore(Protocol):
 
     def get(self, key: str) -> bytes: ...
 
+    def close(self) -> None: ...
+
 
 @dataclass(frozen=True, slots=True)
 class RemoteReadStatistics:
@@ -96,6 +98,10 @@ class RemoteReader:
         return RemoteReadStatistics(
             self.chunks.statistics(), self.indexes.statistics(), gets, errors
         )
+
+    def close(self) -> None:
+        """Close the store client (its pooled connections); reads after it fail."""
+        self._store.close()
 
     def failed(self) -> None:
         """Count a remote read that failed (the store's error, or one the caller saw)."""

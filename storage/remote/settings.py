@@ -1,7 +1,7 @@
 """Where the object store is and how to sign requests to it.
 
 `RemoteStoreSettings` is the frozen, validated form of the broker's
-`tidelog.remote.storage.*` keys (broker/config.py declares them; docs/tiered-storage.md
+`tidelog.remote.storage.*` keys (broker/config.py declares them; docs/retention.md "Tiered topics"
 lists them). Credentials come, in this order, from the settings' credentials file
 (`tidelog.remote.storage.credentials.file`: an AWS shared-credentials INI file, the
 `[default]` profile or the one named, or `key=value` lines), then the environment

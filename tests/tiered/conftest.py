@@ -13,6 +13,7 @@ from __future__ import annotations
 import itertools
 import logging
 import os
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -67,14 +68,14 @@ class S3Server:
         }
 
     def broker_options(self, prefix: str = "tidelog") -> list[str]:
-        """`--set` options turning tiered storage on for this bucket."""
+        """`key=value` settings (for `--set`) turning tiered storage on for this bucket."""
         return [
-            "--set", "remote.log.storage.system.enable=true",
-            "--set", f"tidelog.remote.storage.endpoint={self.endpoint}",
-            "--set", f"tidelog.remote.storage.bucket={self.bucket}",
-            "--set", f"tidelog.remote.storage.prefix={prefix}",
-            "--set", f"tidelog.remote.storage.region={self.region}",
-        ]  # fmt: skip
+            "remote.log.storage.system.enable=true",
+            f"tidelog.remote.storage.endpoint={self.endpoint}",
+            f"tidelog.remote.storage.bucket={self.bucket}",
+            f"tidelog.remote.storage.prefix={prefix}",
+            f"tidelog.remote.storage.region={self.region}",
+        ]
 
     def client(self) -> Any:
         """A boto3 client of its own, for tests to inspect or damage the bucket."""
@@ -150,3 +151,14 @@ def own_s3() -> Iterator[OwnS3]:
     own = OwnS3(server, s3)
     yield own
     own.stop()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked `tiered` (the long kill -9 sweep) run under `make tiered` only:
+    `-m tiered` selects them; `make test` deselects them (reported as deselected)."""
+    if re.search(r"(?<!not )\btiered\b", config.getoption("markexpr") or ""):
+        return
+    kept = [item for item in items if item.get_closest_marker("tiered") is None]
+    if len(kept) != len(items):
+        config.hook.pytest_deselected(items=[i for i in items if i not in kept])
+        items[:] = kept

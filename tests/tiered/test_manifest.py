@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
@@ -247,3 +248,4 @@ class ManifestMachine(RuleBasedStateMachine):
 
 
 TestManifestMachine = ManifestMachine.TestCase
+TestManifestMachine.settings = settings(max_examples=50, stateful_step_count=30, deadline=None)

@@ -218,3 +218,24 @@ def test_manifest_json_in_the_bucket_is_the_documented_format(tiered: Tiered) ->
         "segment_id", "base_offset", "end_offset", "size_bytes", "base_timestamp_ms",
         "max_timestamp_ms", "layouts", "state", "updated_ms",
     }  # fmt: skip
+
+
+def test_restart_keeps_a_delete_records_the_manifest_had_not_recorded(
+    tmp_path: Path, s3_server: S3Server
+) -> None:
+    t = Tiered(tmp_path / "data", s3_server, **{"local.retention.bytes": 0})
+    t.produce(12)
+    t.part.open()
+    t.upload_all()
+    t.service.apply_retention(t.part)
+    local_start = t.log.local_log_start_offset
+    t.log.delete_records(5)  # in the remote-only range; the manifest still says 0
+    assert t.part.manifest.log_start_offset == 0
+    t.close()  # the log-start checkpoint says 5
+    again = Tiered(tmp_path / "data", s3_server, **{"local.retention.bytes": 0})
+    try:
+        assert again.log.log_start_offset == local_start  # clamped by recovery
+        again.service.load_all()
+        assert again.log.log_start_offset == 5
+    finally:
+        again.close()

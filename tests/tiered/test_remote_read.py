@@ -50,14 +50,27 @@ def store(request: pytest.FixtureRequest) -> S3Server:
 @pytest.fixture
 def uploaded(tmp_path: Path, store: S3Server) -> Iterator[tuple[Log, list[RemoteSegmentRef]]]:
     log = _filled_log(tmp_path / "t-0")
-    refs = upload_segments(store.client(), store.bucket, log, prefix=f"p{uuid.uuid4().hex[:6]}")
+    client = store.client()
+    try:
+        refs = upload_segments(client, store.bucket, log, prefix=f"p{uuid.uuid4().hex[:6]}")
+    finally:
+        client.close()
     yield log, refs
     log.close()
+    for reader in _READERS:
+        reader.close()
+    _READERS.clear()
+
+
+_READERS: list[RemoteReader] = []
 
 
 def _reader(tmp_path: Path, store: S3Server, **caps: int) -> RemoteReader:
+    """A reader of `store` (closed with the `uploaded` fixture)."""
     settings = store.settings(max_attempts=1, connect_timeout_ms=1000)
-    return RemoteReader(BlockingObjectStore(settings), tmp_path / "data", **caps)
+    reader = RemoteReader(BlockingObjectStore(settings), tmp_path / "data", **caps)
+    _READERS.append(reader)
+    return reader
 
 
 def test_remote_reads_are_byte_identical_to_local_ones(
@@ -123,6 +136,7 @@ def test_a_truncated_body_is_an_error_not_garbage(
     client = store.client()
     data = client.get_object(Bucket=store.bucket, Key=ref.log_key)["Body"].read()
     client.put_object(Bucket=store.bucket, Key=ref.log_key, Body=data[:-100])
+    client.close()
     reader = _reader(tmp_path, store, chunk_bytes=1024, chunk_cache_bytes=64 * 1024)
     remote = RemoteLog(reader, lambda: refs, "t-0")
     assert remote.read(refs[1].base_offset, 100, min_one=True, local_start=10**9) is not None
@@ -151,3 +165,27 @@ def _next_offset(records: bytes) -> int:
     for _, fields in BatchWalk(records, whole=True, layout=ANY_LAYOUT):
         last = fields[F_BASE_OFFSET] + fields[F_LAST_OFFSET_DELTA]
     return last + 1
+
+
+def test_a_log_reads_below_its_local_segments_from_the_remote_tier(
+    tmp_path: Path, store: S3Server, uploaded: tuple[Log, list[RemoteSegmentRef]]
+) -> None:
+    log, refs = uploaded
+    end = log.log_end_offset
+    want = [log.read(offset, 700) for offset in range(0, end, 7)]
+    times = [log.offset_for_timestamp(ts) for ts in (BASE_TS, BASE_TS + 555, BASE_TS + 1190)]
+    top = log.max_timestamp()
+    gone = len(refs) - 2  # local retention took all but the two newest closed segments
+    log.delete_oldest_segments(gone, "test: local retention")
+    local_start = refs[gone].base_offset
+    assert log.log_start_offset == local_start
+    remote = RemoteLog(_reader(tmp_path, store, chunk_bytes=1024), lambda: refs, "t-0")
+    log.restore_log_start_offset(0)  # as tiered storage's start-up does from the manifest
+    log.attach_remote(remote)
+    assert (log.log_start_offset, log.local_log_start_offset) == (0, local_start)
+    assert log.needs_remote(0) and not log.needs_remote(local_start)
+    got = [log.read(offset, 700) for offset in range(0, end, 7)]
+    assert [(g.records, g.log_start_offset) for g in got] == [(w.records, 0) for w in want]
+    assert [log.offset_for_timestamp(t) for t in (BASE_TS, BASE_TS + 555, BASE_TS + 1190)] == times
+    assert log.max_timestamp() == top
+    assert log.remote_time_lookup(BASE_TS) and log.remote_time_lookup(None)

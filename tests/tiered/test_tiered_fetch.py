@@ -5,6 +5,9 @@ stops fails only the partitions that need it."""
 
 from __future__ import annotations
 
+import dataclasses
+import threading
+import time
 import urllib.request
 import warnings
 from pathlib import Path
@@ -18,6 +21,7 @@ from protocol.kafka.errors import ERRORS_BY_NAME
 from protocol.kafka.messages import FETCH, LIST_OFFSETS, PRODUCE
 from tests.conftest import BrokerFactory, BrokerProcess
 from tests.integration.kafka_helpers import KafkaSocket
+from tests.tiered.stall_proxy import StallProxy
 from tests.tiered.tier_out import tier_out
 from tidelog.client import Client
 from tidelog.consumer import Consumer, TopicPartition
@@ -52,7 +56,10 @@ def _fill(broker: BrokerProcess) -> None:
     """`cold` (two partitions): Tidelog and Kafka batches mixed, several segments each;
     `hot`: one record, local only."""
     with Client(broker.bootstrap) as client:
-        client.create_topic(COLD, 2, {"segment.bytes": SEGMENT_BYTES})
+        # A tiered topic (its start-up restores the log start from the manifest); its
+        # uploader waits log.initial.task.delay.ms (30 s), so the test uploads first.
+        cold = {"segment.bytes": SEGMENT_BYTES, "retention.ms": -1, "remote.storage.enable": True}
+        client.create_topic(COLD, 2, cold)
         client.create_topic(HOT, 1)
         client.produce(HOT, 0, encode_batch([(b"h", b"hot", None, BASE_TS)]))
         with KafkaSocket(broker.address) as sock:
@@ -124,7 +131,7 @@ def _walk(broker: BrokerProcess) -> dict[str, Any]:
         for kafka in (True, False):
             answers, offset = [], 0
             while offset < RECORDS:
-                (res,) = _fetch(client, [(COLD, 0, offset)], kafka=kafka)
+                (res,) = _fetch(client, [(COLD, 0, offset)], kafka=kafka, max_bytes=7000)
                 assert res["error"] is None, res
                 answers.append((offset, bytes(res["records"])))
                 offset = _last_offset(bytes(res["records"])) + 1
@@ -185,16 +192,26 @@ def _metrics(broker: BrokerProcess) -> dict[str, float]:
 
 def _tiered(
     broker_factory: BrokerFactory, tmp_path: Path, options: list[str], env: dict[str, str],
-    client: Any, bucket: str,
+    client: Any, bucket: str, *, walk: bool = True,
 ) -> tuple[BrokerProcess, dict[str, Any], list[dict]]:  # fmt: skip
+    """A broker whose `cold` partitions hold all but their two newest segments in the
+    bucket only; what `_walk` saw before (with `walk`; else the first fetch only)."""
     data = tmp_path / "data"
-    broker = broker_factory(data_dir=data, extra_args=tuple(options), env=env)
+    broker = broker_factory(*options, data_dir=data, env=env)
     _fill(broker)
-    before = _walk(broker)
+    if walk:
+        before = _walk(broker)
+    else:
+        with Client(broker.bootstrap) as reader:
+            (first,) = _fetch(reader, [(COLD, 0, 0)], kafka=True)
+        before = {"msgpack kafka_batches=True": [(0, bytes(first["records"]))]}
     assert broker.stop() == 0
-    entries = tier_out(client, bucket, data / f"{COLD}-0", keep_local=2)
-    tier_out(client, bucket, data / f"{COLD}-1", keep_local=2)
-    broker = broker_factory(data_dir=data, extra_args=tuple(options), env=env)
+    try:
+        entries = tier_out(client, bucket, data / f"{COLD}-0", keep_local=2)
+        tier_out(client, bucket, data / f"{COLD}-1", keep_local=2)
+    finally:
+        client.close()
+    broker = broker_factory(*options, data_dir=data, env=env)
     return broker, before, entries
 
 
@@ -209,6 +226,9 @@ def test_reads_across_tiers_match_local_reads_through_both_protocols(
     assert len(entries) >= 3
     local_start = min(int(p.stem) for p in (broker.data_dir / f"{COLD}-0").glob("*.log"))
     assert local_start == entries[-1]["end_offset"] + 1 > 0
+    with Client(broker.bootstrap) as client:
+        local = client.list_offsets(COLD, 0, "earliest_local")
+        assert local is not None and local.offset == local_start
     cold = _walk(broker)
     assert cold == before
     assert cold["earliest"] == before["earliest"] and cold["earliest"].offset == 0
@@ -224,46 +244,137 @@ def test_reads_across_tiers_match_local_reads_through_both_protocols(
     assert second["tidelog_remote_gets_total"] == first["tidelog_remote_gets_total"]
     assert second["tidelog_remote_cache_hits_total"] > first["tidelog_remote_cache_hits_total"]
     assert 0 < second["tidelog_remote_cache_size_bytes"] <= sum(e["size_bytes"] for e in entries)
-    assert broker.stop() == 0
-    restarted = broker_factory(
-        data_dir=broker.data_dir, extra_args=tuple(s3_server.broker_options()), env=s3_server.env
-    )
-    assert _walk(restarted) == before  # the cache was wiped: cold again, same answers
-    assert _metrics(restarted)["tidelog_remote_cache_misses_total"] > 0
 
 
-def test_a_store_that_stops_fails_only_the_partitions_that_need_it(
-    broker_factory: BrokerFactory, tmp_path: Path, own_s3: Any
+def test_a_failing_store_fails_only_the_partitions_that_need_it(
+    broker_factory: BrokerFactory, tmp_path: Path, s3_server: Any
 ) -> None:
-    s3 = own_s3.s3
-    options = [*s3.broker_options(), "--set", "tidelog.remote.fetch.timeout.ms=5000"]
-    broker, _, entries = _tiered(broker_factory, tmp_path, options, s3.env, s3.client(), s3.bucket)
-    local_offset = entries[-1]["end_offset"] + 1
-    remote_offset = entries[1]["base_offset"] + 3
-    with Client(broker.bootstrap) as client:
-        # Two remote partitions and a local one in one fetch: all served.
-        parts = [(COLD, 0, remote_offset), (COLD, 1, remote_offset), (HOT, 0, 0)]
-        served = _fetch(client, parts, kafka=True, max_bytes=20_000)
-        assert [r["error"] for r in served] == [None, None, None]
-        assert served[0]["records"] == served[1]["records"]  # the same data in both
-        (local,) = _fetch(client, [(COLD, 0, local_offset)], kafka=True)
-        assert local["error"] is None and local["records"]
-        own_s3.stop()
-        outage = _fetch(
-            client, [(COLD, 0, 0), (COLD, 1, 0), (HOT, 0, 0)], kafka=True, max_bytes=20_000
+    """Through a forwarder in front of the S3 server: stalled (nothing answered), then
+    down (connections refused). Only the remote partitions fail, retriably; the local
+    ones of the same fetch, and other clients, are served; a stall ends and the same
+    read succeeds."""
+    host, port = s3_server.endpoint.removeprefix("http://").split(":")
+    with StallProxy((host, int(port))) as proxy:
+        s3 = dataclasses.replace(s3_server, endpoint=proxy.endpoint)
+        options = [*s3.broker_options(), "tidelog.remote.fetch.timeout.ms=1500"]
+        broker, before, entries = _tiered(
+            broker_factory, tmp_path, options, s3.env, s3_server.client(), s3.bucket, walk=False
         )
+        assert len(entries) >= 4
+        local_offset = entries[-1]["end_offset"] + 1
+        remote_offset = entries[1]["base_offset"] + 3
+        with Client(broker.bootstrap) as client:
+            # Two remote partitions and a local one in one fetch: all served.
+            parts = [(COLD, 0, remote_offset), (COLD, 1, remote_offset), (HOT, 0, 0)]
+            served = _fetch(client, parts, kafka=True, max_bytes=20_000)
+            assert [r["error"] for r in served] == [None, None, None]
+            assert served[0]["records"] == served[1]["records"]  # the same data in both
+            (local,) = _fetch(client, [(COLD, 0, local_offset)], kafka=True)
+            assert local["error"] is None and local["records"]
+        _stalled(broker, proxy, before)
+        proxy.close()  # the store is down: connections refused
+        _down(broker, entries, served, local)
+    assert _metrics(broker)["tidelog_remote_read_errors_total"] >= 4
+
+
+def _stalled(broker: BrokerProcess, proxy: StallProxy, before: dict[str, Any]) -> None:
+    proxy.stalled.set()
+    done: list[str] = []
+    sent = threading.Event()
+    cold: list[dict] = []
+
+    def read_cold() -> None:
+        with Client(broker.bootstrap) as client:
+            sent.set()
+            cold.extend(_fetch(client, [(COLD, 0, 0), (HOT, 0, 0)], kafka=True))
+            done.append("cold")
+
+    reader = threading.Thread(target=read_cold)
+    reader.start()
+    sent.wait()
+    with Client(broker.bootstrap) as client:  # another client, while the store hangs
+        (hot,) = _fetch(client, [(HOT, 0, 0)], kafka=True)
+        assert hot["error"] is None and hot["records"]
+        done.append("hot")
+    reader.join()
+    assert done == ["hot", "cold"]  # the event loop never waited for the store
+    assert cold[0]["error"] == RemoteStorageError.code
+    assert "did not answer within 1.5 s" in cold[0]["message"]
+    assert cold[1]["error"] is None and cold[1]["records"] == hot["records"]
+    proxy.stalled.clear()  # the store answers again: the same read is served
+    with Client(broker.bootstrap) as client:
+        (again,) = _fetch(client, [(COLD, 0, 0)], kafka=True)
+    assert again["error"] is None
+    assert bytes(again["records"]) == before["msgpack kafka_batches=True"][0][1]
+
+
+def _down(broker: BrokerProcess, entries: list[dict], served: list[dict], local: dict) -> None:
+    local_offset = entries[-1]["end_offset"] + 1
+    with Client(broker.bootstrap) as client:
+        # Segments never read yet (their chunks and indexes are not cached).
+        parts = [(COLD, 0, entries[2]["base_offset"]), (COLD, 1, 0), (HOT, 0, 0)]
+        outage = _fetch(client, parts, kafka=True, max_bytes=20_000)
         for res in outage[:2]:
             assert res["error"] == RemoteStorageError.code, res
             assert "object store" in res["message"] and not res["records"]
         assert outage[2]["error"] is None and outage[2]["records"] == served[2]["records"]
-        # Data still on disk is served from the same partition, and by time too.
+        # Data still on disk is served from the same partition, and by time too; so is
+        # remote data the chunk cache holds.
         (again,) = _fetch(client, [(COLD, 0, local_offset)], kafka=True)
         assert again["error"] is None and again["records"] == local["records"]
+        remote_offset = entries[1]["base_offset"] + 3
+        (cached,) = _fetch(client, [(COLD, 0, remote_offset)], kafka=True, max_bytes=20_000)
+        assert cached["error"] is None and cached["records"] == served[0]["records"]
         with pytest.raises(RemoteStorageError):
             client.offset_for_time(COLD, 0, BASE_TS + 50)
         assert client.offset_for_time(HOT, 0, BASE_TS) is not None
     with KafkaSocket(broker.address) as sock:
-        cold, hot = _kafka_fetch(sock, [(COLD, 1, entries[2]["base_offset"]), (HOT, 0, 0)])
+        cold, hot = _kafka_fetch(sock, [(COLD, 1, entries[3]["base_offset"]), (HOT, 0, 0)])
         assert cold["error_code"] == KAFKA_STORAGE_ERROR and not cold["records"]
         assert hot["error_code"] == 0 and hot["records"]
-    assert _metrics(broker)["tidelog_remote_read_errors_total"] >= 3
+
+
+def test_the_uploader_and_local_retention_leave_every_record_readable(
+    broker_factory: BrokerFactory, tmp_path: Path, s3_server: Any
+) -> None:
+    """The acceptance path: the broker's own uploader copies rolled segments and local
+    retention deletes their local copies; every record stays readable through both
+    protocols, in order, across a restart, with the local disk bounded."""
+    options = (
+        *s3_server.broker_options(),
+        "remote.log.manager.task.interval.ms=100",
+        "log.initial.task.delay.ms=0",
+    )
+    data = tmp_path / "data"
+    broker = broker_factory(*options, data_dir=data, env=s3_server.env)
+    config = {
+        "segment.bytes": SEGMENT_BYTES,
+        "remote.storage.enable": "true",
+        "local.retention.bytes": SEGMENT_BYTES,
+        "retention.ms": -1,  # the records are from 2023: keep them in the store
+    }
+    with Client(broker.bootstrap) as client:
+        client.create_topic(COLD, 1, config)
+        client.create_topic(HOT, 1)
+        with KafkaSocket(broker.address) as sock:
+            _fill_partition(client, sock, 0)
+        deadline = time.monotonic() + 30
+        while (local := client.list_offsets(COLD, 0, "earliest_local")) is None or (
+            local.offset < RECORDS // 2
+        ):
+            assert time.monotonic() < deadline, "local retention never deleted uploaded segments"
+            time.sleep(0.1)
+        assert client.list_offsets(COLD, 0, "earliest").offset == 0  # type: ignore[union-attr]
+    local_bytes = sum(p.stat().st_size for p in (data / f"{COLD}-0").glob("*.log"))
+    assert local_bytes <= 3 * SEGMENT_BYTES
+    seen = _walk(broker)
+    expected = [
+        (offset, f"tidelog-{offset}".encode() * 8)
+        for offset in range(RECORDS)
+        if (offset // PER_BATCH) % 4 != 3
+    ]
+    assert [(o, v) for o, v in seen["consumer"] if not v.startswith(b"kafka")] == expected
+    assert [o for o, _ in seen["consumer"]] == list(range(RECORDS))
+    assert broker.stop() == 0
+    restarted = broker_factory(*options, data_dir=data, env=s3_server.env)
+    assert _walk(restarted) == seen

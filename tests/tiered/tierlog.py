@@ -78,3 +78,58 @@ def local_segment_bytes(log: Log) -> dict[int, bytes]:
 
 
 __all__ = ["BASE_TS", "TOPIC", "Tiered", "local_segment_bytes"]
+
+
+def records_in(data: bytes) -> dict[int, bytes]:
+    """offset -> value of every record of back-to-back batches."""
+    from protocol.batch import iter_records
+
+    return {r.offset: r.value or b"" for r in iter_records(data)}
+
+
+def check_bucket(s3: S3Server, data_dir: Path, topic: str, partition: int = 0) -> Any:
+    """The bucket against the partition's manifest: every object belongs to an entry
+    (no orphan left; ids are unique, so none is referenced twice), every readable entry
+    has its `.log`; returns the manifest."""
+    from storage.fileio import FileIO
+    from storage.remote import manifest_key, parse_segment_key, partition_prefix, read_manifest
+
+    directory = data_dir / f"{topic}-{partition}"
+    # The listing first: an entry is written before its objects and outlives them,
+    # so a broker at work never makes an object listed here look like an orphan.
+    keys = s3.object_keys(partition_prefix("tidelog", topic, partition))
+    manifest = read_manifest(FileIO(), directory)
+    assert manifest is not None, "no manifest"
+    live = {s.segment_id: s for s in manifest.segments}
+    for key in keys:
+        if key == manifest_key("tidelog", topic, partition):
+            continue
+        parsed = parse_segment_key(key)
+        assert parsed is not None, f"foreign object {key}"
+        assert parsed.segment_id in live, f"orphan object {key}"
+    for segment in manifest.readable():
+        key = f"{partition_prefix('tidelog', topic, partition)}{segment.base_offset:020d}-"
+        assert key + f"{segment.segment_id}.log" in keys, f"missing .log of {segment}"
+    return manifest
+
+
+def records_across_tiers(
+    s3: S3Server, data_dir: Path, topic: str, partition: int = 0
+) -> dict[int, bytes]:
+    """offset -> value of every record the partition holds, in the store's readable
+    segments and in its local segment files (each offset once: a segment in both tiers
+    must hold the same records)."""
+    manifest = check_bucket(s3, data_dir, topic, partition)
+    found: dict[int, bytes] = {}
+    prefix = f"tidelog/{topic}-{partition}/"
+    for segment in manifest.readable():
+        data = s3.get(f"{prefix}{segment.base_offset:020d}-{segment.segment_id}.log")
+        assert len(data) == segment.size_bytes
+        records = records_in(data)
+        assert min(records) >= segment.base_offset and max(records) <= segment.end_offset
+        found.update(records)
+    directory = data_dir / f"{topic}-{partition}"
+    for path in sorted(directory.glob("*.log")):
+        for offset, value in records_in(path.read_bytes()).items():
+            assert found.setdefault(offset, value) == value, f"tiers differ at {offset}"
+    return found
