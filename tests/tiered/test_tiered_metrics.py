@@ -31,7 +31,7 @@ from tests.tiered.tiered_broker import (
 )
 from tidelog.client import Client
 
-pytestmark = [pytest.mark.tiered, pytest.mark.integration]
+pytestmark = pytest.mark.integration  # in `make test`: the tiered smoke test
 
 KEY, SECRET, BUCKET = "metrics-key", "metrics-secret", "tiered-metrics"
 
