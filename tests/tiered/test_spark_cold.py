@@ -22,8 +22,12 @@ from protocol.kafka.messages import PRODUCE
 from spark_connector.batch import TidelogBatchReader
 from spark_connector.options import parse_source_options
 from tests.integration.kafka_helpers import KafkaSocket
-from tests.tiered.tier_out import tier_out
-from tests.tiered.tiered_broker import credentials_file, tier_state, tiered_settings
+from tests.tiered.tiered_broker import (
+    TIERED_TOPIC_CONFIG,
+    credentials_file,
+    tiered_settings,
+    wait_tiered,
+)
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
@@ -69,8 +73,8 @@ def broker_address(broker: Broker) -> tuple[str, int]:
 @pytest.fixture(scope="module")
 def tiered(moto_server: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
     """A broker whose `cold` partitions hold their older segments only in the bucket
-    (tests/tiered/tier_out.py: what the uploader and local retention leave), restarted
-    on them; Tidelog and Kafka batches mixed, some records with headers."""
+    (uploaded, local copies deleted by local retention); Tidelog and Kafka batches mixed,
+    some records with headers."""
     s3 = boto3.client(
         "s3", endpoint_url=moto_server, region_name="us-east-1",
         aws_access_key_id=KEY, aws_secret_access_key=SECRET,
@@ -82,19 +86,16 @@ def tiered(moto_server: str, tmp_path_factory: pytest.TempPathFactory) -> Iterat
     creds = credentials_file(base, KEY, SECRET)
     sets = tiered_settings(endpoint=moto_server, bucket=BUCKET, credentials=creds)
     broker = start_broker(base / "data", *sets)
-    with broker.client() as client:
-        client.create_topic(TOPIC, PARTITIONS, {"segment.bytes": "16384"})
-    for p in range(PARTITIONS):
-        broker.produce(TOPIC, p, TIDELOG_RECORDS, headers_every=5, batch_records=50)
-        _kafka_batches(broker, p, TIDELOG_RECORDS, KAFKA_RECORDS // KAFKA_BATCH)
-    broker.stop()
-    for p in range(PARTITIONS):
-        tier_out(s3, BUCKET, base / "data" / f"{TOPIC}-{p}", keep_local=3)
-    broker = start_broker(base / "data", *sets)
     try:
         with broker.client() as client:
-            state = tier_state(client, TOPIC, PARTITIONS)
-        assert all(s.local_log_start_offset > RECORDS // 2 for s in state.values()), state
+            client.create_topic(TOPIC, PARTITIONS, TIERED_TOPIC_CONFIG)
+        for p in range(PARTITIONS):
+            broker.produce(TOPIC, p, TIDELOG_RECORDS, headers_every=5, batch_records=50)
+            _kafka_batches(broker, p, TIDELOG_RECORDS, KAFKA_RECORDS // KAFKA_BATCH)
+        with broker.client() as client:
+            # The uploader and local retention leave over half of each partition in the
+            # bucket only.
+            wait_tiered(client, TOPIC, PARTITIONS, min_remote_fraction=0.5)
         yield broker
     finally:
         broker.stop()
