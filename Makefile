@@ -45,10 +45,11 @@ soak: install
 	$(BIN)/python -m pytest tests/reliability tests/fuzz $(PYTEST_ARGS)
 
 # Tiered storage (issue 39, docs/tiered-storage.md, docs/reliability.md) against moto's
-# S3 server on loopback: the kill -9 sweep of every upload and deletion step (tierstore),
-# the random kill -9 loop during uploads and remote deletions at 40 cycles, every fault of
-# the fault proxy during uploads and reads, Spark reading from the bucket. Tests marked
-# `tiered` run only here (tests/tiered/conftest.py); `make test` runs the rest.
+# S3 server on loopback: the kill -9 sweep of every upload and deletion step at its 1st and
+# 3rd hit (tierstore, 3-7 min here), the random kill -9 loop during uploads and remote
+# deletions at 40 cycles (~6 min), every fault of the fault proxy during uploads and reads,
+# Spark reading from the bucket. Tests marked `tiered` run only here
+# (tests/tiered/conftest.py); `make test` runs the rest.
 tiered: install
 	TIDELOG_TIERED_KILL_CYCLES=40 TIDELOG_TIERED_FULL=1 $(BIN)/python -m pytest -m tiered \
 		tests/tiered -o faulthandler_timeout=1700 $(PYTEST_ARGS)
