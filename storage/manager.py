@@ -101,8 +101,7 @@ class LogManager:
     ) -> None:
         """`fd_budget`: None builds one at `open()` from RLIMIT_NOFILE (raised there),
         leaving `fd_reserve` descriptors to the rest of the process (storage.fdbudget).
-        `remote_storage_system_enable`: the broker's `remote.log.storage.system.enable`;
-        without it a topic cannot be created or altered with remote.storage.enable=true."""
+        `remote_storage_system_enable`: `remote.log.storage.system.enable` (see below)."""
         self.remote_storage_system_enable = remote_storage_system_enable
         self.data_dir = Path(data_dir)
         self._defaults = default_config or LogConfig()
@@ -264,8 +263,8 @@ class LogManager:
         return LogConfig.from_props(overrides, self._defaults)
 
     def validate_topic_config(self, overrides: Mapping[str, object]) -> LogConfig:
-        """The config a create or alter with these overrides would give, or InvalidConfig
-        (Kafka's checks, the broker's remote.log.storage.system.enable included)."""
+        """A create's or alter's config, or InvalidConfig (remote.storage.enable=true
+        needs remote.log.storage.system.enable)."""
         config = self._config_for({key: _as_text(value) for key, value in overrides.items()})
         if config.remote_storage_enable and not self.remote_storage_system_enable:
             raise InvalidConfig(REMOTE_DISABLED_MESSAGE)
@@ -403,9 +402,8 @@ class LogManager:
     # ---- checkpoints and deletions ----------------------------------------
 
     def write_checkpoints(self) -> None:
-        """Write both checkpoints atomically; log start entries only where the log start
-        is not the first local base (above it after delete-records; below it for a tiered
-        log whose older segments are in the object store only)."""
+        """Write both checkpoints atomically; log start entries only where it is not the
+        first local base (delete-records; a tiered log's older segments in the store)."""
         recovery: dict[tuple[str, int], int] = {}
         starts: dict[tuple[str, int], int] = {}
         for topic in list(self._topics.values()):
