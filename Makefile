@@ -44,11 +44,15 @@ soak: install
 	TIDELOG_SOAK_LOAD_S=1800 TIDELOG_SOAK_FUZZ_EXAMPLES=6000 \
 	$(BIN)/python -m pytest tests/reliability tests/fuzz $(PYTEST_ARGS)
 
-# Tiered storage's kill -9 sweep (issue 39, docs/reliability.md): every upload and remote
-# deletion step killed at its 1st and 3rd hit, against moto's S3 server on loopback
-# (3-7 min here). `make test` runs one of the steps.
+# Tiered storage (issue 39, docs/tiered-storage.md, docs/reliability.md) against moto's
+# S3 server on loopback: the kill -9 sweep of every upload and deletion step at its 1st and
+# 3rd hit (tierstore, 3-7 min here), the random kill -9 loop during uploads and remote
+# deletions at 40 cycles (~6 min), every fault of the fault proxy during uploads and reads,
+# Spark reading from the bucket. Tests marked `tiered` run only here
+# (tests/tiered/conftest.py); `make test` runs the rest.
 tiered: install
-	$(BIN)/python -m pytest -m tiered tests/tiered $(PYTEST_ARGS)
+	TIDELOG_TIERED_KILL_CYCLES=40 TIDELOG_TIERED_FULL=1 $(BIN)/python -m pytest -m tiered \
+		tests/tiered -o faulthandler_timeout=1700 $(PYTEST_ARGS)
 
 # Apache Kafka as oracle and peer (issue 19, docs/kafka-interop.md): the real Kafka 4.x broker
 # (jars fetched by Maven into ~/.cache/tidelog), kcat from Debian, the Python Kafka clients.

@@ -32,6 +32,7 @@ from broker.handlers.groups import (
 from broker.handlers.offsets import delete_records, list_offsets, offset_for_time
 from broker.handlers.produce import produce
 from broker.handlers.producer_ids import init_producer_id
+from broker.handlers.remote_segments import remote_segments
 from broker.handlers.topics import (
     alter_configs,
     create_topic,
@@ -117,6 +118,9 @@ APIS: dict[str, NativeApi] = {
     ),
     # Extension (docs/retention.md; schema in protocol/retention_schema.py).
     "explain_retention": NativeApi(explain_retention, on_topic(OP.DESCRIBE_CONFIGS)),
+    # Extension (docs/tiered-storage.md; schema in protocol/remote_schema.py): it names
+    # where a topic's records are, so it needs Read, as fetch does.
+    "remote_segments": NativeApi(remote_segments, on_topic(OP.READ)),
     # Extension (docs/compaction.md §9; schema in protocol/offsets_schema.py).
     "commit_offsets": NativeApi(
         commit_offsets,

@@ -826,6 +826,71 @@ class DeleteAclsAnswer(TypedDict):
     results: list[DeleteAclsResultAnswer]
 
 
+class RemoteSegmentsPartition(TypedDict):
+    """An item of `RemoteSegmentsRequest.partitions`."""
+
+    partition: int
+    start_offset: int
+    end_offset: int
+
+
+class RemoteSegmentsRequest(TypedDict):
+    """The `remote_segments` request body."""
+
+    topic: str
+    partitions: list[RemoteSegmentsPartition]
+
+
+class RemoteStore(TypedDict):
+    """The shape `REMOTE_STORE` of protocol.schemas."""
+
+    bucket: str
+    prefix: NotRequired[str]
+    endpoint: NotRequired[str | None]
+    region: NotRequired[str | None]
+    path_style: NotRequired[bool]
+
+
+class RemoteSegment(TypedDict):
+    """The shape `REMOTE_SEGMENT` of protocol.schemas."""
+
+    log_key: str
+    index_key: NotRequired[str | None]
+    base_offset: int
+    end_offset: int
+    size_bytes: int
+    base_timestamp_ms: NotRequired[int]
+    max_timestamp_ms: NotRequired[int]
+
+
+class RemoteSegmentsAbortedTransactionAnswer(TypedDict):
+    """An item of `RemoteSegmentsPartitionAnswer.aborted_transactions`."""
+
+    producer_id: int
+    first_offset: int
+
+
+class RemoteSegmentsPartitionAnswer(TypedDict):
+    """An item of `RemoteSegmentsAnswer.partitions`."""
+
+    partition: int
+    error: NotRequired[str | None]
+    message: NotRequired[str | None]
+    log_start_offset: NotRequired[int | None]
+    local_log_start_offset: NotRequired[int | None]
+    high_watermark: NotRequired[int | None]
+    segments: NotRequired[list[RemoteSegment]]
+    aborted_transactions: NotRequired[list[RemoteSegmentsAbortedTransactionAnswer]]
+
+
+class RemoteSegmentsAnswer(TypedDict):
+    """The `remote_segments` answer body."""
+
+    topic: str
+    store: NotRequired[RemoteStore | None]
+    partitions: list[RemoteSegmentsPartitionAnswer]
+
+
 # Shapes several APIs (or both roles) share.
 HeartbeatAnswer = ErrorOnly
 DescribeGroupsRequest = GroupNames
@@ -861,4 +926,5 @@ API_TYPES: dict[str, tuple[type[Any], type[Any]]] = {
     "create_acls": (CreateAclsRequest, CreateAclsAnswer),
     "describe_acls": (DescribeAclsRequest, DescribeAclsAnswer),
     "delete_acls": (DeleteAclsRequest, DeleteAclsAnswer),
+    "remote_segments": (RemoteSegmentsRequest, RemoteSegmentsAnswer),
 }

@@ -474,6 +474,60 @@ DELETE_ACLS_SCHEMA = ApiSchema(
 )
 
 
+# remote_segments (docs/tiered-storage.md, docs/protocol.md §9): which objects of the
+# remote tier hold a partition's offsets, so a reader outside the broker (the Spark
+# connector's tasks) can GET them from the bucket itself. Call: protocol/remote_schema.py;
+# handler: broker/handlers/remote_segments.py.
+REMOTE_SEGMENTS = "remote_segments"
+
+REMOTE_SEGMENT = Struct(
+    log_key=Str(),
+    index_key=opt(Nullable(Str()), None),
+    base_offset=INT64,
+    end_offset=INT64,  # last offset, inclusive (the manifest's)
+    size_bytes=INT64,
+    base_timestamp_ms=opt(INT64, -1),
+    max_timestamp_ms=opt(INT64, -1),
+)
+
+REMOTE_STORE = Struct(
+    bucket=Str(),
+    prefix=opt(Str(), ""),
+    endpoint=opt(Nullable(Str()), None),
+    region=opt(Nullable(Str()), None),
+    path_style=opt(Bool(), False),
+)
+
+REMOTE_SEGMENTS_SCHEMA = ApiSchema(
+    REMOTE_SEGMENTS,
+    Struct(
+        topic=Str(),
+        partitions=ListOf(
+            Struct(partition=INT32, start_offset=opt(INT64, 0), end_offset=opt(INT64, -1))
+        ),
+    ),
+    Struct(
+        topic=Str(),
+        store=opt(Nullable(REMOTE_STORE), None),
+        partitions=ListOf(
+            Struct(
+                partition=INT32,
+                error=_ERROR,
+                message=_MESSAGE,
+                log_start_offset=_NULLABLE_INT64,
+                local_log_start_offset=_NULLABLE_INT64,
+                high_watermark=_NULLABLE_INT64,
+                segments=opt(ListOf(REMOTE_SEGMENT), []),
+                # The aborted transactions meeting the listed range (Kafka's
+                # collectAbortedTransactions): a read_committed reader of the objects
+                # leaves their batches out, as it does for a fetch answer's list.
+                aborted_transactions=opt(ListOf(Struct(producer_id=INT64, first_offset=INT64)), []),
+            )
+        ),
+    ),
+)
+
+
 # Every API, registered here and only here: the core table of docs/protocol.md §4, then
 # the extensions. The broker's dispatch table (broker/dispatch.py) has the same names.
 _EXTENSIONS = (
@@ -487,6 +541,7 @@ _EXTENSIONS = (
     CREATE_ACLS_SCHEMA,
     DESCRIBE_ACLS_SCHEMA,
     DELETE_ACLS_SCHEMA,
+    REMOTE_SEGMENTS_SCHEMA,
 )
 
 APIS: dict[str, ApiSchema] = {schema.name: schema for schema in (*_SCHEMAS, *_EXTENSIONS)}

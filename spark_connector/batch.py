@@ -16,6 +16,7 @@ from types import FrameType
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition
 
+from spark_connector.cold_plan import plan_cold
 from spark_connector.offsets import (
     PartitionInfo,
     describe_partitions,
@@ -43,7 +44,10 @@ class TidelogPartition(InputPartition):
         self.ranges = ranges
 
     def __repr__(self) -> str:
-        spans = ", ".join(f"{r.topic}-{r.partition}[{r.start},{r.end})" for r in self.ranges)
+        spans = ", ".join(
+            f"{r.topic}-{r.partition}[{r.start},{r.end}){' cold' if r.cold else ''}"
+            for r in self.ranges
+        )
         return f"TidelogPartition({self.value}: {spans})"
 
 
@@ -147,7 +151,7 @@ class TidelogBatchReader(DataSourceReader):
         for warning in self.opts.warnings:
             log.warning(warning)
         with open_client(self.opts) as client:
-            ranges = plan_ranges(client, self.opts, self.bounds)
+            ranges = plan_cold(client, self.opts, plan_ranges(client, self.opts, self.bounds))
         parts = build_partitions(self.opts, ranges)
         log.info("tidelog batch plan: %s", parts)
         return parts

@@ -46,6 +46,16 @@ DEFAULT_REQUEST_TIMEOUT_MS = 30_000
 DEFAULT_SINK_BATCH_RECORDS = 1000
 
 _AUTO_TRUE_FALSE = ("auto", "true", "false")
+# Hadoop S3A's names for what `s3.*` sets (Spark users already pass these), by ours.
+_S3A_NAMES = {
+    "fs.s3a.endpoint": "s3.endpoint",
+    "fs.s3a.endpoint.region": "s3.region",
+    "fs.s3a.access.key": "s3.accessKey",
+    "fs.s3a.secret.key": "s3.secretKey",
+    "fs.s3a.session.token": "s3.sessionToken",
+    "fs.s3a.path.style.access": "s3.pathStyle",
+}
+SPARK_HADOOP_PREFIX = "spark.hadoop."
 _KAFKA, _OURS, _SINK = "kafka", "tidelog", "sink"  # sections of docs/spark.md's tables
 _S = Setting
 
@@ -177,6 +187,30 @@ SOURCE_SETTINGS: tuple[Setting, ...] = (
     _S("fetch.max.bytes", "fetch_max_bytes", int, DEFAULT_FETCH_MAX_BYTES,
        "Bytes per fetch (converted into Arrow batches of about 2 MiB of records each).",
        low=1, high=INT32_MAX, section=_OURS),
+    _S("remoteReads", "remote_reads", str, "auto",
+       "Tasks read offsets below a tiered partition's local log start from the bucket "
+       "themselves (docs/tiered-storage.md): the broker only names the segment objects. "
+       "`auto` does so when the broker names them; `true` fails a read of such a range "
+       "the broker cannot name objects for; `false` reads everything through the broker.",
+       choices=_AUTO_TRUE_FALSE, section=_OURS),
+    _S("s3.endpoint", "", str, None,
+       "Object store URL for the tasks' cold reads (default: `fs.s3a.endpoint`, else the "
+       "broker's `remote.log.storage.s3.endpoint`).", section=_OURS),
+    _S("s3.region", "", str, None,
+       "Region (default: `fs.s3a.endpoint.region`, else the broker's).", section=_OURS),
+    _S("s3.accessKey", "", str, None,
+       "Access key id (default: `fs.s3a.access.key`, else boto3's chain: "
+       "`AWS_ACCESS_KEY_ID`, ~/.aws, instance profile).", section=_OURS),
+    _S("s3.secretKey", "", str, None, "Secret key (default: `fs.s3a.secret.key`, else "
+       "boto3's chain).", section=_OURS),
+    _S("s3.sessionToken", "", str, None, "Session token (default: `fs.s3a.session.token`).",
+       section=_OURS),
+    _S("s3.pathStyle", "", str, None,
+       "`true`: path-style URLs (default: `fs.s3a.path.style.access`, else the broker's).",
+       section=_OURS),
+    *(_S(name, "", str, None, f"Hadoop's S3A name, as for Spark's file sources (also as "
+         f"`spark.hadoop.{name}`): see `{ours}`.", section=_OURS)
+      for name, ours in _S3A_NAMES.items()),
     *_security_rows(_KAFKA),
 )  # fmt: skip
 SINK_SETTINGS: tuple[Setting, ...] = (
@@ -351,6 +385,22 @@ Subscription = Assign | Subscribe | SubscribePattern
 
 
 @dataclass(frozen=True, slots=True)
+class S3Settings:
+    """How a task reaches the bucket for cold reads; None fields fall back to what the
+    broker says (endpoint, region, path style) or to boto3's credential chain."""
+
+    endpoint: str | None = None
+    region: str | None = None
+    access_key: str | None = None
+    secret_key: str | None = None
+    session_token: str | None = None
+    path_style: bool | None = None
+
+    def __repr__(self) -> str:  # plans and logs show this: never the secrets
+        return f"S3Settings(endpoint={self.endpoint!r}, region={self.region!r})"
+
+
+@dataclass(frozen=True, slots=True)
 class SourceOptions:
     """Validated read options. Plain data: it is pickled into every task."""
 
@@ -370,6 +420,8 @@ class SourceOptions:
     pushdown: str = "auto"
     local_reads: str = "auto"
     isolation_level: str = "read_committed"
+    remote_reads: str = "auto"
+    s3: S3Settings = S3Settings()
     poll_timeout_ms: int = DEFAULT_POLL_TIMEOUT_MS
     num_retries: int = DEFAULT_NUM_RETRIES
     retry_interval_ms: int = DEFAULT_RETRY_INTERVAL_MS
@@ -417,6 +469,8 @@ def check_known(options: Mapping[str, str]) -> None:
         if key in _KAFKA_REJECTED:
             raise OptionError(_KAFKA_REJECTED[key])
         if key in _CANONICAL or key in SPARK_OWNED_OPTIONS or key in _TEST_ONLY_OPTIONS:
+            continue
+        if key.startswith(SPARK_HADOOP_PREFIX) and key[len(SPARK_HADOOP_PREFIX) :] in _S3A_NAMES:
             continue
         candidates = difflib.get_close_matches(key, list(_CANONICAL), n=1, cutoff=0.6)
         hint = f"; did you mean '{_CANONICAL[candidates[0]]}'?" if candidates else ""
@@ -780,6 +834,25 @@ def security_option(opts: Mapping[str, str]) -> Security:
         raise OptionError(f"Security options: {exc}") from exc
 
 
+def s3_settings(opts: Mapping[str, str]) -> S3Settings:
+    """`s3.*`, else Hadoop's `fs.s3a.*` (or `spark.hadoop.fs.s3a.*`) options."""
+    by_ours: dict[str, str | None] = {}
+    for s3a, ours in _S3A_NAMES.items():
+        value = opts.get(ours.lower())
+        if value is None:
+            value = opts.get(s3a, opts.get(SPARK_HADOOP_PREFIX + s3a))
+        by_ours[ours] = value.strip() if value is not None and value.strip() else None
+    path_style = by_ours["s3.pathStyle"]
+    return S3Settings(
+        endpoint=by_ours["s3.endpoint"],
+        region=by_ours["s3.region"],
+        access_key=by_ours["s3.accessKey"],
+        secret_key=by_ours["s3.secretKey"],
+        session_token=by_ours["s3.sessionToken"],
+        path_style=parse_bool("s3.pathStyle", path_style) if path_style is not None else None,
+    )
+
+
 def parse_source_options(options: Mapping[str, str], *, streaming: bool | None) -> SourceOptions:
     """Validate read options the way the Kafka source does for a batch or a streaming query.
 
@@ -807,6 +880,8 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool | None) 
         pushdown=_auto_true_false(opts, "pushdown"),
         local_reads=_auto_true_false(opts, "localReads"),
         isolation_level=_isolation_level(opts),
+        remote_reads=_auto_true_false(opts, "remoteReads"),
+        s3=s3_settings(opts),
         fail_on_data_loss=_source_bool(opts, "failOnDataLoss"),
         include_headers=_source_bool(opts, "includeHeaders"),
         **partitioning,  # type: ignore[arg-type]

@@ -12,7 +12,26 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from protocol.remote_schema import SegmentObject, StoreInfo
 from spark_connector.options import TopicPartition
+
+
+@dataclass(frozen=True, slots=True)
+class ColdSource:
+    """Where a range below the local log start lives: the broker's bucket and the
+    segment objects holding its offsets (docs/tiered-storage.md). A task given one reads
+    the objects itself (spark_connector/remote_read.py)."""
+
+    store: StoreInfo
+    segments: tuple[SegmentObject, ...]
+    # (producer id, first offset) of the aborted transactions meeting the segments'
+    # offsets, for a read_committed task (kept whole by a split: a superset is harmless).
+    aborted_transactions: tuple[tuple[int, int], ...] = ()
+
+    def within(self, start: int, end: int) -> ColdSource:
+        """Only the segments holding offsets in [start, end) (after a split)."""
+        kept = tuple(s for s in self.segments if s.end_offset >= start and s.base_offset < end)
+        return ColdSource(self.store, kept, self.aborted_transactions)
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +50,7 @@ class OffsetRange:
     end: int
     late_start: bool = False
     late_end: bool = False
+    cold: ColdSource | None = None  # read from the bucket, not through the broker
 
     @property
     def topic_partition(self) -> TopicPartition:
@@ -61,6 +81,7 @@ def _divide(rng: OffsetRange, parts: int) -> list[OffsetRange]:
                 end=end,
                 late_start=rng.late_start and part == 0,
                 late_end=rng.late_end and part == parts - 1,
+                cold=rng.cold.within(start, end) if rng.cold is not None else None,
             )
         )
         start = end

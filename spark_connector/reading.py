@@ -18,11 +18,22 @@ import pyarrow.compute as pc
 from protocol import calls
 from protocol.calls import FetchResult
 from protocol.errors import OffsetOutOfRange, TidelogError
-from spark_connector.arrow_convert import select_batches, selection_to_arrow, split_selection
+from spark_connector.arrow_convert import (
+    Selection,
+    select_batches,
+    selection_to_arrow,
+    split_selection,
+)
 from spark_connector.local_read import LocalFiles, local_reads_wanted
 from spark_connector.options import SourceOptions
 from spark_connector.planning import OffsetRange
 from spark_connector.pushdown import NO_BOUNDS, Bounds
+from spark_connector.remote_read import (
+    RemoteObjectGone,
+    SegmentObjects,
+    bucket_client,
+    segments_for,
+)
 from spark_connector.task_client import TaskClient
 from spark_connector.worker_gc import freeze_long_lived_objects
 
@@ -52,6 +63,9 @@ class ReadStats:
     lost_offsets: int = 0
     local_reads: int = 0  # fetch answers read from the broker's segment files
     local_fallbacks: int = 0  # local answers that could not be used (fetched again)
+    remote_gets: int = 0  # GETs of segment objects from the bucket (cold ranges)
+    remote_bytes: int = 0
+    remote_fallbacks: int = 0  # cold ranges finished through the broker instead
 
 
 def report_data_loss(opts: SourceOptions, message: str, stats: ReadStats, lost: int) -> None:
@@ -108,16 +122,110 @@ def read_ranges(
     freeze_long_lived_objects()  # Spark collects after every task: keep that cheap
     client = open_task_client(opts)
     local = LocalFiles() if local_reads_wanted(opts.local_reads, opts.bootstrap_servers) else None
+    buckets = _Buckets(opts)
     try:
         for rng in ranges:
-            yield from _read_range(client, opts, rng, bounds, stats, local)
+            if rng.cold is not None:
+                yield from _read_cold(client, buckets, opts, rng, bounds, stats, local)
+            else:
+                yield from _read_range(client, opts, rng, bounds, stats, local)
     finally:
         client.close()
+        buckets.close(stats)
         if local is not None:
             stats.local_reads, stats.local_fallbacks = local.reads, local.failures
             local.close()
         if stats.lost_offsets:
             log.warning("task skipped %d lost offsets in total", stats.lost_offsets)
+
+
+class _Buckets:
+    """The task's bucket clients, one per store, opened on first use."""
+
+    def __init__(self, opts: SourceOptions) -> None:
+        self.opts = opts
+        self.open: dict[object, SegmentObjects] = {}
+
+    def objects(self, rng: OffsetRange) -> SegmentObjects:
+        assert rng.cold is not None
+        store = rng.cold.store
+        found = self.open.get(store)
+        if found is None:
+            client = bucket_client(self.opts.s3, store)
+            found = self.open[store] = SegmentObjects(client, store.bucket)
+        return found
+
+    def close(self, stats: ReadStats) -> None:
+        for objects in self.open.values():
+            stats.remote_gets += objects.gets
+            stats.remote_bytes += objects.bytes_read
+            objects.close()
+        self.open.clear()
+
+
+def _read_cold(
+    client: TaskClient,
+    buckets: _Buckets,
+    opts: SourceOptions,
+    rng: OffsetRange,
+    bounds: Bounds,
+    stats: ReadStats,
+    local: LocalFiles | None,
+) -> Iterator[pa.RecordBatch]:
+    """A range below the local log start, from the segment objects in the bucket; what
+    they cannot give (an object deleted since planning, a gap) is read through the
+    broker, which reports lost offsets as for any range."""
+    assert rng.cold is not None
+    pos, end = _bind(client, rng, bounds, opts)
+    objects = buckets.objects(rng)
+    # read_committed: the broker listed the range's aborted transactions with its objects.
+    aborted = rng.cold.aborted_transactions if opts.read_committed else None
+    try:
+        for segment in segments_for(rng.cold.segments, pos, end):
+            if segment.base_offset > pos:
+                break  # not in the objects named: ask the broker
+            for buf in objects.chunks(segment, pos, end):
+                stats.fetches += 1
+                stats.fetched_bytes += len(buf)
+                selection = select_batches(buf, pos, end, aborted)
+                yield from _convert(buf, selection, rng, opts, bounds, stats)
+                pos = max(pos, selection.next_offset)
+            pos = max(pos, min(segment.end_offset + 1, end))
+            if pos >= end:
+                return
+    except RemoteObjectGone as exc:
+        log.info("%s; reading offsets [%d, %d) through the broker", exc, pos, end)
+    if pos < end:
+        stats.remote_fallbacks += 1
+        rest = OffsetRange(rng.topic, rng.partition, pos, end)
+        yield from _read_range(client, opts, rest, bounds, stats, local)
+
+
+def _convert(
+    records: memoryview | bytes,
+    selection: Selection,
+    rng: OffsetRange,
+    opts: SourceOptions,
+    bounds: Bounds,
+    stats: ReadStats,
+) -> Iterator[pa.RecordBatch]:
+    """The rows of the selected batches of `records` (a fetch answer, or a chunk of a
+    segment object: one conversion for both), re-checked against timestamp bounds."""
+    for chunk in split_selection(selection):
+        converted = selection_to_arrow(
+            records,
+            chunk,
+            topic=rng.topic,
+            partition=rng.partition,
+            include_headers=opts.include_headers,
+        )
+        if converted.batch is not None:
+            batch = converted.batch
+            if bounds.has_timestamp:
+                batch = _timestamp_mask(batch, bounds)
+            if batch.num_rows:
+                stats.rows += batch.num_rows
+                yield batch
 
 
 def _bind(
@@ -247,21 +355,7 @@ def _read_range(
             selection = select_batches(records, pos, end, result.aborted_transactions)
             if pos < selection.next_offset < end:
                 fetcher.send(selection.next_offset)  # on the wire while this one converts
-            for chunk in split_selection(selection):
-                converted = selection_to_arrow(
-                    records,
-                    chunk,
-                    topic=topic,
-                    partition=partition,
-                    include_headers=opts.include_headers,
-                )
-                if converted.batch is not None:
-                    batch = converted.batch
-                    if bounds.has_timestamp:
-                        batch = _timestamp_mask(batch, bounds)
-                    if batch.num_rows:
-                        stats.rows += batch.num_rows
-                        yield batch
+            yield from _convert(records, selection, rng, opts, bounds, stats)
             if selection.next_offset > pos:
                 pos, waited = selection.next_offset, False
                 continue

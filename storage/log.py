@@ -832,6 +832,21 @@ class Log:
                 break
         return tuple(found)
 
+    def aborted_transactions_between(self, low: int, high: int) -> tuple[tuple[int, int], ...]:
+        """(producer id, first offset) of the aborted transactions meeting [low, high),
+        over the remote tier's `.txnindex` objects then the local ones (blocks on the
+        store: a worker thread's call). For readers of the bucket (`remote_segments`)."""
+        with self._lock:
+            local_start = self.local_log_start_offset
+            segments = self._local.view().segments
+        found: tuple[tuple[int, int], ...] = ()
+        remote = self.remote
+        if remote is not None and low < local_start:
+            found, complete = remote.aborted_between(low, high, local_start)
+            if complete:
+                return found
+        return (*found, *self._aborted_from(segments, low, high))
+
     def _read_remote(
         self, offset: int, max_bytes: int, min_one: bool, committed: bool = False
     ) -> tuple[bytes, int, int, int, int, tuple[tuple[int, int], ...]] | None:

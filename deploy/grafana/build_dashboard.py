@@ -229,6 +229,103 @@ ROWS: list[tuple[str, list[tuple[str, str, str, list[dict[str, str]]]]]] = [
         ],
     ),
     (
+        # Issue 39 (docs/tiered-storage.md). Upload side: broker/tiered/start.py; read
+        # side: broker/component_metrics.py and broker/metrics.py.
+        "Tiered storage",
+        [
+            (
+                "Segments pending upload",
+                "short",
+                "Rolled segments of tiered topics not yet in the object store; a backlog that "
+                "does not shrink fires TidelogTieredUploadStuck.",
+                [
+                    _q(f"sum(tidelog_remote_upload_pending_segments{{{SEL}}})", "segments"),
+                    _q(f"sum(tidelog_remote_partitions_failing{{{SEL}}})", "partitions failing"),
+                ],
+            ),
+            (
+                "Upload lag",
+                "s",
+                "Age of the oldest rolled segment not yet uploaded (0: none waits); rising "
+                "for 15 minutes fires TidelogTieredUploadLagRising.",
+                [
+                    _q(f"max(tidelog_remote_upload_lag_seconds{{{SEL}}})", "lag"),
+                ],
+            ),
+            (
+                "Uploaded bytes / s and remote errors",
+                "Bps",
+                "Segment bytes copied to the store per second, and failed uploads, remote "
+                "deletions and sweeps per second by error kind.",
+                [
+                    _q(
+                        f"sum(rate(tidelog_remote_uploaded_bytes_total{{{SEL}}}{RATE}))", "uploaded"
+                    ),
+                    _q(
+                        f"sum by (kind) (rate(tidelog_remote_errors_total{{{SEL}}}{RATE}))",
+                        "errors {{kind}}",
+                    ),
+                ],
+            ),
+            (
+                "Remote tier size",
+                "bytes",
+                "Bytes of readable segments in the store, and of rolled segments waiting.",
+                [
+                    _q(f"sum(tidelog_remote_bytes{{{SEL}}})", "in the store"),
+                    _q(f"sum(tidelog_remote_upload_pending_bytes{{{SEL}}})", "pending upload"),
+                ],
+            ),
+            (
+                "Remote read latency",
+                "s",
+                "Reads below the local log start: chunk cache or object store GETs, "
+                "timeouts included.",
+                _quantiles("tidelog_remote_read_duration_seconds", ""),
+            ),
+            (
+                "Remote reads: GETs and errors / s",
+                "reqps",
+                "GETs the read path sent to the store, and reads that failed "
+                "(REMOTE_STORAGE_ERROR to the client).",
+                [
+                    _q(f"sum(rate(tidelog_remote_gets_total{{{SEL}}}{RATE}))", "GETs"),
+                    _q(f"sum(rate(tidelog_remote_read_errors_total{{{SEL}}}{RATE}))", "errors"),
+                ],
+            ),
+            (
+                "Chunk cache hit ratio",
+                "percentunit",
+                "Share of remote chunk reads served from the on-disk cache; a low ratio "
+                "with a full cache means the working set is larger than the cache.",
+                [
+                    _q(
+                        f"sum(rate(tidelog_remote_cache_hits_total{{{SEL}}}{RATE})) / "
+                        f"(sum(rate(tidelog_remote_cache_hits_total{{{SEL}}}{RATE})) + "
+                        f"sum(rate(tidelog_remote_cache_misses_total{{{SEL}}}{RATE})))",
+                        "chunks",
+                    ),
+                    _q(
+                        f"sum(rate(tidelog_remote_index_cache_hits_total{{{SEL}}}{RATE})) / "
+                        f"(sum(rate(tidelog_remote_index_cache_hits_total{{{SEL}}}{RATE})) + "
+                        f"sum(rate(tidelog_remote_index_cache_misses_total{{{SEL}}}{RATE})))",
+                        "indexes",
+                    ),
+                ],
+            ),
+            (
+                "Chunk cache size",
+                "bytes",
+                "Bytes of remote chunks on disk against the cap, and evictions per minute.",
+                [
+                    _q(f"sum(tidelog_remote_cache_size_bytes{{{SEL}}})", "cached"),
+                    _q(f"sum(tidelog_remote_cache_capacity_bytes{{{SEL}}})", "capacity"),
+                    _q(f"sum(tidelog_remote_index_cache_size_bytes{{{SEL}}})", "indexes"),
+                ],
+            ),
+        ],
+    ),
+    (
         "Cleaner",
         [
             (
@@ -380,7 +477,9 @@ def build() -> dict[str, Any]:
     return {
         "uid": DASHBOARD_UID,
         "title": "Tidelog",
-        "description": "Tidelog broker: throughput, latency, errors, logs, retention, cleaner.",
+        "description": (
+            "Tidelog broker: throughput, latency, errors, logs, retention, tiered storage, cleaner."
+        ),
         "tags": ["tidelog"],
         "timezone": "utc",
         "schemaVersion": SCHEMA_VERSION,

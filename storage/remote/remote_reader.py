@@ -235,6 +235,27 @@ class RemoteLog:
             raise
         return tuple(found), False, upper
 
+    def aborted_between(
+        self, low: int, high: int, local_start: int
+    ) -> tuple[tuple[tuple[int, int], ...], bool]:
+        """The aborted transactions meeting [low, high) in the remote segments from the
+        one holding `low`, and whether the search is complete (an entry's LSO reached
+        `high`)."""
+        refs = [ref for ref in self._segments() if ref.base_offset < local_start]
+        bases = [ref.base_offset for ref in refs]
+        found: list[tuple[int, int]] = []
+        try:
+            for ref in refs[max(bisect_right(bases, low) - 1, 0) :]:
+                for entry in self.reader.txn_entries(ref):
+                    if entry.last_offset >= low and entry.first_offset < high:
+                        found.append((entry.producer_id, entry.first_offset))
+                    if entry.last_stable_offset >= high:
+                        return tuple(found), True
+        except RemoteStorageError:
+            self.reader.failed()
+            raise
+        return tuple(found), False
+
     def offset_for_timestamp(
         self, timestamp: int, start: int, local_start: int
     ) -> tuple[int, int] | None:

@@ -59,6 +59,7 @@ SAMPLES: dict[str, Any] = {
     "create_acls": {"acls": [ACL]},
     "describe_acls": {},
     "delete_acls": {"filters": [{}, {"principal": "User:alice"}]},
+    "remote_segments": {"topic": "t", "partitions": [{"partition": 0}]},
 }
 
 
