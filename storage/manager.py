@@ -55,6 +55,7 @@ from storage.files import (
     validate_topic_name,
 )
 from storage.log import Log
+from storage.partition_growth import add_partitions
 from storage.producer_ids import ProducerIdAllocator, ProducerIds
 from storage.recovery import open_log
 from storage.topic_id import ensure_partition_metadata, find_topic_id, new_topic_id
@@ -486,49 +487,8 @@ class LogManager:
 
     def add_partitions(self, name: str, count: int, *, validate_only: bool = False) -> int:
         """Grow topic `name` to `count` partitions (Kafka's CreatePartitions); the
-        partitions it had before, which this returns.
-
-        Only an increase: InvalidPartitions otherwise, or beyond the per-topic limit
-        or the descriptor budget. The new partitions' directories come first, the
-        metadata with the new count last (a crash before it leaves directories the
-        next start moves aside as strays); a failure removes what it made. The new
-        logs are published in one swap, so readers see the old or the new list."""
-        with self._lock:
-            topic = self._topic(name)
-            before = len(topic.logs)
-            if count == before:
-                raise InvalidPartitions(f"Topic already has {before} partition(s).")
-            if count < before:
-                raise InvalidPartitions(
-                    f"The topic {name} currently has {before} partition(s); "
-                    f"{count} would not be an increase."
-                )
-            if count > MAX_PARTITIONS_PER_TOPIC:
-                raise InvalidPartitions(
-                    f"partitions must be in [1, {MAX_PARTITIONS_PER_TOPIC}], not {count}"
-                )
-            budget = self._budget()
-            needed = (count - before) * FDS_PER_ACTIVE_SEGMENT
-            if not budget.allows(needed):
-                raise InvalidPartitions(
-                    f"{count - before} more partitions of {name!r} need ~{needed} file "
-                    f"descriptors; {budget.describe()}"
-                )
-            if validate_only:
-                return before
-            added: list[Log] = []
-            try:
-                for partition in range(before, count):
-                    added.append(self._open_partition(topic, partition, {}, {}))
-                self._dir.sync()
-                self._dir.write_metadata(name, count, topic.overrides)
-            except OSError as exc:
-                self._close_logs(added)
-                self._dir.remove_partition_dirs(name, range(before, count))
-                raise StorageError(f"adding partitions to {name!r} failed: {exc}") from exc
-            topic.logs = [*topic.logs, *added]
-        log.info("partitions_added", topic=name, before=before, partitions=count)
-        return before
+        partitions it had before. See `storage.partition_growth`."""
+        return add_partitions(self, name, count, validate_only=validate_only)
 
 
 def _valid_stored_overrides(

@@ -438,26 +438,9 @@ class TransactionService:
         now = self._clock_ms()
 
         def write() -> dict[TopicPartition, KafkaError]:
-            errors: dict[TopicPartition, KafkaError] = {}
-            topics = self._manager.topics()
-            for topic, partition in wanted:
-                if topic not in topics or not 0 <= partition < self._manager.partition_count(topic):
-                    errors[(topic, partition)] = KafkaError.UNKNOWN_TOPIC_OR_PARTITION
-                    continue
-                plog = self._manager.get_log(topic, partition)
-                try:
-                    plog.append_txn_marker(  # fsynced before it returns
-                        producer_id,
-                        epoch,
-                        commit=commit,
-                        coordinator_epoch=coordinator_epoch,
-                        append_time_ms=now,
-                    )
-                except TidelogError as exc:
-                    errors[(topic, partition)] = for_tidelog_code(exc.code)
-                else:
-                    errors[(topic, partition)] = KafkaError.NONE
-            return errors
+            return write_admin_markers(
+                self._manager, wanted, producer_id, epoch, commit, coordinator_epoch, now
+            )
 
         async with self._write_lock:
             return await offload.to_worker(write)
@@ -481,3 +464,36 @@ class TransactionService:
 
     def open_transactions(self) -> int:
         return sum(1 for meta in self.coordinator.txns.values() if meta.open)
+
+
+def write_admin_markers(
+    manager: LogManager,
+    wanted: list[TopicPartition],
+    producer_id: int,
+    epoch: int,
+    commit: bool,
+    coordinator_epoch: int,
+    now: int,
+) -> dict[TopicPartition, KafkaError]:
+    """WriteTxnMarkers' work in a worker thread: one marker per partition, each fsynced
+    before it returns; a partition's error is its own."""
+    errors: dict[TopicPartition, KafkaError] = {}
+    topics = manager.topics()
+    for topic, partition in wanted:
+        if topic not in topics or not 0 <= partition < manager.partition_count(topic):
+            errors[(topic, partition)] = KafkaError.UNKNOWN_TOPIC_OR_PARTITION
+            continue
+        plog = manager.get_log(topic, partition)
+        try:
+            plog.append_txn_marker(
+                producer_id,
+                epoch,
+                commit=commit,
+                coordinator_epoch=coordinator_epoch,
+                append_time_ms=now,
+            )
+        except TidelogError as exc:
+            errors[(topic, partition)] = for_tidelog_code(exc.code)
+        else:
+            errors[(topic, partition)] = KafkaError.NONE
+    return errors
