@@ -55,7 +55,7 @@ from storage.files import (
     validate_topic_name,
 )
 from storage.log import Log
-from storage.partition_growth import add_partitions
+from storage.partition_growth import grow_topic
 from storage.producer_ids import ProducerIdAllocator, ProducerIds
 from storage.recovery import open_log
 from storage.topic_id import ensure_partition_metadata, find_topic_id, new_topic_id
@@ -460,19 +460,8 @@ class LogManager:
         self._dir.write_checkpoints(recovery, starts)
 
     def statistics(self) -> StorageStatistics:
-        logs = self.all_logs()
-        return StorageStatistics(
-            had_clean_shutdown=self.had_clean_shutdown,
-            open_duration_s=self._open_duration_s,
-            recovery_truncated_bytes=sum(current.recovery_truncated_bytes for current in logs),
-            fenced_segments=sum(current.fenced_segments for current in logs),
-            quarantined_segments=sum(current.quarantined_segments for current in logs),
-            unloaded_topics=len(self._unloaded),
-            topics=len(self._topics),
-            partitions=len(logs),
-            poisoned_partitions=sum(1 for current in logs if current.poisoned),
-            pending_deletions=len(self._deletions.pending()),
-        )
+        counts = (len(self._unloaded), len(self._topics), len(self._deletions.pending()))
+        return _statistics(self.all_logs(), self.had_clean_shutdown, self._open_duration_s, counts)
 
     def pending_deletions(self) -> list[tuple[Path, int]]:
         """(path, due_ms) of every file renamed `.deleted` and not yet unlinked."""
@@ -486,9 +475,38 @@ class LogManager:
     # ---- growing a topic ---------------------------------------------------
 
     def add_partitions(self, name: str, count: int, *, validate_only: bool = False) -> int:
-        """Grow topic `name` to `count` partitions (Kafka's CreatePartitions); the
-        partitions it had before. See `storage.partition_growth`."""
-        return add_partitions(self, name, count, validate_only=validate_only)
+        """Kafka's CreatePartitions; the count before (`storage.partition_growth`)."""
+        with self._lock:
+            topic = self._topic(name)
+            return grow_topic(
+                topic,
+                count,
+                data_dir=self._dir,
+                budget=self._budget(),
+                open_partition=lambda p: self._open_partition(topic, p, {}, {}),
+                close_logs=self._close_logs,
+                validate_only=validate_only,
+            )
+
+
+def _statistics(
+    logs: list[Log], clean: bool, open_duration_s: float, counts: tuple[int, int, int]
+) -> StorageStatistics:
+    """`LogManager.statistics` from its logs; `counts`: unloaded topics, topics, files
+    pending deletion."""
+    unloaded, topics, pending = counts
+    return StorageStatistics(
+        had_clean_shutdown=clean,
+        open_duration_s=open_duration_s,
+        recovery_truncated_bytes=sum(current.recovery_truncated_bytes for current in logs),
+        fenced_segments=sum(current.fenced_segments for current in logs),
+        quarantined_segments=sum(current.quarantined_segments for current in logs),
+        unloaded_topics=unloaded,
+        topics=topics,
+        partitions=len(logs),
+        poisoned_partitions=sum(1 for current in logs if current.poisoned),
+        pending_deletions=pending,
+    )
 
 
 def _valid_stored_overrides(
