@@ -105,14 +105,10 @@ class OpenReport:
 
 
 def upload_bound(plog: Log) -> int:
-    """Offsets below this may be uploaded: the high watermark, and the last stable
-    offset when the log tracks transactions (an open transaction's records may still
-    be aborted and must not reach the store's history before they are decided)."""
-    bound = plog.high_watermark
-    lso = getattr(plog, "last_stable_offset", None)
-    if isinstance(lso, int):
-        bound = min(bound, lso)
-    return bound
+    """Offsets below this may be uploaded: the high watermark and the last stable
+    offset (an open transaction's records may still be aborted and must not reach the
+    store's history before they are decided)."""
+    return min(plog.high_watermark, plog.last_stable_offset)
 
 
 class RemotePartition:
