@@ -122,6 +122,9 @@ def consume(bootstrap: str, topic: str, isolation: str, want: int) -> list[bytes
 
 async def test_read_committed_fetch_over_kafka(inprocess_broker: Any) -> None:
     manager = inprocess_broker.context.manager
+    # The log's rules alone: without the coordinator's KIP-890 check, which would refuse
+    # producer ids it never gave (tests/integration/test_kafka_transactions.py has it).
+    manager.txn_verifier = None
     manager.create_topic("txn", 1)
     plog = manager.get_log("txn", 0)
     address = inprocess_broker.address
@@ -182,6 +185,9 @@ async def test_read_committed_fetch_over_kafka(inprocess_broker: Any) -> None:
 
 async def test_fencing_and_txn_state_errors_over_kafka(inprocess_broker: Any) -> None:
     manager = inprocess_broker.context.manager
+    # The log's rules alone: without the coordinator's KIP-890 check, which would refuse
+    # producer ids it never gave (tests/integration/test_kafka_transactions.py has it).
+    manager.txn_verifier = None
     manager.create_topic("fence", 1)
     plog = manager.get_log("fence", 0)
     address = inprocess_broker.address

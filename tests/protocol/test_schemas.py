@@ -111,6 +111,10 @@ def test_response_defaults_fill_nil_fields() -> None:
         "log_start_offset": None,
         "records": b"",
         "local": None,  # only a local read's answer has one (docs/protocol.md §9)
+        # only a read_committed answer has these (docs/protocol.md §9, transactions)
+        "last_stable_offset": None,
+        "aborted_transactions": None,
+        "next_offset": None,
     }
 
 

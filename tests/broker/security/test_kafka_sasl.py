@@ -123,7 +123,7 @@ async def test_kafka_acl_apis_with_kafka_python_classes(secured_broker: Any) -> 
             "operation": 3,  # Read
             "permission_type": 3,  # Allow
         }
-        unsupported = {**creation, "resource_type": 5}  # TransactionalId: not here
+        unsupported = {**creation, "resource_type": 6}  # DelegationToken: not here
         as_struct = kp_class(30, True)[1].AclCreation
         created = await _ask(
             ctx, 30, 1, creations=[as_struct(**c) for c in (creation, unsupported)]
