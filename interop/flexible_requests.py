@@ -131,11 +131,12 @@ class _Run:
             R(replica_id=-1, isolation_level=0,
               topics=[R.ListOffsetsTopic(name=self.topic, partitions=parts + tiered)])
         )  # fmt: skip
-        return [
+        # Kafka answers the partitions in the order their lookups complete, not request order.
+        return sorted(
             (p.partition_index, p.error_code, p.offset, p.leader_epoch)
             for t in answer.topics
             for p in t.partitions
-        ]
+        )
 
     def find_coordinators(self) -> list[Any]:
         R = FindCoordinatorRequest[4]

@@ -16,9 +16,11 @@ the counts 1, 2, ..., n (n its true count so far): nothing counted twice, nothin
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -31,7 +33,10 @@ from interop.ecosystem.streams import WORD_COUNT_MAIN, StreamsApp
 pytestmark = pytest.mark.interop
 
 WORDS = [f"w{i}" for i in range(12)]
-STAGES = (40, 1500, 1500)  # lines produced per stage; the later ones long enough to kill into
+STAGES = (40, 1500, 1500)  # lines produced per stage
+# The later stages' lines arrive in chunks over a few seconds, so the app cannot have
+# worked through a stage before the kill that is meant to land in its middle.
+CHUNK_LINES, CHUNK_PAUSE_S = 50, 0.15
 OUTPUT_TIMEOUT_S = 240.0
 
 
@@ -54,6 +59,32 @@ def _produce(bootstrap: str, topic: str, first: int, count: int) -> None:
         [(i % 2, f"line-{i}".encode(), line.encode(), [], None)
          for i, line in enumerate(_lines(first, count), start=first)],
     )  # fmt: skip
+
+
+@contextmanager
+def _producing(bootstrap: str, topic: str, first: int, count: int) -> Iterator[threading.Event]:
+    """Produce the lines chunk by chunk in the background; the event is set once every
+    line is acknowledged. Leaving the block waits for the rest (and raises its error)."""
+    done, errors = threading.Event(), list[BaseException]()
+
+    def run() -> None:
+        try:
+            for start in range(first, first + count, CHUNK_LINES):
+                _produce(bootstrap, topic, start, min(CHUNK_LINES, first + count - start))
+                time.sleep(CHUNK_PAUSE_S)
+        except BaseException as exc:  # surfaced in the test's thread below
+            errors.append(exc)
+        finally:
+            done.set()
+
+    thread = threading.Thread(target=run, name="lines", daemon=True)
+    thread.start()
+    try:
+        yield done
+    finally:
+        thread.join(timeout=OUTPUT_TIMEOUT_S)
+    if errors:
+        raise errors[0]
 
 
 def _committed_counts(bootstrap: str, topic: str) -> dict[str, list[int]]:
@@ -141,10 +172,11 @@ def _run(broker_name: str, work_dir: Path, unique: Callable[[str], str]) -> None
             _wait_counts(app, broker, out, _expected(lines), "stage 1 (no failure)")
 
             before = _high_watermark(broker.bootstrap, out)
-            _produce(broker.bootstrap, src, lines, STAGES[1])
+            with _producing(broker.bootstrap, src, lines, STAGES[1]) as all_sent:
+                _wait_progress(broker, out, before + 50)
+                app.kill()
+                assert not all_sent.is_set(), "stage 2's lines were all sent before the kill"
             lines += STAGES[1]
-            _wait_progress(broker, out, before + 50)
-            app.kill()
             assert _committed_counts(broker.bootstrap, out) != _expected(lines), (
                 "the app finished stage 2 before it was killed: not a mid-stream kill"
             )
@@ -152,13 +184,12 @@ def _run(broker_name: str, work_dir: Path, unique: Callable[[str], str]) -> None
             _wait_counts(app, broker, out, _expected(lines), "stage 2 (app killed -9)")
 
             before = _high_watermark(broker.bootstrap, out)
-            _produce(broker.bootstrap, src, lines, STAGES[2])
+            with _producing(broker.bootstrap, src, lines, STAGES[2]) as all_sent:
+                _wait_progress(broker, out, before + 50)
+                mid_stream = not all_sent.is_set()
+                broker.crash_restart()
             lines += STAGES[2]
-            _wait_progress(broker, out, before + 50)
-            assert _committed_counts(broker.bootstrap, out) != _expected(lines), (
-                "the app finished stage 3 before the broker was killed: not mid-stream"
-            )
-            broker.crash_restart()
+            assert mid_stream, "stage 3's lines were all sent before the broker was killed"
             _wait_counts(app, broker, out, _expected(lines), "stage 3 (broker killed -9)")
         finally:
             app.kill()
