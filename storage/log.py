@@ -338,6 +338,13 @@ class Log:
         segments, whose records below it are in the object store only."""
         return max(self._log_start_offset, self._local.segments[0].base_offset)
 
+    @property
+    def highest_remote_offset(self) -> int:
+        """The last offset the object store holds readable, or -1 (Kafka's
+        `highestOffsetInRemoteStorage`, answered for ListOffsets' latest-tiered spec)."""
+        refs = self.remote.segments() if self.remote is not None else ()
+        return refs[-1].end_offset if refs else -1
+
     def needs_remote(self, offset: int) -> bool:
         """Whether a read of `offset` goes to the remote tier (blocking on the network:
         the broker calls it in a remote-read thread, never on the event loop)."""

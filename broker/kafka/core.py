@@ -637,23 +637,24 @@ def _offsets_query(
     ListOffsetsRequest,
     OffsetForTimeRequest,
     dict[tuple[str, int], KafkaError],
-    set[tuple[str, int]],
+    dict[tuple[str, int], int],
 ]:
     """Split a ListOffsets request into native list_offsets and offset_for_time bodies;
-    also the partitions refused here, and those asked their last tiered offset (asked
-    as `earliest`, for the topic's checks, and answered -1)."""
+    also the partitions refused here, and those asked their local log start or last
+    tiered offset (asked as `earliest`, for the topic's checks, then answered from the
+    log: `_tier_offset`)."""
     specs: dict[str, list[ListOffsetsPartition]] = {}
     times: dict[str, list[OffsetForTimePartition]] = {}
     refused: dict[tuple[str, int], KafkaError] = {}
-    tiered: set[tuple[str, int]] = set()
+    tiered: dict[tuple[str, int], int] = {}
     for t in body["topics"]:
         for p in t["partitions"]:
             ts, index = p["timestamp"], p["partition_index"]
-            if ts == EARLIEST_LOCAL_TIMESTAMP and version >= EARLIEST_LOCAL_MIN_VERSION:
+            if (ts == EARLIEST_LOCAL_TIMESTAMP and version >= EARLIEST_LOCAL_MIN_VERSION) or (
+                ts == LATEST_TIERED_TIMESTAMP and version >= LATEST_TIERED_MIN_VERSION
+            ):
+                tiered[(t["name"], index)] = ts
                 ts = EARLIEST_TIMESTAMP
-            elif ts == LATEST_TIERED_TIMESTAMP and version >= LATEST_TIERED_MIN_VERSION:
-                ts = EARLIEST_TIMESTAMP
-                tiered.add((t["name"], index))
             elif ts in (EARLIEST_LOCAL_TIMESTAMP, LATEST_TIERED_TIMESTAMP):
                 refused[(t["name"], index)] = KafkaError.UNSUPPORTED_VERSION
                 continue
@@ -706,18 +707,38 @@ async def list_offsets(call: KafkaCall) -> KafkaAnswer:
             error = refused.get(key) or _kafka_error(res["error"] if res else None)
             if committed and res is not None and p["timestamp"] == LATEST_TIMESTAMP:
                 res = _last_stable(call.ctx, key, res)
-            none_tiered = key in tiered
+            epoch = LEADER_EPOCH
+            if res is not None and key in tiered and res.get("error") is None:
+                res, epoch = _tier_offset(call.ctx, key, tiered[key], res)
             parts.append(
                 {
                     "partition_index": p["partition_index"],
                     "error_code": error.code,
                     "timestamp": _or_minus_one(res.get("timestamp")) if res else -1,
-                    "offset": _or_minus_one(res.get("offset")) if res and not none_tiered else -1,
-                    "leader_epoch": UNDEFINED_EPOCH if none_tiered else LEADER_EPOCH,
+                    "offset": _or_minus_one(res.get("offset")) if res else -1,
+                    "leader_epoch": epoch,
                 }
             )
         topics.append({"name": t["name"], "partitions": parts})
     return {"throttle_time_ms": 0, "topics": topics}
+
+
+def _tier_offset(
+    ctx: BrokerContext, key: tuple[str, int], spec: int, res: dict[str, Any]
+) -> tuple[dict[str, Any], int]:
+    """KIP-405's two specs: -4 the local log start offset (above the log start once
+    local copies of uploaded segments are gone), -5 the highest offset in the object
+    store (-1 with epoch -1 when none is, or the topic is not tiered: Kafka's answer)."""
+    try:
+        plog = ctx.manager.get_log(*key)
+    except (TidelogError, KeyError, IndexError):
+        return res, LEADER_EPOCH
+    if spec == EARLIEST_LOCAL_TIMESTAMP:
+        return {**res, "offset": plog.local_log_start_offset, "timestamp": None}, LEADER_EPOCH
+    highest = plog.highest_remote_offset
+    if highest < 0:
+        return {**res, "offset": -1, "timestamp": None}, UNDEFINED_EPOCH
+    return {**res, "offset": highest, "timestamp": None}, LEADER_EPOCH
 
 
 def _last_stable(ctx: BrokerContext, key: tuple[str, int], res: dict[str, Any]) -> dict[str, Any]:

@@ -229,6 +229,26 @@ def test_reads_across_tiers_match_local_reads_through_both_protocols(
     with Client(broker.bootstrap) as client:
         local = client.list_offsets(COLD, 0, "earliest_local")
         assert local is not None and local.offset == local_start
+    # Kafka's ListOffsets v9: -4 the local log start, -5 the highest offset in the bucket
+    # (-1, epoch -1, for a partition with nothing uploaded), as KIP-405 defines them.
+    tiers = {}
+    with KafkaSocket(broker.address) as sock:
+        for spec in (-4, -5):
+            answer = sock.call(LIST_OFFSETS, 9, {
+                "replica_id": -1, "isolation_level": 0,
+                "topics": [{"name": name, "partitions": [
+                    {"partition_index": 0, "current_leader_epoch": -1, "timestamp": spec}]}
+                    for name in (COLD, HOT)],
+            })  # fmt: skip
+            for t in answer["topics"]:
+                (p,) = t["partitions"]
+                tiers[(t["name"], spec)] = (p["error_code"], p["offset"], p["leader_epoch"])
+    assert tiers == {
+        (COLD, -4): (0, local_start, 0),
+        (COLD, -5): (0, entries[-1]["end_offset"], 0),
+        (HOT, -4): (0, 0, 0),
+        (HOT, -5): (0, -1, -1),
+    }
     cold = _walk(broker)
     assert cold == before
     assert cold["earliest"] == before["earliest"] and cold["earliest"].offset == 0
