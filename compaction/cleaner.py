@@ -39,6 +39,7 @@ from compaction.config import CleanerConfig
 from compaction.grouping import GroupableSegment, group_segments, index_bytes_estimate
 from compaction.layouts import add_to_map, header_of, records_of
 from compaction.mapping import STAGING_KEYS_MAX, MapBuilder
+from compaction.markers import MarkerTracker
 from compaction.offset_map import ENTRY_BYTES, OffsetMap
 from compaction.ports import CleanableLog, CleanedSegment
 from compaction.recopy import (
@@ -47,6 +48,7 @@ from compaction.recopy import (
     recopy_batch,
     recopy_survivors,
     tombstones_retained,
+    with_delete_horizon,
 )
 from compaction.throttle import Throttler
 from protocol.batch import (
@@ -265,10 +267,19 @@ class Cleaner:
             base, buffer_bytes=self.config.io_chunk_bytes, on_write=self._throttler.maybe_throttle
         )
         try:
-            writer.add_aborted(log.aborted_transactions_of([i.base_offset for i in infos]))
             for info in infos:
                 for view, fields in self._batches(log, info.base_offset, counters):
                     recopier.recopy(view, fields, writer)
+            # An aborted transaction whose marker went leaves the index with it: a
+            # read_committed reader would otherwise skip that producer's later data.
+            gone = recopier.dropped_markers
+            writer.add_aborted(
+                [
+                    e
+                    for e in log.aborted_transactions_of([i.base_offset for i in infos])
+                    if (e.producer_id, e.last_offset) not in gone
+                ]
+            )
             mtime_ns = infos[-1].mtime_ms * 1_000_000 if infos[-1].mtime_ms >= 0 else None
             writer.finish(mtime_ns)
             failpoints.hit("compaction.after_cleaned_fsync")
@@ -342,6 +353,8 @@ class _Recopier:
         # smallest of them past every batch seen so far.
         self._surviving: np.ndarray | None = None
         self._next_surviving = _PAST_ALL
+        self._markers = MarkerTracker(now_ms)
+        self.dropped_markers: set[tuple[int, int]] = set()  # (producer id, offset)
         self.kept = 0
         self.removed = 0
         self.rewritten = 0
@@ -350,9 +363,12 @@ class _Recopier:
         """Recopy one batch (its bytes and raw header fields) into `writer`, or drop it."""
         base = fields[F_BASE_OFFSET]
         last = base + fields[F_LAST_OFFSET_DELTA]
-        if last in self._retained or fields[F_ATTRIBUTES] & CONTROL_MASK:
-            # A live producer's newest batch, or a transaction marker (kept: Kafka drops
-            # one only past the delete horizon once its transaction's data are gone).
+        if fields[F_ATTRIBUTES] & CONTROL_MASK:
+            self._recopy_marker(view, BatchHeader(*fields), writer)
+            return
+        if fields[F_ATTRIBUTES] & TRANSACTIONAL_MASK:
+            self._markers.saw_transactional_batch(fields[F_PRODUCER_ID])
+        if last in self._retained:  # a live producer's newest batch: copied whole
             self.kept += fields[F_RECORD_COUNT]
             writer.append(view, BatchHeader(*fields))
             return
@@ -372,6 +388,23 @@ class _Recopier:
         self.rewritten += outcome.rewritten
         if outcome.data is not None:
             writer.append(outcome.data, _header_of(outcome, header))
+
+    def _recopy_marker(self, view: memoryview, header: BatchHeader, writer: CleanedSegment) -> None:
+        """A transaction marker: kept, given its delete horizon, or dropped past it
+        (compaction.markers)."""
+        verdict = self._markers.on_marker(header)
+        if verdict == "drop":
+            self.removed += header.record_count
+            self.dropped_markers.add((header.producer_id, header.base_offset))
+            return
+        self.kept += header.record_count
+        if verdict == "keep":
+            writer.append(view, header)
+            return
+        records = records_of(view, header, self._cap)
+        rebuilt = with_delete_horizon(view, header, records, self._now_ms + self._retention_ms)
+        self.rewritten += 1
+        writer.append(rebuilt, header_of(rebuilt, header.magic))
 
     def _surely_dropped(self, base: int, last: int) -> bool:
         """True when the batch at `base`..`last` (past the first dirty offset) has no map

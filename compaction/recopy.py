@@ -42,6 +42,7 @@ __all__ = [
     "recopy_batch",
     "recopy_survivors",
     "tombstones_retained",
+    "with_delete_horizon",
 ]
 
 # Fields of a raw record tuple (protocol.batch: [offset_delta, ts_delta, key, value, headers]).
@@ -158,6 +159,15 @@ def _outcome(
         removed,
         rewritten=True,
     )
+
+
+def with_delete_horizon(
+    batch: bytes | memoryview, header: BatchHeader, records: Sequence[tuple[Any, ...]],
+    horizon_ms: int,
+) -> bytes:  # fmt: skip
+    """`batch` rebuilt whole with its delete horizon set (a transaction marker that may
+    go once the horizon passes: compaction.markers)."""
+    return _rebuild(batch, header, list(records), True, horizon_ms)
 
 
 def _rebuild(

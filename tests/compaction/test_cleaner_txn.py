@@ -1,6 +1,8 @@
 """The cleaner and transactions (issue 36, Kafka's LogCleaner): aborted records never
-shadow a key and are removed, markers are kept, the `.txnindex` of the merged
-segments goes with the cleaned one, and nothing at or past the LSO is cleaned."""
+shadow a key and are removed, markers are kept while their transaction has data and
+dropped a delete horizon after, the `.txnindex` of the merged segments goes with the
+cleaned one (less the aborted transactions whose markers went), and nothing at or past
+the LSO is cleaned."""
 
 from __future__ import annotations
 
@@ -126,3 +128,59 @@ def test_nothing_at_or_past_the_lso_is_cleaned(logs, clock):
     # The first segment was cleaned to its latest; everything from the LSO on is whole.
     assert [r.value for r in records] == [b"old-4", b"open"] + [b"new-%d" % i for i in range(5)]
     assert latest_by_key(records)[b"k"][1] == b"new-4"
+
+
+def markers_of(log):
+    """(offset, producer id, delete horizon or None) of every stored marker."""
+    return [
+        (h.base_offset, h.producer_id, h.base_timestamp if h.has_delete_horizon else None)
+        for h, _ in batches_of(log.read(0, 1 << 24).records)
+        if h.attributes & 0x20
+    ]
+
+
+def test_markers_go_a_delete_horizon_after_their_transaction_s_data(logs, clock):
+    """Kafka's rule: a marker stays while any batch of its transaction is in the log;
+    the first pass that finds none sets its delete horizon; a pass past it drops it."""
+    logs.create_topic("t", 1, COMPACT)  # delete.retention.ms 1000
+    log = logs.get_log("t", 0)
+    txn(log, [(b"a", b"a1")], clock(), 5, 0)  # 0: shadowed by offset 4
+    log.append_txn_marker(5, 0, commit=True, coordinator_epoch=0, append_time_ms=clock())  # 1
+    txn(log, [(b"c", b"c-aborted")], clock(), 7, 0)  # 2: aborted data
+    log.append_txn_marker(7, 0, commit=False, coordinator_epoch=0, append_time_ms=clock())  # 3
+    txn(log, [(b"a", b"a2")], clock(), 6, 0, transactional=False)  # 4
+    txn(log, [(b"e", b"e1")], clock(), 7, 1)  # 5: still the latest "e"
+    log.append_txn_marker(7, 0, commit=True, coordinator_epoch=0, append_time_ms=clock())  # 6
+    txn(log, [(b"d", b"d1")], clock(), 5, 1)  # 7
+    log.append_txn_marker(5, 0, commit=True, coordinator_epoch=0, append_time_ms=clock())  # 8
+    log.roll()
+    end = log.log_end_offset
+    cleaner = make_cleaner()
+    want = {b"a": b"a2", b"e": b"e1", b"d": b"d1"}
+
+    def clean():
+        cleaner.clean(log, first_dirty_offset=0, first_uncleanable_offset=end, now_ms=clock())
+        assert committed_values(log) == want
+
+    assert committed_values(log) == want
+    clean()  # removes offsets 0 and 2; their markers saw their data in this pass
+    assert markers_of(log) == [(1, 5, None), (3, 7, None), (6, 7, None), (8, 5, None)]
+    clock.advance(10)
+    clean()  # no data of 1's and 3's transactions left: their horizons are set
+    horizon = clock() + 1000
+    assert markers_of(log) == [(1, 5, horizon), (3, 7, horizon), (6, 7, None), (8, 5, None)]
+    clock.advance(999)
+    clean()  # before the horizon: kept
+    assert [m[0] for m in markers_of(log)] == [1, 3, 6, 8]
+    clock.advance(1)
+    clean()  # at the horizon: dropped; the markers of live data stay
+    assert markers_of(log) == [(6, 7, None), (8, 5, None)]
+    data = [
+        (h.base_offset, [r.value for r in rs])
+        for h, rs in batches_of(log.read(0, 1 << 24).records)
+        if not h.attributes & 0x20
+    ]
+    assert data == [(4, [b"a2"]), (5, [b"e1"]), (7, [b"d1"])]
+    # The aborted transaction left the index with its marker (else producer 7's later,
+    # committed "e1" would read as aborted: committed_values checks that too).
+    assert log._local.segments[0].txn_index.entries == []
