@@ -37,6 +37,10 @@ from tidelog.client import Client
 
 pytestmark = [pytest.mark.tiered, pytest.mark.integration]
 
+# After the loop, a broker runs with this failpoint: it dies right after writing
+# DELETE_SEGMENT_STARTED, so one restart must provably finish a deletion.
+DELETE_FAILPOINT = "remote.delete.after_started=kill@1"
+DELETE_KILL_WAIT_S = 60.0
 KILL_CYCLES = int(os.environ.get("TIDELOG_TIERED_KILL_CYCLES", "3"))
 # Longest a cycle produces before the kill (a random moment below this): long enough
 # for segments to roll, upload and be deleted within one cycle.
@@ -112,11 +116,42 @@ def test_kill9_during_uploads_and_remote_deletions_loses_nothing(
         assert len(ledger) > KILL_CYCLES * 50, "the load barely produced anything"
         assert uploaded_before_kill > 0, "no upload ever started: the loop tested nothing"
         print(f"kills caught entries mid-step: {caught}")
+        broker.kill()
+        broker, landed = _kill_mid_deletion(data_dir, settings, ledger)
+        assert landed, "the failpoint kill did not leave DELETE_SEGMENT_STARTED on disk"
+        finished = lambda: "DELETE_SEGMENT_STARTED" not in _states_at_kill(data_dir)  # noqa: E731
+        assert wait_until(finished, SWEEP_TIMEOUT_S, step_s=0.2), "deletion not resumed"
+        with Client(broker.bootstrap) as client:
+            problems, _ = verify_records(client, ledger, TOPICS)
+        problems += check_bucket(s3, BUCKET, PREFIX, data_dir, TOPICS).problems
+        assert not problems, "after the mid-deletion kill: " + "\n".join(problems[:20])
         if KILL_CYCLES >= MANY_CYCLES:  # enough cycles to land inside an upload
             assert caught.get("COPY_SEGMENT_STARTED"), caught
         _check_swept_and_tiered(broker.bootstrap, s3, data_dir)
     finally:
         broker.kill()
+
+
+def _kill_mid_deletion(
+    data_dir: Path, settings: tuple[str, ...], ledger: Ledger
+) -> tuple[Any, bool]:
+    """Kill the broker deterministically mid-deletion: a failpoint ends it right after
+    it wrote DELETE_SEGMENT_STARTED for a remote segment, before deleting its objects
+    (the random kills above rarely land there). Then restart it; returns the broker and
+    whether the kill left a deletion in flight on disk."""
+    env = {"TIDELOG_FAILPOINTS": DELETE_FAILPOINT}
+    broker = start_broker(data_dir, *settings, env=env, wait=False)
+    load = None
+    deadline = time.monotonic() + DELETE_KILL_WAIT_S
+    while broker.proc.poll() is None and time.monotonic() < deadline:
+        if load is None and broker._ready.is_set():  # more load: retention gets work
+            load = start_load(broker.bootstrap, ledger, TOPICS, producers=2, seed=99)
+        time.sleep(0.05)
+    if load is not None:
+        load.finish()
+    assert broker.proc.poll() is not None, "the deletion failpoint never fired"
+    landed = "DELETE_SEGMENT_STARTED" in _states_at_kill(data_dir)
+    return start_broker(data_dir, *settings), landed
 
 
 def _states_at_kill(data_dir: Path) -> list[str]:
