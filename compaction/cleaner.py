@@ -393,6 +393,8 @@ class _Recopier:
         """A transaction marker: kept, given its delete horizon, or dropped past it
         (compaction.markers)."""
         verdict = self._markers.on_marker(header)
+        if header.base_offset >= self._end:  # past the cleanable range: untouched (Kafka)
+            verdict = "keep"
         if verdict == "drop":
             self.removed += header.record_count
             self.dropped_markers.add((header.producer_id, header.base_offset))
