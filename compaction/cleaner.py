@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any
@@ -182,6 +182,7 @@ class Cleaner:
             delete_retention_ms=log.config.delete_retention_ms,
             max_decompressed=max_decompressed_bytes(log.config.max_message_bytes),
             retained_batch_ends=log.producer_batch_ends(),
+            retained_marker_epochs=log.producer_marker_epochs(),
             aborted=_AbortedRanges(aborted),
         )
         for group in groups:
@@ -323,7 +324,10 @@ class _Recopier:
     `retained_batch_ends`) is copied whole, so a rebuild of the producer state from the
     log still finds it and deduplication survives compaction. Kafka keeps only its
     header (an empty batch); a whole batch spares every reader empty batches, at the
-    cost of at most one uncompacted batch per producer.
+    cost of at most one uncompacted batch per producer. Likewise a producer whose epoch
+    only a marker records (`retained_marker_epochs`: a bump forgot its batches) keeps
+    its markers of that epoch past their delete horizon, so a rebuilt state still fences
+    the older epoch.
     """
 
     def __init__(
@@ -336,10 +340,12 @@ class _Recopier:
         delete_retention_ms: int,
         max_decompressed: int,
         retained_batch_ends: frozenset[int] = frozenset(),
+        retained_marker_epochs: Mapping[int, int] | None = None,
         aborted: _AbortedRanges | None = None,
     ) -> None:
         self._map = offset_map
         self._retained = retained_batch_ends
+        self._marker_epochs = retained_marker_epochs or {}
         self._aborted = aborted if aborted is not None else _AbortedRanges([])
         self._first_dirty = first_dirty_offset
         self._end = end_offset
@@ -389,11 +395,16 @@ class _Recopier:
         if outcome.data is not None:
             writer.append(outcome.data, _header_of(outcome, header))
 
+    def _carries_epoch(self, header: BatchHeader) -> bool:
+        """The marker alone records its producer's current epoch (fencing after a rebuild)."""
+        return self._marker_epochs.get(header.producer_id) == header.producer_epoch
+
     def _recopy_marker(self, view: memoryview, header: BatchHeader, writer: CleanedSegment) -> None:
         """A transaction marker: kept, given its delete horizon, or dropped past it
         (compaction.markers)."""
         verdict = self._markers.on_marker(header)
-        if header.base_offset >= self._end:  # past the cleanable range: untouched (Kafka)
+        past_range = header.base_offset >= self._end  # cleaned by no pass (Kafka)
+        if past_range or (verdict == "drop" and self._carries_epoch(header)):
             verdict = "keep"
         if verdict == "drop":
             self.removed += header.record_count

@@ -685,6 +685,13 @@ class Log:
         with self._lock:
             return self._producers.batch_ends()
 
+    def producer_marker_epochs(self) -> dict[int, int]:
+        """Producer id -> epoch for the producers a marker alone describes: the cleaner
+        keeps such a producer's markers of that epoch, so a rebuilt state still fences
+        its older epochs (Kafka's LogCleaner, `isBatchLastRecordOfProducer`)."""
+        with self._lock:
+            return self._producers.marker_epochs()
+
     def producer_count(self) -> int:
         with self._lock:
             return len(self._producers.state)

@@ -63,6 +63,11 @@ class ProducerStateManager:
         """The last offset of each known producer's newest batch."""
         return frozenset(e.last_offset for e in self.state.entries().values())
 
+    def marker_epochs(self) -> dict[int, int]:
+        """Producer id -> epoch of each producer whose newest entry in the log is a
+        marker (its epoch bump forgot its batches): that marker alone carries the epoch."""
+        return {pid: e.epoch for pid, e in self.state.entries().items() if not e.batches}
+
     def remove_expired(self, now_ms: int, expiration_ms: int) -> int:
         """Forget producers idle for `expiration_ms`; returns how many."""
         self.state.expiration_ms = expiration_ms

@@ -184,3 +184,27 @@ def test_markers_go_a_delete_horizon_after_their_transaction_s_data(logs, clock)
     # The aborted transaction left the index with its marker (else producer 7's later,
     # committed "e1" would read as aborted: committed_values checks that too).
     assert log._local.segments[0].txn_index.entries == []
+
+
+def test_a_marker_that_alone_carries_its_producer_s_epoch_outlives_its_horizon(logs, clock):
+    """Kafka keeps the last record of each live producer: when an epoch bump forgot the
+    producer's batches (here an abort at the bumped epoch, as InitProducerId does to a
+    zombie's open transaction), its marker is that record and is never dropped, so a
+    state rebuilt from the log still fences the old epoch. A marker of an older epoch
+    of the same producer still goes."""
+    logs.create_topic("t", 1, COMPACT)  # delete.retention.ms 1000
+    log = logs.get_log("t", 0)
+    txn(log, [(b"a", b"a1")], clock(), 5, 0)  # 0: shadowed by offset 4
+    log.append_txn_marker(5, 0, commit=True, coordinator_epoch=0, append_time_ms=clock())  # 1
+    txn(log, [(b"z", b"zombie")], clock(), 5, 1)  # 2: aborted below
+    log.append_txn_marker(5, 1, commit=False, coordinator_epoch=0, append_time_ms=clock())  # 3
+    txn(log, [(b"a", b"a2")], clock(), 7, 0, transactional=False)  # 4
+    log.roll()
+    end = log.log_end_offset
+    cleaner = make_cleaner()
+    assert log.producer_marker_epochs() == {5: 1}
+    for _ in range(3):  # data removed, then horizons set, then past them
+        cleaner.clean(log, first_dirty_offset=0, first_uncleanable_offset=end, now_ms=clock())
+        clock.advance(1000)
+    assert [m[:2] for m in markers_of(log)] == [(3, 5)]
+    assert committed_values(log) == {b"a": b"a2"}
