@@ -83,6 +83,11 @@ class BrokerProcess:
         return self.host, self.port
 
     @property
+    def ready(self) -> bool:
+        """The broker printed `broker_ready` (its ports are known and it serves)."""
+        return self._ready.is_set()
+
+    @property
     def bootstrap(self) -> str:
         """`HOST:PORT` for `--bootstrap-server`."""
         return f"{self.host}:{self.port}"

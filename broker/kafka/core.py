@@ -46,6 +46,7 @@ from protocol.errors import InvalidRequest, TidelogError
 from protocol.kafka.errors import KafkaCodecError, KafkaError, for_tidelog_code
 from protocol.kafka.messages import FETCH, LIST_OFFSETS, METADATA, PRODUCE
 from protocol.offsets_schema import INTERNAL_TOPICS
+from storage.log import Log
 from storage.record_source import RecordSource
 from storage.topic_id import ZERO_TOPIC_ID
 
@@ -729,9 +730,8 @@ def _tier_offset(
     """KIP-405's two specs: -4 the local log start offset (above the log start once
     local copies of uploaded segments are gone), -5 the highest offset in the object
     store (-1 with epoch -1 when none is, or the topic is not tiered: Kafka's answer)."""
-    try:
-        plog = ctx.manager.get_log(*key)
-    except (TidelogError, KeyError, IndexError):
+    plog = _log_or_none(ctx, key)
+    if plog is None:
         return res, LEADER_EPOCH
     if spec == EARLIEST_LOCAL_TIMESTAMP:
         return {**res, "offset": plog.local_log_start_offset, "timestamp": None}, LEADER_EPOCH
@@ -745,11 +745,17 @@ def _last_stable(ctx: BrokerContext, key: tuple[str, int], res: dict[str, Any]) 
     """ListOffsets read_committed: "latest" is the last stable offset (Kafka's)."""
     if res.get("error") is not None:
         return res
+    plog = _log_or_none(ctx, key)
+    return res if plog is None else {**res, "offset": plog.last_stable_offset}
+
+
+def _log_or_none(ctx: BrokerContext, key: tuple[str, int]) -> Log | None:
+    """The partition's log, or None when it went since the request's own answer (that
+    answer, with its error, then stands)."""
     try:
-        plog = ctx.manager.get_log(*key)
+        return ctx.manager.get_log(*key)
     except (TidelogError, KeyError, IndexError):
-        return res
-    return {**res, "offset": plog.last_stable_offset}
+        return None
 
 
 HANDLERS: dict[int, KafkaApi] = {

@@ -119,8 +119,11 @@ def test_kill9_during_uploads_and_remote_deletions_loses_nothing(
         broker.kill()
         broker, landed = _kill_mid_deletion(data_dir, settings, ledger)
         assert landed, "the failpoint kill did not leave DELETE_SEGMENT_STARTED on disk"
-        finished = lambda: "DELETE_SEGMENT_STARTED" not in _states_at_kill(data_dir)  # noqa: E731
-        assert wait_until(finished, SWEEP_TIMEOUT_S, step_s=0.2), "deletion not resumed"
+        assert wait_until(
+            lambda: "DELETE_SEGMENT_STARTED" not in _states_at_kill(data_dir),
+            SWEEP_TIMEOUT_S,
+            step_s=0.2,
+        ), "deletion not resumed"
         with Client(broker.bootstrap) as client:
             problems, _ = verify_records(client, ledger, TOPICS)
         problems += check_bucket(s3, BUCKET, PREFIX, data_dir, TOPICS).problems
@@ -144,7 +147,7 @@ def _kill_mid_deletion(
     load = None
     deadline = time.monotonic() + DELETE_KILL_WAIT_S
     while broker.proc.poll() is None and time.monotonic() < deadline:
-        if load is None and broker._ready.is_set():  # more load: retention gets work
+        if load is None and broker.ready:  # more load: retention gets work
             load = start_load(broker.bootstrap, ledger, TOPICS, producers=2, seed=99)
         time.sleep(0.05)
     if load is not None:
