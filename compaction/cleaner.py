@@ -45,6 +45,7 @@ from compaction.ports import CleanableLog, CleanedSegment
 from compaction.recopy import (
     UNKEYED,
     BatchOutcome,
+    emptied,
     recopy_batch,
     recopy_survivors,
     tombstones_retained,
@@ -321,10 +322,11 @@ class _Recopier:
     that keep some records are decoded and rebuilt.
 
     The newest batch of each live idempotent producer (its last offset is in
-    `retained_batch_ends`) is copied whole, so a rebuild of the producer state from the
-    log still finds it and deduplication survives compaction. Kafka keeps only its
-    header (an empty batch); a whole batch spares every reader empty batches, at the
-    cost of at most one uncompacted batch per producer. Likewise a producer whose epoch
+    `retained_batch_ends`) is cleaned like any other, but when no record of it survives
+    its header stays as an empty batch (Kafka's RETAIN_EMPTY), so a rebuild of the
+    producer state from the log still finds its last sequence and deduplication
+    survives compaction. (Copying it whole, as round 2 did, resurrected shadowed
+    values once a later tombstone of their key went.) Likewise a producer whose epoch
     only a marker records (`retained_marker_epochs`: a bump forgot its batches) keeps
     its markers of that epoch past their delete horizon, so a rebuilt state still fences
     the older epoch.
@@ -374,15 +376,13 @@ class _Recopier:
             return
         if fields[F_ATTRIBUTES] & TRANSACTIONAL_MASK:
             self._markers.saw_transactional_batch(fields[F_PRODUCER_ID])
-        if last in self._retained:  # a live producer's newest batch: copied whole
-            self.kept += fields[F_RECORD_COUNT]
-            writer.append(view, BatchHeader(*fields))
-            return
-        if self._aborted.is_aborted(fields):  # Kafka's cleaner removes aborted records
+        retained = last in self._retained  # a live producer's newest batch
+        if self._aborted.is_aborted(fields) or (  # Kafka's cleaner removes aborted records
+            base >= self._first_dirty and self._surely_dropped(base, last)
+        ):
             self.removed += fields[F_RECORD_COUNT]
-            return
-        if base >= self._first_dirty and self._surely_dropped(base, last):
-            self.removed += fields[F_RECORD_COUNT]
+            if retained:
+                self._keep_empty(view, BatchHeader(*fields), writer)
             return
         header = BatchHeader(*fields)
         if base < self._first_dirty:
@@ -394,6 +394,14 @@ class _Recopier:
         self.rewritten += outcome.rewritten
         if outcome.data is not None:
             writer.append(outcome.data, _header_of(outcome, header))
+        elif retained:
+            self._keep_empty(view, header, writer)
+
+    def _keep_empty(self, view: memoryview, header: BatchHeader, writer: CleanedSegment) -> None:
+        """A live producer's newest batch with no record left stays as an empty batch."""
+        data = emptied(view, header)
+        self.rewritten += 1
+        writer.append(data, header_of(data, header.magic))
 
     def _carries_epoch(self, header: BatchHeader) -> bool:
         """The marker alone records its producer's current epoch (fencing after a rebuild)."""

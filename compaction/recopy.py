@@ -39,6 +39,7 @@ from protocol.kafka import stored
 __all__ = [
     "UNKEYED",
     "BatchOutcome",
+    "emptied",
     "recopy_batch",
     "recopy_survivors",
     "tombstones_retained",
@@ -161,6 +162,13 @@ def _outcome(
     )
 
 
+def emptied(batch: bytes | memoryview, header: BatchHeader) -> bytes:
+    """`batch` with no records left: its header alone, offsets, producer fields and
+    timestamps kept (Kafka's `BatchRetention.RETAIN_EMPTY` for a live producer's newest
+    batch, so a producer state rebuilt from the log still finds its last sequence)."""
+    return _rebuild(batch, header, [], False, 0)
+
+
 def with_delete_horizon(
     batch: bytes | memoryview, header: BatchHeader, records: Sequence[tuple[Any, ...]],
     horizon_ms: int,
@@ -187,11 +195,11 @@ def _rebuild(
     if set_horizon:
         attributes |= DELETE_HORIZON_MASK
         base_timestamp = horizon_ms
-    elif header.has_delete_horizon:
+    elif header.has_delete_horizon or not entries:
         base_timestamp = header.base_timestamp
     else:
         base_timestamp = entries[0][1]
-    if header.timestamp_type == TimestampType.LOG_APPEND_TIME:
+    if header.timestamp_type == TimestampType.LOG_APPEND_TIME or not entries:
         max_timestamp = header.max_timestamp
     else:
         max_timestamp = max(e[1] for e in entries)

@@ -104,3 +104,28 @@ def latest_by_key(records: list[Record]) -> dict[bytes, tuple[int, bytes | None]
         if r.key is not None:
             out[r.key] = (r.offset, r.value)
     return out
+
+
+def read_committed(
+    batches: list[tuple[BatchHeader, list[Record]]], aborted: list[tuple[int, int]]
+) -> list[Record]:
+    """The records a read_committed Kafka consumer delivers from `batches` given the
+    fetch's aborted list of (producer id, first offset) (CompletedFetch's algorithm:
+    before each batch with a producer id, the aborted entries starting at or below its
+    last offset mark their producers aborted; an ABORT marker clears its producer; a
+    transactional batch of an aborted producer is skipped; markers are no records)."""
+    pending = sorted(set(aborted), key=lambda e: e[1])
+    aborted_now: set[int] = set()
+    out: list[Record] = []
+    for header, records in batches:
+        if header.producer_id >= 0:
+            while pending and pending[0][1] <= header.last_offset:
+                aborted_now.add(pending.pop(0)[0])
+            if header.attributes & 0x20:
+                if records and records[0].key == b"\x00\x00\x00\x00":  # ABORT
+                    aborted_now.discard(header.producer_id)
+                continue
+            if header.attributes & 0x10 and header.producer_id in aborted_now:
+                continue
+        out += records
+    return out

@@ -11,11 +11,12 @@ from compaction.manager import MAX_CONSECUTIVE_FAILURES
 from protocol.batch import Compression, decode_records, encode_batch, iter_headers, read_header
 from storage.checkpoint import read_checkpoint
 from storage.fileio import FileIO
-from storage.files import CLEANER_OFFSET_CHECKPOINT
+from storage.files import CLEAN_SHUTDOWN_FILE, CLEANER_OFFSET_CHECKPOINT
 from storage.producer_snapshot import list_snapshots
 from tests.compaction.helpers import (
     Clock,
     append,
+    batches_of,
     latest_by_key,
     make_cleaner,
     make_cleaner_manager,
@@ -394,7 +395,7 @@ def test_dirty_batches_dropped_copied_or_rebuilt_by_their_survivors(logs, clock)
     assert [r.offset for r in read_all(log)] == [0, 1, 3, 6, 7, 8]
 
 
-def test_a_live_producers_newest_batch_survives_so_dedupe_survives_compaction(
+def test_a_live_producers_newest_batch_stays_empty_so_dedupe_survives_compaction(
     logs, clock, tmp_path
 ):
     logs.create_topic("t", 1, COMPACT)
@@ -408,13 +409,20 @@ def test_a_live_producers_newest_batch_survives_so_dedupe_survives_compaction(
     result = make_cleaner_manager(logs, clock).clean_one(make_cleaner())
     assert result is not None and result.records_removed > 0
     kept = [(r.offset, r.key, r.value) for r in read_all(log)]
-    assert (newest, b"b", b"old") in kept  # the newest producer batch, although superseded
-    assert (0, b"a", b"old") not in kept  # its older batch was compacted as usual
+    # Both superseded records went (a shadowed value never comes back), but the newest
+    # producer batch stays as an empty batch, its header whole (Kafka's RETAIN_EMPTY).
+    assert (newest, b"b", b"old") not in kept and (0, b"a", b"old") not in kept
+    stored = {h.base_offset: h for h, _ in batches_of(log.read(0, 1 << 24).records)}
+    assert 0 not in stored
+    empty = stored[newest]
+    assert (empty.record_count, empty.producer_id, empty.base_sequence) == (0, 11, 1)
     # A restart without snapshots rebuilds the producer from the log: the retry of its
     # newest batch is still a duplicate.
+    # Unclean, so recovery also scans the segment holding the empty batch.
     logs.close()
     for snapshot in (tmp_path / "t-0").glob("*.snapshot"):
         snapshot.unlink()
+    (tmp_path / CLEAN_SHUTDOWN_FILE).unlink()
     reopened = open_manager(tmp_path, clock)
     retry = reopened.get_log("t", 0).append(
         encode_batch([(b"b", b"old", None, clock())], base_sequence=1, **producer)

@@ -21,6 +21,7 @@ from tests.compaction.helpers import (
     make_cleaner_manager,
     open_manager,
     read_all,
+    read_committed,
 )
 from tests.compaction.test_cleaner import COMPACT
 
@@ -57,27 +58,10 @@ def txn(log, rows, ts, producer_id, sequence, *, transactional=True, epoch=0):
 
 
 def committed_values(log):
-    """key -> value as a read_committed Kafka consumer sees them (CompletedFetch's
-    algorithm: before each batch with a producer id, the aborted entries starting at or
-    below its last offset mark their producers aborted; an ABORT marker clears its
-    producer; a transactional batch of an aborted producer is skipped)."""
+    """key -> value as a read_committed Kafka consumer sees them (one read)."""
     data = log.read(log.log_start_offset, 1 << 24, committed=True)
-    pending = sorted(data.aborted_transactions, key=lambda e: e[1])
-    aborted: set[int] = set()
-    out = {}
-    for header, records in batches_of(data.records):
-        if header.producer_id >= 0:
-            while pending and pending[0][1] <= header.last_offset:
-                aborted.add(pending.pop(0)[0])
-            if header.attributes & 0x20:
-                if records and records[0].key == b"\x00\x00\x00\x00":  # ABORT
-                    aborted.discard(header.producer_id)
-                continue
-            if header.attributes & 0x10 and header.producer_id in aborted:
-                continue
-        for r in records:
-            out[r.key] = r.value
-    return out
+    records = read_committed(batches_of(data.records), list(data.aborted_transactions))
+    return {r.key: r.value for r in records}
 
 
 def test_aborted_records_never_shadow_a_committed_key(logs, clock):

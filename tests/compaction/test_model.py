@@ -25,6 +25,7 @@ from __future__ import annotations
 import shutil
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from hypothesis import event, settings
 from hypothesis import strategies as st
@@ -87,6 +88,28 @@ class SnapshotIO(FileIO):
     def fsync_dir(self, path):
         self._op()
         super().fsync_dir(path)
+
+
+def crash_mid_cleaning(machine: Any, step: int) -> None:
+    """One cleaning of `machine`'s log with the data directory captured before the
+    cleaning's `step`-th file operation, then a restart from that copy (a kill -9 at
+    that point); nothing more when the cleaning ended before that step."""
+    machine.log.roll()  # something closed to clean, most of the time
+    io = machine.io
+    io.snapshot_dir = machine.root / "crash"
+    io.snapshot_at, io.ops, io.taken = step, 0, False
+    try:
+        machine.cleaners.clean_one(make_cleaner(map_bytes=1 << 16))
+    finally:
+        io.snapshot_at = 0
+    if not io.taken:
+        event("cleaning ended before the crash point")
+        return
+    event("crashed during a cleaning")
+    machine.logs.close()
+    shutil.rmtree(machine.data_dir)
+    io.snapshot_dir.rename(machine.data_dir)
+    machine._reopen(clean=False)
 
 
 class CleanerModel(RuleBasedStateMachine):
@@ -164,21 +187,7 @@ class CleanerModel(RuleBasedStateMachine):
 
     @rule(step=st.integers(min_value=1, max_value=30))
     def crash_during_cleaning(self, step):
-        self.log.roll()  # something closed to clean, most of the time
-        self.io.snapshot_dir = self.root / "crash"
-        self.io.snapshot_at, self.io.ops, self.io.taken = step, 0, False
-        try:
-            self.cleaners.clean_one(make_cleaner(map_bytes=1 << 16))
-        finally:
-            self.io.snapshot_at = 0
-        if not self.io.taken:
-            event("cleaning ended before the crash point")
-            return
-        event("crashed during a cleaning")
-        self.logs.close()
-        shutil.rmtree(self.data_dir)
-        self.io.snapshot_dir.rename(self.data_dir)
-        self._reopen(clean=False)
+        crash_mid_cleaning(self, step)
 
     @invariant()
     def log_matches_model(self):

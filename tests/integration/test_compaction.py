@@ -9,11 +9,13 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+import confluent_kafka as ck
 import pytest
 
 from protocol.batch import Record, encode_batch, iter_headers, iter_records
 from protocol.errors import InvalidRecord
 from tests.conftest import BrokerFactory, BrokerProcess
+from tests.integration.test_cli import cli
 from tidelog.client import Client
 
 pytestmark = pytest.mark.integration
@@ -247,3 +249,50 @@ def test_broker_killed_inside_a_swap_recovers_every_key(broker_factory, tmp_path
         # Cleanings go on: the closed segments end with one record per key.
         push_into_closed_segments(client, "k")
         wait_until(lambda: len(of_keys(read_all(client, "k"), b"key-")) == 5, "a full cleaning")
+
+
+def test_a_shadowed_producer_batch_goes_empty_and_outside_clients_read_past_it(
+    broker: BrokerProcess, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An idempotent Kafka producer's newest batch, shadowed by a later tombstone, is
+    cleaned like any batch: its value goes at once and never comes back once the
+    tombstone goes too; the batch stays only as an empty header (Kafka's RETAIN_EMPTY),
+    which librdkafka's consumer, our client and `tidelog dump-log` read past."""
+    with Client(broker.bootstrap) as client:
+        client.create_topic("r", 1, {**COMPACTED, "delete.retention.ms": 500})
+        producer = ck.Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": True})
+        producer.produce("r", key=b"key-r", value=b"old", partition=0)
+        assert producer.flush(20) == 0
+        produce(client, "r", b"key-r", None, now_ms())
+        push_into_closed_segments(client, "r")
+
+        def key_r() -> list[bytes | None]:
+            return [r.value for r in read_all(client, "r") if r.key == b"key-r"]
+
+        wait_until(lambda: key_r() == [None], "the old value to go, the tombstone left")
+        time.sleep(0.6)
+        push_into_closed_segments(client, "r")
+        wait_until(lambda: key_r() == [], "the tombstone to go")
+        [entry] = client.metadata(["r"])
+        high = entry["partitions"][0]["high_watermark"]
+    consumer = ck.Consumer(
+        {"bootstrap.servers": broker.bootstrap, "group.id": "r-reader", "enable.auto.commit": False}
+    )
+    try:
+        consumer.assign([ck.TopicPartition("r", 0, 0)])
+        seen: list[tuple[int, bytes | None]] = []
+        deadline = time.monotonic() + WAIT_S
+        while (not seen or seen[-1][0] < high - 1) and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is not None:
+                assert message.error() is None, message.error()
+                seen.append((message.offset(), message.key()))
+    finally:
+        consumer.close()
+    assert seen and seen[-1][0] == high - 1
+    assert b"key-r" not in [key for _, key in seen]
+    status, out, err = cli(
+        broker, capsys, "dump-log", str(broker.data_dir / "r-0" / f"{0:020d}.log")
+    )
+    assert status == 0, err
+    assert "producerId: " in out and "count: 0" in out
