@@ -107,6 +107,10 @@ class RemoteSegment:
     layouts: int
     state: SegmentState
     updated_ms: int
+    # Whether a `.txnindex` object was uploaded with it (the segment had aborted
+    # transactions). Manifests written before the field say nothing: True, so a
+    # reader still looks for the object.
+    has_txn_index: bool = True
 
     @property
     def next_offset(self) -> int:
@@ -127,6 +131,7 @@ class RemoteSegment:
             "layouts": self.layouts,
             "state": self.state.value,
             "updated_ms": self.updated_ms,
+            "has_txn_index": self.has_txn_index,
         }
 
     @classmethod
@@ -148,7 +153,10 @@ class RemoteSegment:
             state = SegmentState(str(raw.get("state")))
         except ValueError as exc:
             raise ManifestFormatError(f"unknown segment state {raw.get('state')!r}") from exc
-        segment = cls(segment_id=segment_id, state=state, **values)
+        has_txn_index = raw.get("has_txn_index", True)
+        if not isinstance(has_txn_index, bool):
+            raise ManifestFormatError(f"has_txn_index is not a boolean: {has_txn_index!r}")
+        segment = cls(segment_id=segment_id, state=state, has_txn_index=has_txn_index, **values)
         if segment.end_offset < segment.base_offset or segment.base_offset < 0:
             raise ManifestFormatError(
                 f"segment {segment_id}: offsets [{segment.base_offset}, {segment.end_offset}]"

@@ -41,6 +41,7 @@ def refs_of(manifest: Manifest, prefix: str) -> tuple[RemoteSegmentRef, ...]:
             s.base_timestamp_ms,
             s.max_timestamp_ms,
             s.layouts,
+            s.has_txn_index,
         )
         for s in manifest.readable()
     )

@@ -324,6 +324,7 @@ class RemotePartition:
                 layouts=self.log.segment_files.layouts(candidate.base_offset),
                 state=SegmentState.COPY_SEGMENT_STARTED,
                 updated_ms=self.clock_ms(),
+                has_txn_index=TXN_INDEX_SUFFIX in files,
             )
             self._save(self._manifest.with_segment(entry))
             failpoints.hit("remote.copy.after_started")

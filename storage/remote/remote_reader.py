@@ -138,7 +138,11 @@ class RemoteReader:
     def txn_entries(self, ref: RemoteSegmentRef) -> tuple[AbortedTxn, ...]:
         """The aborted transactions of a remote segment's `.txnindex` (no such object:
         none; the uploader puts one only where the segment had entries). Small and
-        immutable per upload, so kept for the broker's life, by object stem."""
+        immutable per upload, so kept for the broker's life, by object stem. A segment
+        the manifest says went up without one costs no GET (a listing of hundreds of
+        remote segments would otherwise wait on hundreds of 404s)."""
+        if not ref.has_txn_index:
+            return ()
         with self._lock:
             cached = self._txn_entries.get(ref.stem)
         if cached is not None:

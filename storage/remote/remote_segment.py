@@ -43,6 +43,7 @@ class RemoteSegmentRef:
     base_timestamp_ms: int
     max_timestamp_ms: int
     layouts: int
+    has_txn_index: bool = True  # False: no `.txnindex` object, no GET for it
 
     @property
     def next_offset(self) -> int:

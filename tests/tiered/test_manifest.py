@@ -133,10 +133,17 @@ def test_json_format_round_trip(tmp_path: Path) -> None:
                 "layouts": 1,
                 "state": "COPY_SEGMENT_FINISHED",
                 "updated_ms": 7,
+                "has_txn_index": True,
             }
         ],
     }
     assert Manifest.decode(m.encode()) == m
+    # A manifest written before `has_txn_index` existed reads as True (look for it).
+    del raw["segments"][0]["has_txn_index"]
+    assert Manifest.decode(json.dumps(raw).encode()).segments[0].has_txn_index is True
+    raw["segments"][0]["has_txn_index"] = "no"
+    with pytest.raises(ManifestFormatError, match="has_txn_index"):
+        Manifest.decode(json.dumps(raw).encode())
     io = FileIO()
     assert read_manifest(io, tmp_path) is None
     data = write_manifest(io, tmp_path, m)

@@ -216,8 +216,10 @@ def test_manifest_json_in_the_bucket_is_the_documented_format(tiered: Tiered) ->
     assert set(doc) == {"version", "topic", "partition", "log_start_offset", "segments"}
     assert set(doc["segments"][0]) == {
         "segment_id", "base_offset", "end_offset", "size_bytes", "base_timestamp_ms",
-        "max_timestamp_ms", "layouts", "state", "updated_ms",
+        "max_timestamp_ms", "layouts", "state", "updated_ms", "has_txn_index",
     }  # fmt: skip
+    # Plain produce wrote no aborted transaction: no `.txnindex` object, and it says so.
+    assert doc["segments"][0]["has_txn_index"] is False
 
 
 def test_restart_keeps_a_delete_records_the_manifest_had_not_recorded(

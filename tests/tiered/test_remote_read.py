@@ -4,6 +4,7 @@ for byte what the local segments answer; failures of the store as errors."""
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -114,6 +115,22 @@ def test_cold_then_warm_cache_and_the_cap(
     assert reader.statistics().chunks.evictions > 0
     cache_files = list((tmp_path / "data" / "remote-cache").iterdir())
     assert sum(f.stat().st_size for f in cache_files) <= 4096
+
+
+def test_a_segment_uploaded_without_a_txnindex_costs_no_get(
+    tmp_path: Path, store: S3Server, uploaded: tuple[Log, list[RemoteSegmentRef]]
+) -> None:
+    """The manifest says which segments went up with a `.txnindex`: the aborted list
+    over many segments without one asks the store nothing (404s, one per segment,
+    made a listing of a long remote tier time out)."""
+    _, refs = uploaded
+    reader = _reader(tmp_path, store)
+    without = [dataclasses.replace(ref, has_txn_index=False) for ref in refs]
+    found, _ = RemoteLog(reader, lambda: without, "t-0").aborted_between(0, 10**9, 10**9)
+    assert found == () and reader.statistics().gets == 0
+    unknown = RemoteLog(reader, lambda: refs, "t-0")  # an older manifest: look for them
+    assert unknown.aborted_between(0, 10**9, 10**9)[0] == ()
+    assert reader.statistics().gets == len(refs)
 
 
 def test_offset_for_timestamp_and_max_timestamp_match_local(
