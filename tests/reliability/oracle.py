@@ -129,6 +129,8 @@ def leftover_files(data_dir: Path, *, allow_deleted: bool = True) -> list[str]:
     """Files a finished recovery or cleaning must not leave behind."""
     bad: list[str] = []
     for path in data_dir.rglob("*"):
+        if any(part.endswith("-stray") for part in path.relative_to(data_dir).parts[:-1]):
+            continue  # a quarantined directory is kept as found, for an operator
         name = path.name
         if name.endswith((CLEANED_SUFFIX, SWAP_SUFFIX, TEMP_SUFFIX)):
             bad.append(f"leftover transient file {path}")
