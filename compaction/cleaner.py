@@ -398,7 +398,11 @@ class _Recopier:
             self._keep_empty(view, header, writer)
 
     def _keep_empty(self, view: memoryview, header: BatchHeader, writer: CleanedSegment) -> None:
-        """A live producer's newest batch with no record left stays as an empty batch."""
+        """A live producer's newest batch with no record left stays as an empty batch
+        (one already empty, from an earlier pass, is copied as it is)."""
+        if header.record_count == 0:
+            writer.append(bytes(view), header)
+            return
         data = emptied(view, header)
         self.rewritten += 1
         writer.append(data, header_of(data, header.magic))

@@ -429,3 +429,28 @@ def test_a_live_producers_newest_batch_stays_empty_so_dedupe_survives_compaction
     )
     assert retry.duplicate and retry.base_offset == newest
     reopened.close()
+
+
+def test_an_already_empty_producer_batch_is_copied_as_it_is(logs, clock):
+    logs.create_topic("t", 1, COMPACT)
+    log = logs.get_log("t", 0)
+    newest = append(
+        log, [(b"b", b"old")], clock(), producer_id=12, producer_epoch=0, base_sequence=0
+    )
+    fill(log, clock, 40, 2)
+    append(log, [(b"b", b"new")], clock())  # shadows the producer's only batch
+    log.roll()
+    cleaner = make_cleaner_manager(logs, clock)
+    first = cleaner.clean_one(make_cleaner())
+    assert first is not None and first.batches_rewritten == 1  # the emptied batch
+    before = log.read(0, 1 << 24).records
+    assert {h.base_offset: h.record_count for h, _ in batches_of(before)}[newest] == 0
+    # Dirty again with keys seen nowhere else: the next pass has nothing to remove.
+    for i in range(60):
+        append(log, [(b"unique-%d" % i, b"x")], clock())
+    log.roll()
+    second = cleaner.clean_one(make_cleaner())
+    assert second is not None and second.records_removed == 0
+    # The empty batch was copied, not rebuilt again, and its bytes are unchanged.
+    assert second.batches_rewritten == 0
+    assert log.read(0, 1 << 24).records[: len(before)] == before

@@ -5,7 +5,18 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from protocol.batch import Compression, TimestampType, build_batch, encode_batch, set_base_offset
+from compaction.layouts import header_of
+from compaction.recopy import emptied
+from protocol.batch import (
+    KAFKA_MAGIC_OFFSET,
+    MAGIC_OFFSET,
+    Compression,
+    TimestampType,
+    build_batch,
+    encode_batch,
+    set_base_offset,
+)
+from protocol.kafka.convert import tidelog_to_kafka
 from spark_connector.arrow_convert import (
     Selection,
     empty_batch,
@@ -157,3 +168,26 @@ def test_a_view_of_a_reused_buffer_converts_as_bytes_and_is_not_kept(
     buffer[:] = bytes(len(buffer))  # the next answer lands here
     assert got.equals(expected)
     assert got.num_rows == 280
+
+
+@pytest.mark.parametrize("layout", ["tidelog", "kafka"])
+def test_an_empty_batch_left_by_the_cleaner_yields_no_row_and_is_read_past(layout: str) -> None:
+    # The cleaner keeps a live producer's newest batch as its header alone when no
+    # record survives (docs/idempotence.md "Wiring"): offsets 0-2, no record.
+    full = stored(0, [(b"k", b"v%d" % i, [], 1000 + i) for i in range(3)], producer_id=7)
+    following = stored(3, [(b"k", b"v3", [], 1003)])
+    if layout == "kafka":
+        full = tidelog_to_kafka(full, partition_leader_epoch=0)[0]
+        following = tidelog_to_kafka(following, partition_leader_epoch=0)[0]
+    header = header_of(full, full[KAFKA_MAGIC_OFFSET if layout == "kafka" else MAGIC_OFFSET])
+    empty = emptied(full, header)
+    assert header_of(empty, header.magic).record_count == 0
+    out = records_to_arrow(
+        empty + following, topic="t", partition=0, start=0, end=100, include_headers=True
+    )
+    assert out.batch is not None and out.rows == 1
+    assert out.batch.column("offset").to_pylist() == [3]
+    assert out.batch.column("value").to_pylist() == [b"v3"]
+    assert out.next_offset == 4
+    alone = records_to_arrow(empty, topic="t", partition=0, start=0, end=100, include_headers=False)
+    assert alone.rows == 0 and alone.next_offset == 3
